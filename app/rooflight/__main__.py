@@ -1,0 +1,5 @@
+import sys
+
+from rooflight.cli import main
+
+sys.exit(main())

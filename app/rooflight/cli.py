@@ -1,0 +1,222 @@
+"""The command-line twin (CONTRACT.md): thin over the core, JSON on stdout with --json.
+
+Exit codes: 0 success, 1 an operation failed, 2 bad usage or bad input. Errors are one
+line on stderr; --debug shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from rooflight import __version__
+from rooflight.errors import BadInputError, RooflightError
+
+log = logging.getLogger("rooflight")
+
+
+def _emit_json(doc: dict) -> None:
+    json.dump(doc, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
+    return value
+
+
+def _gpu_layers(text: str) -> int | str:
+    if text == "auto":
+        return "auto"
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("expected 0 or more")
+    return value
+
+
+def _hardware(args) -> object:
+    from rooflight.hardware import detect, load_profile
+
+    if getattr(args, "hardware", None):
+        return load_profile(args.hardware)
+    return detect()
+
+
+def cmd_hardware(args) -> int:
+    from rooflight.hardware import format_profile
+
+    profile = _hardware(args)
+    if args.json:
+        _emit_json(profile.to_dict())
+    else:
+        print(format_profile(profile))
+    return 0
+
+
+def _calibration(profile):
+    from rooflight.store.calibration import CalibrationStore, machine_key
+
+    store = CalibrationStore()
+    try:
+        return store.calibration(machine_key(profile), profile.backend)
+    finally:
+        store.close()
+
+
+def _wishes(args):
+    from rooflight.estimate import Wishes
+
+    return Wishes(
+        n_ctx=args.ctx,
+        n_gpu_layers=args.gpu_layers,
+        kv_type=args.kv_type,
+        flash_attn=args.flash_attn,
+        n_threads=args.threads,
+        n_batch=args.batch,
+        n_ubatch=args.ubatch,
+        prompt_tokens=args.prompt_tokens,
+        gen_tokens=args.gen_tokens,
+    )
+
+
+def cmd_estimate(args) -> int:
+    from rooflight.estimate import plan
+    from rooflight.format import format_estimate
+    from rooflight.gguf import load_model_spec
+
+    spec = load_model_spec(args.model)
+    profile = _hardware(args)
+    # calibration only describes this machine: never apply it to a --hardware profile
+    calibration = None if args.hardware else _calibration(profile)
+    est = plan(spec, profile, _wishes(args), calibration=calibration)
+    if args.json:
+        _emit_json(est.to_dict())
+    else:
+        print(format_estimate(est))
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from rooflight.estimate import plan
+    from rooflight.gguf import load_model_spec
+    from rooflight.runtime.measure import measure
+    from rooflight.store.calibration import CalibrationStore, Measurement, machine_key
+
+    spec = load_model_spec(args.model)
+    if args.model.startswith("hf:"):
+        raise BadInputError("bench needs a local .gguf file; download the model first.")
+    profile = _hardware(args)
+    wishes = _wishes(args)
+    if wishes.n_ctx is None:
+        from dataclasses import replace
+
+        wishes = replace(wishes, n_ctx=max(2048, args.prompt_tokens + args.gen_tokens))
+    est = plan(spec, profile, wishes)  # uncalibrated: the ratio is what calibration learns
+    if est.fit == "too_large":
+        raise RooflightError("The model does not fit this machine at this context; nothing was run.")
+    print(f"measuring {spec.name} ({args.prompt_tokens}-token prompt, {args.gen_tokens} tokens)...", file=sys.stderr)
+    got = measure(args.model, est.config, prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens)
+    store = CalibrationStore()
+    try:
+        store.add(Measurement(
+            machine=machine_key(profile), backend=profile.backend, model=spec.name, quant=spec.file_type,
+            n_ctx=est.config.n_ctx, n_gpu_layers=est.config.n_gpu_layers,
+            prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens,
+            predicted_decode=est.performance.decode_tok_s, measured_decode=got.decode_tok_s,
+            predicted_prefill=est.performance.prefill_tok_s, measured_prefill=got.prefill_tok_s,
+        ))
+    finally:
+        store.close()
+    p = est.performance
+    doc = {
+        "model": est.to_dict()["model"],
+        "config": est.config.to_dict(),
+        "predicted": {"decode_tok_s": round(p.decode_tok_s, 3), "prefill_tok_s": round(p.prefill_tok_s, 3),
+                      "memory_bytes": est.memory.total_bytes - sum(d.overhead_bytes for d in est.memory.devices)},
+        "measured": {"decode_tok_s": round(got.decode_tok_s, 3), "prefill_tok_s": round(got.prefill_tok_s, 3),
+                     "time_to_first_token_s": round(got.time_to_first_token_s, 4),
+                     "load_s": round(got.load_s, 3),
+                     "memory_bytes": got.buffers.model_bytes + got.buffers.kv_bytes
+                     + got.buffers.compute_bytes + got.buffers.output_bytes},
+        "ratio": {"decode": round(got.decode_tok_s / p.decode_tok_s, 3),
+                  "prefill": round(got.prefill_tok_s / p.prefill_tok_s, 3)},
+        "stored": True,
+    }
+    if args.json:
+        _emit_json(doc)
+    else:
+        print(f"{'':10}{'predicted':>12}{'measured':>12}{'ratio':>8}")
+        print(f"{'decode':10}{p.decode_tok_s:12.1f}{got.decode_tok_s:12.1f}{doc['ratio']['decode']:8.2f}  tok/s")
+        print(f"{'prefill':10}{p.prefill_tok_s:12.1f}{got.prefill_tok_s:12.1f}{doc['ratio']['prefill']:8.2f}  tok/s")
+        print("Stored for calibration: later estimates on this machine use it.")
+    return 0
+
+
+def _add_estimate_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="a local .gguf path, or hf:OWNER/REPO/FILE.gguf (header read remotely)")
+    p.add_argument("--hardware", metavar="FILE", help="estimate for the machine in this JSON profile")
+    p.add_argument("--ctx", type=_positive_int, help="context length (default: 8192, capped at the model's)")
+    p.add_argument("--batch", type=_positive_int, default=512)
+    p.add_argument("--ubatch", type=_positive_int, default=512)
+    p.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16")
+    p.add_argument("--flash-attn", choices=["on", "off", "auto"], default="auto")
+    p.add_argument("--gpu-layers", type=_gpu_layers, default="auto", metavar="N|auto")
+    p.add_argument("--threads", type=_positive_int)
+    p.add_argument("--prompt-tokens", type=_positive_int, default=512)
+    p.add_argument("--gen-tokens", type=_positive_int, default=128)
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rooflight",
+        description="Which local LLM will really run on this machine, and how fast.",
+    )
+    parser.add_argument("--version", action="version", version=f"rooflight {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("hardware", help="detect this machine (GPUs, CPU, RAM, llama.cpp backend)")
+    p.add_argument("--hardware", metavar="FILE", help="read and complete a JSON profile instead")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_hardware)
+
+    p = sub.add_parser("estimate", help="memory plan and speed estimate for a model")
+    _add_estimate_options(p)
+    p.set_defaults(func=cmd_estimate)
+
+    p = sub.add_parser("bench", help="run a local model, compare with the estimate, store for calibration")
+    _add_estimate_options(p)
+    p.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, stream=sys.stderr,
+                        format="%(levelname)s %(name)s: %(message)s")
+    if not args.command:
+        # no command: the desktop app (issue: GUI); until then say what exists
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return args.func(args)
+    except RooflightError as exc:
+        if args.debug:
+            raise
+        print(f"rooflight: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("rooflight: interrupted", file=sys.stderr)
+        return 1

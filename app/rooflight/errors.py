@@ -1,0 +1,22 @@
+"""The project's own errors: each carries one sentence a user can act on.
+
+The CLI maps them to exit codes (CONTRACT.md): BadInput -> 2, OperationFailed -> 1.
+"""
+
+
+class RooflightError(Exception):
+    """Base class; str(error) is the one-sentence message shown to the user."""
+
+    exit_code = 1
+
+
+class BadInputError(RooflightError):
+    """An unreadable file, a malformed profile or GGUF header, a bad option value."""
+
+    exit_code = 2
+
+
+class OperationFailedError(RooflightError):
+    """Something that should have worked did not (network, disk, llama.cpp)."""
+
+    exit_code = 1

@@ -1,0 +1,118 @@
+"""Compute (graph) buffer size: the peak of llama.cpp's graph allocator.
+
+llama.cpp reserves its compute buffer by allocating the worst-case graph: a micro-batch of
+T = min(n_ctx, n_ubatch) tokens with T outputs (llama-context.cpp sched_reserve), the whole
+KV cache in view. ggml-alloc frees each intermediate after its last use and lets
+element-wise ops work in place, so the buffer is the largest set of tensors alive at one
+time, which in practice is one of three moments:
+
+- attention: the KQ scores of one layer, [n_kv, T, n_head] f32 (softmax runs in place),
+  or with flash attention only Q and the output, [head_dim, n_head, T] f32;
+- the feed-forward block: gate and up projections, [n_ff, T] f32 each;
+- the output: the logits [n_vocab, T] f32 (not the output buffer: the graph's own tensor).
+
+Plus a few residual-stream tensors [n_embd, T] f32 alive around each, and the inputs
+(token ids, positions, the KQ masks [n_kv, T]). The coefficients below (how many residual
+tensors are alive at each moment) were fitted against llama.cpp 0.3.36's reported
+"compute buffer size" on the CPU backend for generated llama/gemma3 models over n_ctx
+256..32768, n_ubatch 64..512, flash attention on and off (bench/accuracy.py re-checks
+them); the structure itself follows the graph code in src/llama-graph.cpp.
+"""
+
+from __future__ import annotations
+
+from rooflight.estimate.config import RunConfig, padded_ctx
+from rooflight.estimate.kv import swa_cells
+from rooflight.gguf.spec import ModelSpec
+
+F32 = 4
+F16 = 2
+
+
+def micro_batch(cfg: RunConfig) -> int:
+    """Tokens in the reserved worst-case graph: min(n_ctx, n_ubatch) after llama-cpp-python
+    clamps n_batch to n_ctx and n_ubatch to n_batch."""
+    n_batch = min(cfg.n_batch, cfg.n_ctx)
+    return max(1, min(padded_ctx(cfg.n_ctx), cfg.n_ubatch, n_batch))
+
+
+def attention_kv_span(spec: ModelSpec, cfg: RunConfig) -> tuple[int, int]:
+    """(cells seen by full-attention layers, cells seen by sliding-window layers)."""
+    full = padded_ctx(cfg.n_ctx)
+    swa = swa_cells(spec, cfg) if spec.sliding_window and any(spec.swa_layers) else 0
+    return full, swa
+
+
+def mask_bytes(spec: ModelSpec, cfg: RunConfig) -> int:
+    """KQ masks [n_kv, T], one per cache kind (full and sliding-window); f16 with flash
+    attention, f32 without. They live from the first layer's attention to the last."""
+    t = micro_batch(cfg)
+    full, swa = attention_kv_span(spec, cfg)
+    el = F16 if cfg.flash_attn else F32
+    all_swa = bool(spec.swa_layers) and all(spec.swa_layers)
+    return (0 if all_swa else full * t * el) + swa * t * el
+
+
+def _residual(spec: ModelSpec, t: int) -> int:
+    return spec.n_embd * t * F32
+
+
+def attention_peak(spec: ModelSpec, cfg: RunConfig) -> int:
+    """One layer's attention: KQ scores (without flash attention), Q, K, V and residuals."""
+    t = micro_batch(cfg)
+    full, swa = attention_kv_span(spec, cfg)
+    all_swa = bool(spec.swa_layers) and all(spec.swa_layers)
+    n_kv = swa if all_swa else max(full, swa)
+    n_head = max(spec.n_head) if spec.n_head else 1
+    e_q = spec.head_dim_k * n_head * t * F32
+    e_kv = (spec.head_dim_k + spec.head_dim_v) * max(spec.n_head_kv or (1,)) * t * F32
+    scores = 0 if cfg.flash_attn else n_kv * t * n_head * F32
+    return scores + 3 * _residual(spec, t) + 2 * e_q + e_kv + mask_bytes(spec, cfg)
+
+
+def ffn_peak(spec: ModelSpec, cfg: RunConfig) -> int:
+    """One layer's feed-forward: gate, up and activation [n_ff, T] plus residuals; the
+    non-flash path keeps one more residual-sized tensor alive (fitted, see module doc)."""
+    t = micro_batch(cfg)
+    n_residual = 4 if cfg.flash_attn else 5
+    if spec.n_expert and spec.n_expert_used:
+        # MoE: every token is routed to n_expert_used experts; router logits and weights
+        hidden = 3 * _expert_ff(spec) * spec.n_expert_used * t * F32
+        router = 3 * spec.n_expert * t * F32
+        routed = spec.n_expert_used * _residual(spec, t)
+        return hidden + router + routed + n_residual * _residual(spec, t) + mask_bytes(spec, cfg)
+    n_ff = max(spec.n_ff) if spec.n_ff else 4 * spec.n_embd
+    return 3 * n_ff * t * F32 + n_residual * _residual(spec, t) + mask_bytes(spec, cfg)
+
+
+def output_peak(spec: ModelSpec, cfg: RunConfig) -> int:
+    """Final norm and logits for T outputs; the masks are freed by then."""
+    t = micro_batch(cfg)
+    return spec.n_vocab * t * F32 + 2 * _residual(spec, t)
+
+
+def _expert_ff(spec: ModelSpec) -> int:
+    for tensor in spec.tensors:
+        if tensor.name.endswith("ffn_up_exps.weight") and len(tensor.shape) >= 2:
+            return tensor.shape[1]
+    return max(spec.n_ff) if spec.n_ff else 4 * spec.n_embd
+
+
+def compute_bytes(spec: ModelSpec, cfg: RunConfig, *, runs_layers: bool, runs_output: bool) -> int:
+    """Compute buffer of one device that runs some blocks and/or the output layer."""
+    peaks = []
+    if runs_layers:
+        peaks += [attention_peak(spec, cfg), ffn_peak(spec, cfg)]
+    if runs_output:
+        peaks.append(output_peak(spec, cfg))
+    if not peaks:
+        # a device that only embeds the input tokens (the CPU under full offload)
+        return 2 * _residual(spec, micro_batch(cfg))
+    return max(peaks)
+
+
+def output_buffer_bytes(spec: ModelSpec) -> int:
+    """llama_context's host output buffer: logits for n_seq_max (= 1) outputs, reserved at
+    creation (llama-context.cpp output_reserve); llama-cpp-python asks for no more unless
+    logits_all is set."""
+    return spec.n_vocab * F32

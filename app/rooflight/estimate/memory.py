@@ -1,0 +1,171 @@
+"""Memory plan: what llama.cpp allocates on each device for one RunConfig.
+
+Weights by layer placement (placement.py), KV cache by layer (kv.py), compute buffers
+(compute.py) and a per-GPU runtime overhead; then the fit state (CONTRACT.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rooflight.estimate.compute import compute_bytes, output_buffer_bytes
+from rooflight.estimate.config import RunConfig
+from rooflight.estimate.kv import layer_kv_bytes
+from rooflight.estimate.layers import layer_table
+from rooflight.estimate.placement import CPU, gpu_name, layer_devices
+from rooflight.gguf.spec import ModelSpec
+from rooflight.hardware.profile import HardwareProfile
+
+MIB = 1024 * 1024
+
+# Runtime overhead per GPU that no llama.cpp buffer reports: the driver context, cuBLAS /
+# hipBLAS workspaces, the kernels' own scratch. Ollama reserves 457 MiB per CUDA/ROCm GPU
+# for this (REFERENCE.md §3, llm/memory.go); Vulkan and SYCL contexts are smaller but not
+# published, so we use the same figure as a cautious bound. Metal's command buffers live
+# in the unified memory already counted as used by the process: 0.
+GPU_OVERHEAD_BYTES = {"cuda": 457 * MIB, "rocm": 457 * MIB, "vulkan": 457 * MIB, "sycl": 457 * MIB, "metal": 0}
+
+# Memory kept free for everything else. GPUs: max(256 MiB, 3% of the card) - llama.cpp's
+# own --fit keeps 1 GiB but already counts its overhead inside that margin, we count ours
+# above. CPU: 5% of RAM (min 512 MiB) for the OS, the app and file cache churn.
+def gpu_margin(total_bytes: int) -> int:
+    return max(256 * MIB, int(0.03 * total_bytes))
+
+
+def cpu_margin(total_bytes: int) -> int:
+    return max(512 * MIB, int(0.05 * total_bytes))
+
+
+FITS = ("full_gpu", "partial_gpu", "cpu_only", "too_large")
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    device: str  # "cpu" | "gpu0" ...
+    weights_bytes: int
+    kv_bytes: int
+    compute_bytes: int
+    overhead_bytes: int
+    available_bytes: int  # what this plan may use on the device (free minus margin)
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weights_bytes + self.kv_bytes + self.compute_bytes + self.overhead_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.available_bytes
+
+    def to_dict(self) -> dict:
+        return {
+            "device": self.device,
+            "weights_bytes": self.weights_bytes,
+            "kv_bytes": self.kv_bytes,
+            "compute_bytes": self.compute_bytes,
+            "overhead_bytes": self.overhead_bytes,
+            "total_bytes": self.total_bytes,
+            "available_bytes": self.available_bytes,
+        }
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    fit: str
+    devices: tuple[DeviceMemory, ...]
+    layer_devices: tuple[str, ...]  # device of each block, then of the output layer
+
+    @property
+    def fits(self) -> bool:
+        return self.fit != "too_large"
+
+    def device(self, name: str) -> DeviceMemory | None:
+        return next((d for d in self.devices if d.device == name), None)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(d.total_bytes for d in self.devices)
+
+    def to_dict(self) -> dict:
+        return {"fit": self.fit, "devices": [d.to_dict() for d in self.devices]}
+
+
+def _weights_by_device(spec: ModelSpec, devices: list[str]) -> dict[str, int]:
+    table = layer_table(spec)
+    out = {d: 0 for d in set(devices) | {CPU}}
+    for il in range(spec.n_layer):
+        out[devices[il]] += table.bytes[il]
+    # token_embd and other input-side tensors stay on the CPU
+    out[CPU] += table.input_bytes
+    output_dev = devices[spec.n_layer]
+    output = table.output_bytes
+    if output_dev == CPU:
+        # a tied output shares token_embd's CPU copy; on a GPU llama.cpp loads a second
+        # copy (TENSOR_DUPLICATED in llama-model-loader.cpp)
+        output -= table.tied_output_bytes
+    out[output_dev] += output
+    return out
+
+
+def _available(hardware: HardwareProfile, device: str, gpu_used_unified: int) -> int:
+    if device == CPU:
+        ram = hardware.cpu.ram_available_bytes
+        return max(0, ram - cpu_margin(hardware.cpu.ram_total_bytes) - gpu_used_unified)
+    gpu = next(g for g in hardware.gpus if gpu_name(g.index) == device)
+    return max(0, gpu.free_bytes - gpu_margin(gpu.vram_total_bytes or gpu.free_bytes))
+
+
+def plan_memory(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig) -> MemoryPlan:
+    devices = layer_devices(spec.n_layer, cfg.n_gpu_layers, hardware, cfg.tensor_split)
+    weights = _weights_by_device(spec, devices)
+
+    kv = {d: 0 for d in weights}
+    for il in range(spec.n_layer):
+        dev = devices[il] if cfg.offload_kqv else CPU
+        kv[dev] += layer_kv_bytes(spec, cfg, il)
+
+    names = [CPU] + sorted(d for d in weights if d != CPU)
+    output_dev = devices[spec.n_layer]
+    result = []
+    gpu_used_unified = 0
+    gpu_devices = []
+    for name in names:
+        runs_layers = name in devices[: spec.n_layer]
+        runs_output = name == output_dev
+        compute = compute_bytes(spec, cfg, runs_layers=runs_layers, runs_output=runs_output)
+        if name == CPU:
+            compute += output_buffer_bytes(spec)
+            overhead = 0
+        else:
+            overhead = GPU_OVERHEAD_BYTES.get(hardware.backend, 457 * MIB)
+        mem = DeviceMemory(name, weights[name], kv[name], compute, overhead, 0)
+        if name != CPU:
+            gpu = next(g for g in hardware.gpus if gpu_name(g.index) == name)
+            if gpu.unified_memory:
+                gpu_used_unified += mem.total_bytes
+            gpu_devices.append(mem)
+        result.append(mem)
+    # fill availability now that unified-memory GPUs' use is known
+    result = [
+        DeviceMemory(
+            m.device, m.weights_bytes, m.kv_bytes, m.compute_bytes, m.overhead_bytes,
+            _available(hardware, m.device, gpu_used_unified),
+        )
+        for m in result
+    ]
+    # GPUs that got no layers still appear, empty, so the GUI can show their capacity
+    for g in hardware.gpus:
+        if hardware.backend != "cpu" and gpu_name(g.index) not in names:
+            result.append(DeviceMemory(gpu_name(g.index), 0, 0, 0, 0, _available(hardware, gpu_name(g.index), 0)))
+    fit = _fit_state(result, devices, spec.n_layer)
+    return MemoryPlan(fit=fit, devices=tuple(result), layer_devices=tuple(devices))
+
+
+def _fit_state(mems: list[DeviceMemory], devices: list[str], n_layer: int) -> str:
+    if not all(m.fits for m in mems):
+        return "too_large"
+    on_gpu = sum(1 for d in devices if d != CPU)
+    if on_gpu == 0:
+        return "cpu_only"
+    if on_gpu == n_layer + 1:
+        return "full_gpu"
+    return "partial_gpu"

@@ -1,0 +1,267 @@
+"""Roofline speed estimate: decode is bandwidth-bound, prefill compute-bound.
+
+Decode (one token): each device reads its share of the active weights plus its KV cache
+up to the current position; time = sum over devices of bytes / (bandwidth x efficiency),
+plus a fixed cost per layer (kernel launches, graph work) and per vocabulary entry
+(logits copy and sampling on the CPU). Partial offload adds, it does not blend
+(REFERENCE.md §4).
+
+Prefill (a prompt, in micro-batches of n_ubatch): each device needs
+2 x active-params x T FLOPs plus attention, at its peak x efficiency, and never less than
+the time to read its weights once; weights left on the CPU are copied to the GPU per
+micro-batch (llama.cpp's op_offload for batches >= 32), so PCIe bounds that part.
+
+Every constant says where it comes from. Measurements on this machine (store/calibration)
+then scale the result; the JSON says so with `calibrated`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rooflight.estimate.compute import micro_batch
+from rooflight.estimate.config import RunConfig
+from rooflight.estimate.kv import kv_bytes_read_per_token
+from rooflight.estimate.layers import layer_table
+from rooflight.estimate.memory import MemoryPlan
+from rooflight.estimate.placement import CPU, gpu_name
+from rooflight.gguf.spec import ModelSpec
+from rooflight.hardware.profile import HardwareProfile
+
+
+@dataclass(frozen=True)
+class BackendConstants:
+    decode_efficiency: float  # achieved / peak memory bandwidth during decode
+    layer_overhead_s: float  # fixed time per layer per token (launches, graph, sync)
+    prefill_efficiency_float: float  # achieved / peak FP16 FLOPs, F16/BF16/F32 weights
+    prefill_efficiency_quant: float  # same, quantized weights (MMQ / dequant kernels)
+    source: str
+
+
+# GPU figures fitted on published llama-bench results (REFERENCE.md §4): decode efficiency
+# and per-layer cost solve the RTX 3090 / RTX 3060 Q4_0 pair (158.2 and 75.6 t/s at 936 and
+# 360 GB/s: 0.88 and 63 us/layer), and reproduce RTX 4090 F16/Q8_0 within 5%; prefill from
+# RTX 4090 F16 pp512 (0.90 of 165 TFLOPS) and the quantized 4090/3090/3060 spread (0.62 to
+# 1.1 of the FP16 figure: int8 MMQ kernels): 0.8.
+_CUDA = BackendConstants(0.88, 63e-6, 0.90, 0.80, "llama-bench, REFERENCE.md §4 (RTX 3090/3060/4090)")
+# Apple: M2 and M2 Max F16/Q8_0 pairs give 0.95 and ~195 us/layer; pp512 F16 0.75, Q4_0 0.67.
+_METAL = BackendConstants(0.95, 195e-6, 0.75, 0.67, "llama.cpp discussion #4167, REFERENCE.md §4 (M2, M2 Max)")
+# ROCm, Vulkan, SYCL: no published pairs in REFERENCE.md; assume CUDA-like kernels with
+# lower efficiency. Marked as assumptions in the output range (wider).
+_ROCM = BackendConstants(0.75, 80e-6, 0.6, 0.5, "assumed from CUDA, lower kernel efficiency")
+_VULKAN = BackendConstants(0.70, 90e-6, 0.5, 0.45, "assumed from CUDA, lower kernel efficiency")
+# CPU: fitted on this project's 2-core AMD EPYC VM with llama.cpp 0.3.36 against the
+# measured copy bandwidth (hardware/bandwidth.py) over generated llama models of 10-400 MB
+# and Gemma-3-270M (bench/accuracy.py prints the check).
+_CPU = BackendConstants(0.80, 20e-6, 0.5, 0.5, "fitted on a 2-core EPYC VM, bench/accuracy.py")
+
+BACKENDS = {"cuda": _CUDA, "metal": _METAL, "rocm": _ROCM, "vulkan": _VULKAN, "sycl": _VULKAN, "cpu": _CPU}
+
+# Per-token cost of copying the logits out and sampling from them on the CPU
+# (llama-cpp-python's sampler chain), per vocabulary entry. Fitted with the CPU constants.
+SAMPLING_S_PER_VOCAB = 8e-9
+
+# CPU arithmetic: llama.cpp multiplies quantized weights by int8-quantized activations
+# (AVX2 maddubs / AVX512-VNNI / NEON dotprod). Multiply-adds per cycle per core by ISA,
+# counted as 2 FLOPs each; prefill efficiency above is relative to this peak.
+def cpu_peak_flops(hardware: HardwareProfile, n_threads: int) -> float:
+    isa = set(hardware.cpu.isa)
+    if "avx512_vnni" in isa or "avx512f" in isa:
+        per_cycle = 64
+    elif "avx2" in isa or "dotprod" in isa or "neon" in isa:
+        per_cycle = 32
+    else:
+        per_cycle = 8
+    ghz = (hardware.cpu.max_freq_mhz or 2500.0) / 1000.0
+    cores = max(1, min(n_threads, hardware.cpu.cores or 1))
+    return cores * ghz * 1e9 * per_cycle
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Measured / predicted ratios on this machine (median of stored measurements)."""
+
+    decode_factor: float = 1.0
+    prefill_factor: float = 1.0
+    samples: int = 0
+
+    @property
+    def active(self) -> bool:
+        return self.samples > 0
+
+
+@dataclass(frozen=True)
+class PerfEstimate:
+    decode_tok_s: float
+    prefill_tok_s: float
+    decode_tok_s_range: tuple[float, float]
+    prefill_tok_s_range: tuple[float, float]
+    time_to_first_token_s: float
+    bound: str  # decode bound: memory | overhead
+    prefill_bound: str  # compute | memory | pcie
+    calibrated: bool
+
+    def to_dict(self) -> dict:
+        return {
+            "decode_tok_s": round(self.decode_tok_s, 3),
+            "prefill_tok_s": round(self.prefill_tok_s, 3),
+            "decode_tok_s_range": [round(x, 3) for x in self.decode_tok_s_range],
+            "prefill_tok_s_range": [round(x, 3) for x in self.prefill_tok_s_range],
+            "time_to_first_token_s": round(self.time_to_first_token_s, 4),
+            "bound": self.bound,
+            "prefill_bound": self.prefill_bound,
+            "calibrated": self.calibrated,
+        }
+
+
+def _device_bandwidth_gbs(hardware: HardwareProfile, device: str) -> float:
+    if device == CPU:
+        return hardware.cpu.ram_bandwidth_gbs or 20.0
+    gpu = next(g for g in hardware.gpus if gpu_name(g.index) == device)
+    return gpu.bandwidth_gbs or 100.0
+
+
+def _device_constants(hardware: HardwareProfile, device: str) -> BackendConstants:
+    return _CPU if device == CPU else BACKENDS.get(hardware.backend, _VULKAN)
+
+
+def _weight_reads_per_token(spec: ModelSpec, devices: tuple[str, ...]) -> dict[str, float]:
+    """Bytes of weights each device reads to generate one token."""
+    table = layer_table(spec)
+    reads: dict[str, float] = {}
+    for il in range(spec.n_layer):
+        reads[devices[il]] = reads.get(devices[il], 0.0) + table.active_bytes[il]
+    out_dev = devices[spec.n_layer]
+    reads[out_dev] = reads.get(out_dev, 0.0) + table.output_bytes
+    return reads
+
+
+def _is_float_model(spec: ModelSpec) -> bool:
+    return spec.file_type.upper() in ("F16", "BF16", "F32", "ALL_F32", "MOSTLY_F16")
+
+
+def decode_time_s(
+    spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig, mem: MemoryPlan, position: int
+) -> tuple[float, float]:
+    """(seconds for one token at `position`, of which fixed overhead)."""
+    devices = mem.layer_devices
+    reads = _weight_reads_per_token(spec, devices)
+    for il in range(spec.n_layer):
+        dev = devices[il] if cfg.offload_kqv else CPU
+        reads[dev] = reads.get(dev, 0.0) + kv_bytes_read_per_token(spec, cfg, il, position)
+    t_bytes = 0.0
+    for dev, nbytes in reads.items():
+        c = _device_constants(hardware, dev)
+        t_bytes += nbytes / (_device_bandwidth_gbs(hardware, dev) * 1e9 * c.decode_efficiency)
+    t_fixed = SAMPLING_S_PER_VOCAB * spec.n_vocab
+    for il in range(spec.n_layer):
+        t_fixed += _device_constants(hardware, devices[il]).layer_overhead_s
+    return t_bytes + t_fixed, t_fixed
+
+
+def _device_flops(hardware: HardwareProfile, device: str, cfg: RunConfig) -> float:
+    if device == CPU:
+        return cpu_peak_flops(hardware, cfg.n_threads)
+    gpu = next(g for g in hardware.gpus if gpu_name(g.index) == device)
+    return (gpu.fp16_tflops or 10.0) * 1e12
+
+
+def prefill_time_s(
+    spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig, mem: MemoryPlan, n_tokens: int
+) -> tuple[float, str]:
+    """Seconds to process an n_tokens prompt, and which bound dominated."""
+    devices = mem.layer_devices
+    table = layer_table(spec)
+    float_model = _is_float_model(spec)
+    gpu_devs = [d for d in devices if d != CPU]
+    main_gpu = gpu_devs[0] if gpu_devs else None
+    t_ubatch = micro_batch(cfg)
+
+    # per device: weight bytes, multiply-adds per token, attention width, layer count
+    per_dev: dict[str, list[float]] = {}
+    for il in range(spec.n_layer):
+        acc = per_dev.setdefault(devices[il], [0.0, 0.0, 0.0, 0])
+        acc[0] += table.bytes[il]
+        acc[1] += table.active_params[il]
+        acc[2] += max(spec.n_head[il], 1) * spec.head_dim_k
+        acc[3] += 1
+
+    total, bound_times = 0.0, {"compute": 0.0, "memory": 0.0, "pcie": 0.0}
+    done = 0
+    while done < n_tokens:
+        t = min(t_ubatch, n_tokens - done)
+        ctx_seen = done + t / 2
+        # llama.cpp runs big CPU-side matmuls on the GPU (op_offload) for batches >= 32,
+        # copying those weights over PCIe each micro-batch
+        offload_cpu = main_gpu is not None and t >= 32
+        flops: dict[str, float] = {}
+        reads: dict[str, float] = {}
+        layers: dict[str, int] = {}
+        pcie_bytes = 0.0
+        for dev, (nbytes, params, attn_width, n_layers) in per_dev.items():
+            run_on = main_gpu if (dev == CPU and offload_cpu) else dev
+            if run_on != dev:
+                pcie_bytes += nbytes
+            flops[run_on] = flops.get(run_on, 0.0) + t * (2 * params + 4 * attn_width * ctx_seen)
+            reads[run_on] = reads.get(run_on, 0.0) + nbytes
+            layers[run_on] = layers.get(run_on, 0) + int(n_layers)
+        # the output layer computes logits for the last token only
+        out_dev = devices[spec.n_layer]
+        flops[out_dev] = flops.get(out_dev, 0.0) + 2 * table.output_params
+        reads[out_dev] = reads.get(out_dev, 0.0) + table.output_bytes
+        step = 0.0
+        for dev, f in flops.items():
+            c = _device_constants(hardware, dev)
+            eff = c.prefill_efficiency_float if float_model else c.prefill_efficiency_quant
+            t_compute = f / (_device_flops(hardware, dev, cfg) * eff)
+            t_mem = reads[dev] / (_device_bandwidth_gbs(hardware, dev) * 1e9 * c.decode_efficiency)
+            step += max(t_compute, t_mem) + c.layer_overhead_s * layers.get(dev, 0)
+            bound_times["compute" if t_compute >= t_mem else "memory"] += max(t_compute, t_mem)
+        if pcie_bytes:
+            gpu = next(g for g in hardware.gpus if gpu_name(g.index) == main_gpu)
+            t_pcie = pcie_bytes / ((gpu.pcie_gbs or 25.0) * 1e9)
+            step += t_pcie
+            bound_times["pcie"] += t_pcie
+        total += step
+        done += t
+    return total, max(bound_times, key=bound_times.get)
+
+
+def estimate_performance(
+    spec: ModelSpec,
+    hardware: HardwareProfile,
+    cfg: RunConfig,
+    mem: MemoryPlan,
+    *,
+    prompt_tokens: int = 512,
+    gen_tokens: int = 128,
+    calibration: Calibration | None = None,
+) -> PerfEstimate:
+    cal = calibration or Calibration()
+    # mean decode rate over gen_tokens after the prompt (llama-bench tg semantics):
+    # integrate the per-token time at a few positions (KV reads grow linearly)
+    positions = [prompt_tokens + (i + 0.5) * gen_tokens / 4 for i in range(4)]
+    times = [decode_time_s(spec, hardware, cfg, mem, int(p)) for p in positions]
+    t_token = sum(t for t, _ in times) / len(times)
+    t_fixed = sum(f for _, f in times) / len(times)
+    decode = cal.decode_factor / t_token
+    t_prefill, prefill_bound = prefill_time_s(spec, hardware, cfg, mem, max(1, prompt_tokens))
+    prefill = cal.prefill_factor * max(1, prompt_tokens) / t_prefill
+
+    known = hardware.backend in ("cuda", "metal", "cpu")
+    if cal.active:
+        d_lo, d_hi, p_lo, p_hi = 0.9, 1.1, 0.85, 1.15
+    elif known:
+        d_lo, d_hi, p_lo, p_hi = 0.8, 1.15, 0.7, 1.3
+    else:
+        d_lo, d_hi, p_lo, p_hi = 0.6, 1.3, 0.5, 1.5
+    return PerfEstimate(
+        decode_tok_s=decode,
+        prefill_tok_s=prefill,
+        decode_tok_s_range=(decode * d_lo, decode * d_hi),
+        prefill_tok_s_range=(prefill * p_lo, prefill * p_hi),
+        time_to_first_token_s=prompt_tokens / prefill + 1 / decode,
+        bound="memory" if t_fixed < t_token / 2 else "overhead",
+        prefill_bound=prefill_bound,
+        calibrated=cal.active,
+    )

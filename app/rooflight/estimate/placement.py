@@ -1,0 +1,50 @@
+"""Which device holds each block, as llama.cpp's load_tensors assigns it.
+
+llama-model.cpp: i_gpu_start = max(n_layer + 1 - n_gpu_layers, 0); block il (and the
+output layer, il == n_layer) is on a GPU when il >= i_gpu_start. GPUs share the offloaded
+range in proportion to their free memory (or tensor_split). The input embedding always
+stays on the CPU ("very little benefit to offloading the input layer").
+"""
+
+from __future__ import annotations
+
+import bisect
+
+from rooflight.hardware.profile import HardwareProfile
+
+CPU = "cpu"
+
+
+def gpu_name(index: int) -> str:
+    return f"gpu{index}"
+
+
+def layer_devices(
+    n_layer: int,
+    n_gpu_layers: int,
+    hardware: HardwareProfile,
+    tensor_split: tuple[float, ...] | None = None,
+) -> list[str]:
+    """Device of blocks 0..n_layer-1 and, at index n_layer, of the output layer."""
+    gpus = hardware.gpus if hardware.backend != "cpu" else ()
+    if not gpus or n_gpu_layers <= 0:
+        return [CPU] * (n_layer + 1)
+    weights = list(tensor_split) if tensor_split else [float(g.free_bytes) for g in gpus]
+    if sum(weights) <= 0:
+        weights = [1.0] * len(gpus)
+    total = sum(weights)
+    splits, acc = [], 0.0
+    for w in weights:
+        acc += w
+        splits.append(acc / total)
+    i_gpu_start = max(n_layer + 1 - n_gpu_layers, 0)
+    act_gpu_layers = min(n_gpu_layers, n_layer + 1)
+    devices = []
+    for il in range(n_layer + 1):
+        if il < i_gpu_start or (il - i_gpu_start) >= act_gpu_layers:
+            devices.append(CPU)
+            continue
+        # std::upper_bound over the cumulative split points
+        k = bisect.bisect_right(splits, (il - i_gpu_start) / act_gpu_layers)
+        devices.append(gpu_name(gpus[min(k, len(gpus) - 1)].index))
+    return devices

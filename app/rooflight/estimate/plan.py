@@ -1,0 +1,153 @@
+"""plan(): choose the RunConfig for a model on a machine, and estimate it.
+
+The runtime loads exactly the returned RunConfig, so what the user is promised is what
+runs (DESIGN.md). Wishes the user gave are kept as given; only "auto" values are chosen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rooflight.errors import BadInputError
+from rooflight.estimate.config import KV_TYPES, RunConfig
+from rooflight.estimate.memory import MemoryPlan, plan_memory
+from rooflight.estimate.perf import Calibration, PerfEstimate, estimate_performance
+from rooflight.gguf.spec import ModelSpec
+from rooflight.hardware.profile import HardwareProfile
+
+DEFAULT_CTX = 8192
+
+
+@dataclass(frozen=True)
+class Wishes:
+    """What the user asked for; None or "auto" means: let the planner choose."""
+
+    n_ctx: int | None = None
+    n_gpu_layers: int | str = "auto"
+    kv_type: str = "f16"
+    flash_attn: str = "auto"  # on | off | auto
+    n_threads: int | None = None
+    n_batch: int = 512
+    n_ubatch: int = 512
+    swa_full: bool = False
+    prompt_tokens: int = 512
+    gen_tokens: int = 128
+
+
+@dataclass(frozen=True)
+class Estimate:
+    spec: ModelSpec
+    config: RunConfig
+    memory: MemoryPlan
+    performance: PerfEstimate
+
+    @property
+    def fit(self) -> str:
+        return self.memory.fit
+
+    def to_dict(self) -> dict:
+        s = self.spec
+        return {
+            "model": {
+                "name": s.name,
+                "architecture": s.architecture,
+                "params": s.params,
+                "file_bytes": s.file_bytes,
+                "quant": s.file_type,
+                "n_layer": s.n_layer,
+                "context_length": s.context_length,
+                "active_params": s.active_params,
+                "n_vocab": s.n_vocab,
+                "sliding_window": s.sliding_window,
+                "n_expert": s.n_expert,
+                "n_expert_used": s.n_expert_used,
+            },
+            "config": self.config.to_dict(),
+            "memory": self.memory.to_dict(),
+            "performance": self.performance.to_dict(),
+        }
+
+
+def _validate(spec: ModelSpec, wishes: Wishes) -> None:
+    if wishes.kv_type not in KV_TYPES:
+        raise BadInputError(f"Unknown KV cache type {wishes.kv_type!r}; use one of {', '.join(KV_TYPES)}.")
+    if wishes.flash_attn not in ("on", "off", "auto"):
+        raise BadInputError(f"--flash-attn must be on, off or auto, not {wishes.flash_attn!r}.")
+    if wishes.n_ctx is not None and not 1 <= wishes.n_ctx <= 16 * 1024 * 1024:
+        raise BadInputError(f"Context length {wishes.n_ctx} is out of range (1 to 16M tokens).")
+    if wishes.kv_type != "f16" and wishes.flash_attn == "off":
+        # llama.cpp refuses a quantized V cache without flash attention
+        raise BadInputError(f"A {wishes.kv_type} KV cache needs flash attention; use --flash-attn on or auto.")
+    for name in ("n_batch", "n_ubatch", "prompt_tokens", "gen_tokens"):
+        if getattr(wishes, name) < 1:
+            raise BadInputError(f"{name} must be at least 1.")
+    if isinstance(wishes.n_gpu_layers, int) and wishes.n_gpu_layers < 0:
+        raise BadInputError("--gpu-layers must be 0 or more, or auto.")
+
+
+def _config(spec: ModelSpec, hardware: HardwareProfile, wishes: Wishes, n_gpu_layers: int) -> RunConfig:
+    n_ctx = wishes.n_ctx or min(DEFAULT_CTX, spec.context_length or DEFAULT_CTX)
+    # flash attention: llama.cpp's "auto" turns it on wherever the backend supports it,
+    # which all current backends do; it shrinks the compute buffer and is needed for a
+    # quantized V cache.
+    flash = wishes.flash_attn != "off"
+    n_batch = min(wishes.n_batch, n_ctx)  # what llama-cpp-python does with n_batch
+    return RunConfig(
+        n_ctx=n_ctx,
+        n_gpu_layers=n_gpu_layers,
+        n_threads=wishes.n_threads or max(1, hardware.cpu.cores or 1),
+        kv_type=wishes.kv_type,
+        flash_attn=flash,
+        swa_full=wishes.swa_full,
+        n_batch=n_batch,
+        n_ubatch=min(wishes.n_ubatch, n_batch),
+    )
+
+
+def _gpus_fit(mem: MemoryPlan) -> bool:
+    return all(d.fits for d in mem.devices if d.device != "cpu")
+
+
+def choose_gpu_layers(spec: ModelSpec, hardware: HardwareProfile, wishes: Wishes) -> int:
+    """Largest offload (0..n_layer+1) whose GPU side fits, as the runtime will load it.
+
+    GPU memory only grows with more offloaded layers, so a binary search is exact.
+    """
+    if hardware.backend == "cpu" or not hardware.gpus:
+        return 0
+    lo, hi = 0, spec.n_layer + 1
+    if _gpus_fit(plan_memory(spec, hardware, _config(spec, hardware, wishes, hi))):
+        return hi
+    while lo + 1 < hi:
+        mid = (lo + hi) // 2
+        if _gpus_fit(plan_memory(spec, hardware, _config(spec, hardware, wishes, mid))):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def plan(
+    spec: ModelSpec,
+    hardware: HardwareProfile,
+    wishes: Wishes | None = None,
+    *,
+    calibration: Calibration | None = None,
+) -> Estimate:
+    wishes = wishes or Wishes()
+    _validate(spec, wishes)
+    if wishes.n_gpu_layers == "auto":
+        n_gpu = choose_gpu_layers(spec, hardware, wishes)
+    elif isinstance(wishes.n_gpu_layers, int):
+        n_gpu = min(wishes.n_gpu_layers, spec.n_layer + 1)
+        if hardware.backend == "cpu":
+            n_gpu = 0
+    else:
+        raise BadInputError(f"--gpu-layers must be a number or auto, not {wishes.n_gpu_layers!r}.")
+    cfg = _config(spec, hardware, wishes, n_gpu)
+    mem = plan_memory(spec, hardware, cfg)
+    perf = estimate_performance(
+        spec, hardware, cfg, mem,
+        prompt_tokens=wishes.prompt_tokens, gen_tokens=wishes.gen_tokens, calibration=calibration,
+    )
+    return Estimate(spec, cfg, mem, perf)

@@ -1,0 +1,46 @@
+"""Human-readable text for the CLI (the GUI formats its own widgets)."""
+
+from __future__ import annotations
+
+GB = 1e9
+
+FIT_LABELS = {
+    "full_gpu": "full GPU offload",
+    "partial_gpu": "partial GPU offload",
+    "cpu_only": "CPU only",
+    "too_large": "too large for this machine",
+}
+
+
+def gb(n: int | float | None) -> str:
+    return "?" if n is None else f"{n / GB:.2f} GB"
+
+
+def format_estimate(est) -> str:
+    s, c, m, p = est.spec, est.config, est.memory, est.performance
+    lines = [
+        f"{s.name}  ({s.architecture}, {s.file_type}, {s.params / 1e9:.2f}B params"
+        + (f", {s.active_params / 1e9:.2f}B active" if s.is_moe else "")
+        + f", {gb(s.file_bytes)})",
+        f"Fit: {FIT_LABELS[m.fit]}",
+        f"Config: n_ctx {c.n_ctx}, GPU layers {c.n_gpu_layers}/{s.n_layer + 1}, threads {c.n_threads},"
+        f" KV {c.kv_type}, flash attention {'on' if c.flash_attn else 'off'},"
+        f" batch {c.n_batch}/{c.n_ubatch}",
+        "",
+        f"{'device':<8}{'weights':>11}{'KV cache':>11}{'compute':>11}{'overhead':>11}{'total':>11}{'available':>12}",
+    ]
+    for d in m.devices:
+        mark = "" if d.fits else "  <- does not fit"
+        lines.append(
+            f"{d.device:<8}{gb(d.weights_bytes):>11}{gb(d.kv_bytes):>11}{gb(d.compute_bytes):>11}"
+            f"{gb(d.overhead_bytes):>11}{gb(d.total_bytes):>11}{gb(d.available_bytes):>12}{mark}"
+        )
+    lo, hi = p.decode_tok_s_range
+    lines += [
+        "",
+        f"Decode:  {p.decode_tok_s:8.1f} tok/s  (range {lo:.1f}-{hi:.1f}, {p.bound}-bound)",
+        f"Prefill: {p.prefill_tok_s:8.1f} tok/s  ({p.prefill_bound}-bound)",
+        f"Time to first token: {p.time_to_first_token_s:.2f} s"
+        + ("  (calibrated on this machine)" if p.calibrated else ""),
+    ]
+    return "\n".join(lines)

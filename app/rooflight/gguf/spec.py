@@ -1,0 +1,112 @@
+"""ModelSpec: everything the estimator needs to know about a GGUF model.
+
+Built from a GGUF header (gguf/header.py), never from a file name. Frozen and plain so
+that the estimator stays a set of pure functions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str  # e.g. "blk.3.attn_q.weight"
+    ggml_type: str  # GGMLQuantizationType name: "Q4_K", "F32", ...
+    shape: tuple[int, ...]  # GGUF order (ne0, ne1, ...)
+    n_bytes: int  # exact bytes in the file
+    layer: int | None  # block index for "blk.N.*", None for non-repeating tensors
+
+    @property
+    def n_elements(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def is_expert(self) -> bool:
+        """Routed-expert tensor (ffn_*_exps): only n_expert_used of n_expert are read per token."""
+        return "_exps" in self.name
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    architecture: str  # general.architecture: llama, gemma3, qwen3moe, ...
+    file_type: str  # "Q4_K_M" etc. from general.file_type, or the dominant tensor type
+    file_bytes: int  # total size of the file(s) on disk
+    n_layer: int
+    n_embd: int
+    n_head: tuple[int, ...]  # per layer (GGUF may store an array)
+    n_head_kv: tuple[int, ...]  # per layer; 0 for layers without attention (recurrent)
+    head_dim_k: int  # attention.key_length (default n_embd / n_head)
+    head_dim_v: int  # attention.value_length
+    n_ff: tuple[int, ...]  # per layer
+    n_vocab: int
+    context_length: int  # training context (n_ctx_train)
+    tensors: tuple[TensorInfo, ...]
+    sliding_window: int = 0  # 0 = no sliding-window attention
+    swa_layers: tuple[bool, ...] = ()  # per layer: True where the layer uses the window
+    n_expert: int = 0
+    n_expert_used: int = 0
+    n_expert_shared: int = 0
+    tied_embeddings: bool = False  # no output.weight: token_embd doubles as output
+    split_count: int = 1
+    chat_template: str | None = None
+    # MLA (DeepSeek-2/3, Kimi): cache holds kv_lora_rank + rope dims per token and layer
+    kv_lora_rank: int = 0
+    rope_dim: int = 0
+    # recurrent / SSM layers (Mamba, RWKV, hybrids): True where the layer keeps a state
+    recurrent_layers: tuple[bool, ...] = ()
+    ssm_state_bytes_per_seq: int = 0  # conv + ssm state per recurrent layer, f32
+    metadata: dict = field(default_factory=dict, compare=False, hash=False)  # small scalar keys
+    # added by the GGUF reader (gguf/build.py):
+    swa_type: str = "none"  # none | standard | chunked (llama4) | symmetric (embedding models)
+    n_ff_exp: int = 0  # {arch}.expert_feed_forward_length: FFN width of one routed expert
+    header_bytes: int = field(default=0, compare=False)  # bytes fetched to read the header(s)
+
+    # ---- derived figures -------------------------------------------------------------
+
+    @property
+    def params(self) -> int:
+        return sum(t.n_elements for t in self.tensors)
+
+    @property
+    def tensor_bytes(self) -> int:
+        return sum(t.n_bytes for t in self.tensors)
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_expert > 0
+
+    def layer_bytes(self, layer: int) -> int:
+        return sum(t.n_bytes for t in self.tensors if t.layer == layer)
+
+    def active_layer_bytes(self, layer: int) -> int:
+        """Bytes read per generated token in one block (only the routed experts used)."""
+        total = 0.0
+        for t in self.tensors:
+            if t.layer != layer:
+                continue
+            if t.is_expert and self.n_expert:
+                total += t.n_bytes * self.n_expert_used / self.n_expert
+            else:
+                total += t.n_bytes
+        return int(total)
+
+    def tensor(self, name: str) -> TensorInfo | None:
+        for t in self.tensors:
+            if t.name == name:
+                return t
+        return None
+
+    @property
+    def active_params(self) -> int:
+        total = 0.0
+        for t in self.tensors:
+            if t.is_expert and self.n_expert:
+                total += t.n_elements * self.n_expert_used / self.n_expert
+            else:
+                total += t.n_elements
+        return int(total)

@@ -1,0 +1,61 @@
+"""The machine, as the estimator sees it: plain frozen dataclasses.
+
+Serialised to and from the JSON documented in CONTRACT.md ("Hardware profile").
+Sizes are bytes, bandwidths GB/s (1e9 B/s), compute TFLOP/s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass(frozen=True)
+class CPUInfo:
+    name: str
+    cores: int  # physical cores
+    threads: int  # logical CPUs
+    isa: tuple[str, ...]  # llama.cpp-relevant flags: avx, avx2, fma, f16c, avx512f, ..., neon, dotprod
+    ram_total_bytes: int
+    ram_available_bytes: int
+    ram_bandwidth_gbs: float | None  # measured copy bandwidth (read+write bytes / s)
+    ram_bandwidth_source: str  # measured | cached | profile | table | assumed
+    max_freq_mhz: float | None = None
+    arch: str = ""  # x86_64 | aarch64 | arm64 ...
+
+
+@dataclass(frozen=True)
+class GPUInfo:
+    index: int
+    name: str
+    vendor: str  # nvidia | amd | intel | apple
+    vram_total_bytes: int | None
+    vram_free_bytes: int | None  # None means all of it is free
+    bandwidth_gbs: float | None
+    fp16_tflops: float | None  # dense FP16 tensor-core (or matrix-unit) throughput
+    unified_memory: bool = False
+    compute_capability: str | None = None  # NVIDIA only, "8.9"
+    sm_count: int | None = None  # NVIDIA SMs / AMD CUs / Apple GPU cores
+    pcie_gbs: float | None = None  # host<->device link, one direction
+    source: str = "detected"  # detected | profile | table | profile+table
+
+    @property
+    def free_bytes(self) -> int:
+        """Memory usable now: free VRAM if known, else the total."""
+        if self.vram_free_bytes is not None:
+            return self.vram_free_bytes
+        return self.vram_total_bytes or 0
+
+
+@dataclass(frozen=True)
+class HardwareProfile:
+    cpu: CPUInfo
+    gpus: tuple[GPUInfo, ...] = ()
+    backend: str = "cpu"  # cuda | rocm | metal | vulkan | sycl | cpu: what llama.cpp would use here
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["cpu"]["isa"] = list(self.cpu.isa)
+        d["gpus"] = [asdict(g) for g in self.gpus]
+        d["warnings"] = list(self.warnings)
+        return d

@@ -1,0 +1,133 @@
+"""Capture llama.cpp's own log and read the buffers it allocated.
+
+llama.cpp prints every buffer it allocates ("model buffer size", "KV buffer size",
+"compute buffer size", "output buffer size"); those lines are the ground truth that a
+memory plan is tested against (REFERENCE.md §3). This module installs a log callback
+through llama-cpp-python's ctypes binding, keeps the lines, and parses them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+MIB = 1024 * 1024
+
+# "load_tensors:   CPU_Mapped model buffer size =   235.16 MiB"
+_MODEL_RE = re.compile(r"load_tensors:\s+(\S+) model buffer size =\s+([\d.]+) MiB")
+# "llama_kv_cache:        CPU KV buffer size =     6.00 MiB"
+_KV_RE = re.compile(r"llama_kv_cache:\s+(\S+) KV buffer size =\s+([\d.]+) MiB")
+# "sched_reserve:        CPU compute buffer size =   514.50 MiB"
+_COMPUTE_RE = re.compile(r"(?<!~)\b\w+:\s+(\S+) compute buffer size =\s+([\d.]+) MiB")
+# "llama_context:        CPU  output buffer size =     1.00 MiB"
+_OUTPUT_RE = re.compile(r"llama_context:\s+(\S+)\s+output buffer size =\s+([\d.]+) MiB")
+# "repack: repack tensor blk.0.attn_output.weight with q4_K_8x8"
+_REPACK_RE = re.compile(r"repack: repack tensor (\S+) with")
+
+
+@dataclass
+class ReportedBuffers:
+    """Buffers llama.cpp reported, in bytes, keyed by llama.cpp's buffer name (CPU, CUDA0...)."""
+
+    model: dict[str, int] = field(default_factory=dict)
+    kv: dict[str, int] = field(default_factory=dict)
+    compute: dict[str, int] = field(default_factory=dict)
+    output: dict[str, int] = field(default_factory=dict)
+    repacked_tensors: list[str] = field(default_factory=list)
+
+    @property
+    def model_bytes(self) -> int:
+        return sum(self.model.values())
+
+    @property
+    def kv_bytes(self) -> int:
+        return sum(self.kv.values())
+
+    @property
+    def compute_bytes(self) -> int:
+        return sum(self.compute.values())
+
+    @property
+    def output_bytes(self) -> int:
+        return sum(self.output.values())
+
+
+def _add(target: dict[str, int], name: str, mib: str) -> None:
+    target[name] = target.get(name, 0) + round(float(mib) * MIB)
+
+
+def parse_buffers(text: str) -> ReportedBuffers:
+    """Parse the buffer lines of one model load + context creation.
+
+    The compute buffer is reported again when the context is destroyed ("~llama_context:
+    ... compute buffer size is ..."); only the allocation lines count.
+    """
+    rep = ReportedBuffers()
+    for line in text.splitlines():
+        if m := _MODEL_RE.search(line):
+            _add(rep.model, m.group(1), m.group(2))
+        elif m := _KV_RE.search(line):
+            _add(rep.kv, m.group(1), m.group(2))
+        elif "~llama_context" not in line and (m := _COMPUTE_RE.search(line)):
+            # sched_reserve runs once per context; a later re-reserve would repeat it,
+            # so keep the last figure per buffer rather than adding.
+            rep.compute[m.group(1)] = round(float(m.group(2)) * MIB)
+        elif m := _OUTPUT_RE.search(line):
+            _add(rep.output, m.group(1), m.group(2))
+        elif m := _REPACK_RE.search(line):
+            rep.repacked_tensors.append(m.group(1))
+    return rep
+
+
+class LlamaLogCapture:
+    """Collects llama.cpp log text while active; thread-safe, re-entrant free."""
+
+    def __init__(self) -> None:
+        self._lines: list[str] = []
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> None:
+        with self._lock:
+            self._lines.append(text)
+
+    @property
+    def text(self) -> str:
+        with self._lock:
+            return "".join(self._lines)
+
+
+_active: list[LlamaLogCapture] = []
+_callback_ref = None  # keep the ctypes callback alive for the process lifetime
+
+
+def _install_callback() -> None:
+    global _callback_ref
+    if _callback_ref is not None:
+        return
+    import llama_cpp
+
+    @llama_cpp.llama_log_callback
+    def _on_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+        if _active:
+            decoded = text.decode("utf-8", errors="replace")
+            for capture in list(_active):
+                capture.write(decoded)
+
+    _callback_ref = _on_log
+    llama_cpp.llama_log_set(_on_log, ctypes.c_void_p(0))
+
+
+@contextmanager
+def capture_llama_log() -> Iterator[LlamaLogCapture]:
+    """Capture everything llama.cpp logs inside the block (load with verbose=True)."""
+    _install_callback()
+    capture = LlamaLogCapture()
+    _active.append(capture)
+    try:
+        yield capture
+    finally:
+        _active.remove(capture)
