@@ -1,0 +1,108 @@
+"""Roofline speed formulas: hand-computed cases and the structural claims of perf.py."""
+
+import pytest
+
+from rooflight.estimate import Calibration, RunConfig, Wishes, plan, plan_memory
+from rooflight.estimate.kv import kv_bytes_read_per_token
+from rooflight.estimate.layers import layer_table
+from rooflight.estimate.perf import BACKENDS, SAMPLING_S_PER_VOCAB, decode_time_s
+from rooflight.gguf.from_hparams import spec_from_hparams
+from test_estimate_memory import GiB, llama, machine
+
+
+def test_decode_time_is_bytes_over_bandwidth_plus_fixed_cost_cpu():
+    spec = llama()
+    hw = machine(ram=64 * GiB, backend="cpu")  # CPU at 50 GB/s
+    cfg = RunConfig(n_ctx=4096, n_gpu_layers=0, n_threads=8)
+    mem = plan_memory(spec, hw, cfg)
+    c = BACKENDS["cpu"]
+    table = layer_table(spec)
+    weights = sum(table.active_bytes) + table.output_bytes
+    kv = sum(kv_bytes_read_per_token(spec, cfg, i, 1000) for i in range(32))
+    fixed = SAMPLING_S_PER_VOCAB * 32000 + 32 * c.layer_overhead_s
+    expected = (weights + kv) / (50e9 * c.decode_efficiency) + fixed
+    t, t_fixed = decode_time_s(spec, hw, cfg, mem, 1000)
+    assert t == pytest.approx(expected)
+    assert t_fixed == pytest.approx(fixed)
+
+
+def test_kv_read_grows_with_position_and_is_padded():
+    spec = llama()
+    cfg = RunConfig(n_ctx=8192, n_gpu_layers=0, n_threads=8)
+    assert kv_bytes_read_per_token(spec, cfg, 0, 1) == kv_bytes_read_per_token(spec, cfg, 0, 256)
+    assert kv_bytes_read_per_token(spec, cfg, 0, 257) == 2 * kv_bytes_read_per_token(spec, cfg, 0, 256)
+    assert kv_bytes_read_per_token(spec, cfg, 0, 100_000) == kv_bytes_read_per_token(spec, cfg, 0, 8192)
+
+
+def test_partial_offload_adds_device_times_not_blends():
+    spec = llama()
+    hw = machine(80 * GiB, ram=64 * GiB)
+    gpu_only = plan(spec, hw, Wishes(n_ctx=2048, n_gpu_layers=33)).performance.decode_tok_s
+    cpu_only = plan(spec, hw, Wishes(n_ctx=2048, n_gpu_layers=0)).performance.decode_tok_s
+    half = plan(spec, hw, Wishes(n_ctx=2048, n_gpu_layers=17)).performance.decode_tok_s
+    # time per token is (about) half the GPU time plus half the CPU time
+    expected = 1 / (0.5 / gpu_only + 0.5 / cpu_only)
+    assert half == pytest.approx(expected, rel=0.1)
+    assert cpu_only < half < gpu_only
+
+
+def test_faster_memory_means_faster_decode_and_lower_bits_too():
+    spec4 = llama("Q4_0")
+    spec8 = llama("Q8_0")
+    slow, fast = machine(24 * GiB), machine(24 * GiB)
+    fast = fast.__class__(cpu=fast.cpu, gpus=(fast.gpus[0].__class__(0, "g", "nvidia", 24 * GiB, None, 2000.0, 100.0),),
+                          backend="cuda")
+    d = lambda s, h: plan(s, h, Wishes(n_ctx=2048)).performance.decode_tok_s  # noqa: E731
+    assert d(spec4, fast) > d(spec4, slow)
+    assert d(spec4, slow) > d(spec8, slow)
+
+
+def test_moe_decode_reads_only_active_experts():
+    dense = spec_from_hparams(name="d", arch="llama", ftype="Q4_0", n_layer=24, n_embd=2048, n_head=16, n_head_kv=4,
+                              n_ff=1024, n_vocab=32000, context_length=8192, n_expert=8, n_expert_used=8)
+    moe = spec_from_hparams(name="m", arch="llama", ftype="Q4_0", n_layer=24, n_embd=2048, n_head=16, n_head_kv=4,
+                            n_ff=1024, n_vocab=32000, context_length=8192, n_expert=8, n_expert_used=2)
+    assert moe.file_bytes == dense.file_bytes
+    assert moe.active_params < dense.active_params / 2
+    hw = machine(ram=48 * GiB)  # CPU at 50 GB/s: bandwidth-bound
+    assert plan(moe, hw, Wishes(n_ctx=4096)).performance.decode_tok_s > 1.8 * plan(
+        dense, hw, Wishes(n_ctx=4096)).performance.decode_tok_s
+
+
+def test_prefill_is_compute_bound_on_gpu_and_pcie_bound_when_partial():
+    spec = llama("F16")
+    full = plan(spec, machine(80 * GiB), Wishes(n_ctx=4096)).performance
+    assert full.prefill_bound == "compute"
+    partial = plan(spec, machine(80 * GiB), Wishes(n_ctx=4096, n_gpu_layers=8)).performance
+    assert partial.prefill_bound == "pcie"
+    assert partial.prefill_tok_s < full.prefill_tok_s
+
+
+def test_calibration_scales_and_narrows():
+    spec = llama()
+    hw = machine(24 * GiB)
+    raw = plan(spec, hw, Wishes(n_ctx=2048)).performance
+    cal = plan(spec, hw, Wishes(n_ctx=2048), calibration=Calibration(0.5, 2.0, 5)).performance
+    assert cal.calibrated and not raw.calibrated
+    assert cal.decode_tok_s == pytest.approx(raw.decode_tok_s * 0.5)
+    assert cal.prefill_tok_s == pytest.approx(raw.prefill_tok_s * 2.0)
+    width = lambda p: p.decode_tok_s_range[1] / p.decode_tok_s_range[0]  # noqa: E731
+    assert width(cal) < width(raw)
+
+
+def test_time_to_first_token_is_prompt_over_prefill_plus_one_token():
+    p = plan(llama(), machine(24 * GiB), Wishes(n_ctx=4096, prompt_tokens=1000)).performance
+    assert p.time_to_first_token_s == pytest.approx(1000 / p.prefill_tok_s + 1 / p.decode_tok_s)
+
+
+def test_ranking_speed_many_plans_are_cheap():
+    import time
+
+    specs = [llama(ft) for ft in ("Q4_0", "Q8_0", "F16", "Q4_K_M")]
+    hw = machine(8 * GiB)
+    t0 = time.perf_counter()
+    for s in specs:
+        for ctx in (2048, 8192, 32768):
+            plan(s, hw, Wishes(n_ctx=ctx))
+    # 12 full plans with auto GPU layers; generous bound (the bench/ figure is the real one)
+    assert time.perf_counter() - t0 < 2.0
