@@ -76,11 +76,10 @@ def ffn_peak(spec: ModelSpec, cfg: RunConfig) -> int:
     t = micro_batch(cfg)
     n_residual = 4 if cfg.flash_attn else 5
     if spec.n_expert and spec.n_expert_used:
-        # MoE: every token is routed to n_expert_used experts; router logits and weights
+        # MoE: gate, up and activation for each of the n_expert_used experts a token is
+        # routed to; the router's own tensors are negligible (measured)
         hidden = 3 * _expert_ff(spec) * spec.n_expert_used * t * F32
-        router = 3 * spec.n_expert * t * F32
-        routed = spec.n_expert_used * _residual(spec, t)
-        return hidden + router + routed + n_residual * _residual(spec, t) + mask_bytes(spec, cfg)
+        return hidden + n_residual * _residual(spec, t) + mask_bytes(spec, cfg)
     n_ff = max(spec.n_ff) if spec.n_ff else 4 * spec.n_embd
     return 3 * n_ff * t * F32 + n_residual * _residual(spec, t) + mask_bytes(spec, cfg)
 

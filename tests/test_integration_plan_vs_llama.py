@@ -1,0 +1,84 @@
+"""The memory plan against what llama.cpp really allocates, on generated models.
+
+Each case writes a small real GGUF, plans it for this machine (CPU backend), loads it with
+llama-cpp-python at exactly the planned RunConfig and compares the plan with the buffers
+llama.cpp reports in its log. KV cache must match exactly; weights exactly (llama.cpp also
+reports tensors it copies into its repacked CPU layout: those are subtracted); the total
+within 5%.
+"""
+
+from dataclasses import replace
+
+import pytest
+
+from rooflight.estimate import Wishes, plan
+from rooflight.gguf import load_model_spec
+from rooflight.gguf.synthetic import write_model
+from rooflight.hardware.profile import CPUInfo, HardwareProfile
+from rooflight.runtime.measure import measure
+
+llama_cpp = pytest.importorskip("llama_cpp")
+
+GiB = 2**30
+ROUNDING = 2**20 // 100  # llama.cpp logs MiB with two decimals
+
+HOST = HardwareProfile(
+    cpu=CPUInfo("test host", 2, 2, ("avx2",), 16 * GiB, 16 * GiB, 20.0, "profile", 3000.0),
+    backend="cpu",
+)
+
+CASES = {
+    "llama-f16": dict(arch="llama", n_layer=4, n_embd=256, n_head=8, n_head_kv=2, n_ff=768, n_vocab=2000, ftype="F16"),
+    "llama-q4km": dict(arch="llama", n_layer=4, n_embd=512, n_head=8, n_head_kv=4, n_ff=1536, n_vocab=4000, ftype="Q4_K_M"),
+    "gemma3-swa": dict(arch="gemma3", n_layer=7, n_embd=256, n_head=4, n_head_kv=1, head_dim=128, n_ff=512,
+                       n_vocab=3000, ftype="Q8_0", sliding_window=128),
+    "qwen3moe": dict(arch="qwen3moe", n_layer=3, n_embd=256, n_head=8, n_head_kv=2, n_ff=256, n_vocab=2000,
+                     ftype="Q8_0", n_expert=8, n_expert_used=2),
+}
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("models")
+    return {name: write_model(d / f"{name}.gguf", context_length=16384, **kw) for name, kw in CASES.items()}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize(
+    "wishes",
+    [
+        Wishes(n_ctx=512, flash_attn="off"),
+        Wishes(n_ctx=4096, flash_attn="on"),
+        Wishes(n_ctx=4096, flash_attn="off", n_ubatch=128),
+        Wishes(n_ctx=8192, flash_attn="on", kv_type="q8_0"),
+    ],
+    ids=["512-nofa", "4096-fa", "4096-nofa-ub128", "8192-fa-q8kv"],
+)
+def test_plan_matches_llama_cpp_buffers(models, name, wishes):
+    path = models[name]
+    spec = load_model_spec(str(path))
+    est = plan(spec, HOST, replace(wishes, n_gpu_layers=0))
+    got = measure(path, est.config, prompt_tokens=1, gen_tokens=1).buffers
+    cpu = est.memory.device("cpu")
+
+    # llama.cpp prints MiB with two decimals: allow that rounding per reported buffer
+    assert abs(got.kv_bytes - cpu.kv_bytes) <= ROUNDING * len(got.kv), "KV cache differs from llama.cpp's"
+    repacked = sum(spec.tensor(t).n_bytes for t in got.repacked_tensors)
+    assert abs(got.model_bytes - repacked - cpu.weights_bytes) <= 64 * 1024, "weights differ"  # + alignment
+    reported = got.model_bytes - repacked + got.kv_bytes + got.compute_bytes + got.output_bytes
+    planned = cpu.weights_bytes + cpu.kv_bytes + cpu.compute_bytes
+    assert planned == pytest.approx(reported, rel=0.05)
+
+
+def test_gemma_270m_package_model_matches(tmp_path):
+    from rooflight.gguf.synthetic import gemma_270m_path
+
+    path = gemma_270m_path()
+    spec = load_model_spec(str(path))
+    for n_ctx in (2048, 32768):
+        est = plan(spec, HOST, Wishes(n_ctx=n_ctx, n_gpu_layers=0, flash_attn="off"))
+        got = measure(path, est.config, prompt_tokens=1, gen_tokens=1).buffers
+        cpu = est.memory.device("cpu")
+        assert abs(got.kv_bytes - cpu.kv_bytes) <= ROUNDING * len(got.kv)
+        reported = got.model_bytes + got.kv_bytes + got.compute_bytes + got.output_bytes
+        assert cpu.total_bytes == pytest.approx(reported, rel=0.05)
