@@ -18,7 +18,7 @@ class CPUInfo:
     ram_total_bytes: int
     ram_available_bytes: int
     ram_bandwidth_gbs: float | None  # measured copy bandwidth (read+write bytes / s)
-    ram_bandwidth_source: str  # measured | cached | profile | table | assumed
+    ram_bandwidth_source: str  # measured | cached | profile | table | assumed | unknown
     max_freq_mhz: float | None = None
     arch: str = ""  # x86_64 | aarch64 | arm64 ...
 
@@ -36,7 +36,7 @@ class GPUInfo:
     compute_capability: str | None = None  # NVIDIA only, "8.9"
     sm_count: int | None = None  # NVIDIA SMs / AMD CUs / Apple GPU cores
     pcie_gbs: float | None = None  # host<->device link, one direction
-    source: str = "detected"  # detected | profile | table | profile+table
+    source: str = "detected"  # detected | detected+table | profile | table | profile+table
 
     @property
     def free_bytes(self) -> int:

@@ -1,0 +1,117 @@
+"""AMD GPUs on Linux: amdgpu's sysfs files, with names from amdsmi when it is installed.
+
+sysfs gives exact total and used VRAM (mem_info_vram_total / mem_info_vram_used) but no
+marketing name except on Instinct boards (product_name). Without amdsmi the name comes
+from the PCI device id; where one id covers several boards (0x744c is the RX 7900 XTX, XT
+and GRE) the VRAM size usually tells them apart, and otherwise the slowest is assumed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+from .gpu_table import lookup_pci_id
+from .profile import GPUInfo
+from .sysfs import bus_id, cards, link_gbs, read_int, read_text
+
+AMD_VENDOR = "0x1002"
+# Below this, "VRAM" is the BIOS carve-out of an integrated GPU (APU), typically 512 MiB:
+# offloading to it gains nothing, so it is not listed as a GPU.
+MIN_DEDICATED_BYTES = 1 << 30
+
+Importer = Callable[[str], ModuleType]
+
+
+def _amdsmi_names(importer: Importer) -> dict[str, str]:
+    """PCI bus id -> market name from amdsmi (ROCm's Python bindings), or {}."""
+    try:
+        smi = importer("amdsmi")
+    except Exception:
+        return {}
+    names: dict[str, str] = {}
+    try:
+        smi.amdsmi_init()
+        try:
+            for h in smi.amdsmi_get_processor_handles():
+                try:
+                    bdf = str(smi.amdsmi_get_gpu_device_bdf(h)).lower()
+                    name = str(smi.amdsmi_get_gpu_asic_info(h).get("market_name") or "")
+                    if name and name.upper() != "N/A":
+                        names[bdf] = name
+                except Exception:
+                    continue
+        finally:
+            smi.amdsmi_shut_down()
+    except Exception:
+        return names
+    return names
+
+
+def _name_from_pci(device_id: str, vram: int, warnings: list[str]) -> str:
+    """A table name from the PCI id, choosing among boards by VRAM size (per device: an
+    MI250X is two devices of half the package's memory)."""
+    candidates = lookup_pci_id(AMD_VENDOR, device_id)
+    if not candidates:
+        return f"AMD GPU {device_id}"
+
+    def distance(c: dict) -> float:
+        return abs(c["memory_bytes"] / (c.get("devices_per_package") or 1) - vram)
+
+    best = min(map(distance, candidates))
+    closest = sorted(
+        (c for c in candidates if distance(c) - best < 2**29), key=lambda c: c["fp16_tflops"]
+    )
+    chosen = closest[0]
+    if len(closest) > 1:
+        others = ", ".join(c["name"] for c in closest)
+        warnings.append(
+            f"AMD GPU with PCI id {device_id} could be any of {others}; Rooflight assumes the "
+            f"{chosen['name']} (the slowest); install amdsmi to read the exact model"
+        )
+    return chosen["name"]
+
+
+def detect_amd(
+    sysfs_root: Path = Path("/sys"), *, importer: Importer = importlib.import_module
+) -> tuple[list[GPUInfo], list[str]]:
+    """Every amdgpu-driven GPU with dedicated VRAM, in card order, and warnings."""
+    warnings: list[str] = []
+    gpus: list[GPUInfo] = []
+    found = list(cards(sysfs_root, AMD_VENDOR))
+    if not found:
+        return gpus, warnings
+    market = _amdsmi_names(importer)
+    for n, _card, dev in found:
+        total = read_int(dev / "mem_info_vram_total")
+        if total is None:
+            continue  # not the amdgpu driver (radeon, vfio): nothing llama.cpp can use
+        if total < MIN_DEDICATED_BYTES:
+            warnings.append(
+                f"AMD integrated GPU card{n} has only {total / 2**20:.0f} MiB of dedicated "
+                "memory and is not counted as a GPU"
+            )
+            continue
+        used = read_int(dev / "mem_info_vram_used")
+        free = max(0, total - used) if used is not None else None
+        device_id = (read_text(dev / "device") or "").lower()
+        name = market.get(bus_id(dev).lower()) or read_text(dev / "product_name") or ""
+        if not name:
+            name = _name_from_pci(device_id, total, warnings)
+        gpus.append(
+            GPUInfo(
+                index=len(gpus),
+                name=name,
+                vendor="amd",
+                vram_total_bytes=total,
+                vram_free_bytes=free,
+                bandwidth_gbs=None,  # sysfs does not say: filled from the GPU table by name
+                fp16_tflops=None,
+                unified_memory=False,
+                pcie_gbs=link_gbs(dev),
+                source="detected",
+            )
+        )
+    return gpus, warnings

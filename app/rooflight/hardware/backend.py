@@ -1,0 +1,175 @@
+"""Which llama.cpp backend this machine would really use.
+
+The answer needs both halves: the installed llama-cpp-python build must contain the
+backend (its shared libraries in llama_cpp/lib name them: libggml-cuda.so, ggml-hip,
+ggml-metal, ggml-vulkan, ggml-sycl) AND a GPU it can drive must be present. A CPU-only
+wheel on a machine with a GPU is the most common silent failure (REFERENCE.md section 5),
+so that case gets a warning with the exact command that installs a GPU build.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+from .profile import GPUInfo
+
+Importer = Callable[[str], ModuleType]
+
+# Library-name fragments that reveal a backend in the build.
+_LIB_MARKERS = {
+    "cuda": ("ggml-cuda",),
+    "rocm": ("ggml-hip", "ggml-rocm"),
+    "metal": ("ggml-metal",),
+    "vulkan": ("ggml-vulkan",),
+    "sycl": ("ggml-sycl",),
+}
+# For each vendor, the backends that can drive it, best first. Vulkan drives all three
+# discrete vendors, more slowly than the native one.
+_PREFERENCE = {
+    "nvidia": ("cuda", "vulkan"),
+    "amd": ("rocm", "vulkan"),
+    "intel": ("sycl", "vulkan"),
+    "apple": ("metal",),
+}
+# The backend a profile implies when it names GPUs but no backend. Intel gets Vulkan, not
+# SYCL: Vulkan runs on the stock Mesa/Windows drivers and is what llama.cpp's prebuilt Arc
+# binaries commonly use, whereas SYCL needs the oneAPI toolkit installed and a custom build.
+DEFAULT_BACKEND = {"nvidia": "cuda", "amd": "rocm", "apple": "metal", "intel": "vulkan"}
+
+_PIP = "pip install --force-reinstall --no-cache-dir llama-cpp-python"
+INSTALL_HINTS = {
+    "nvidia": f'CMAKE_ARGS="-DGGML_CUDA=on" {_PIP}',
+    "amd": f'CMAKE_ARGS="-DGGML_HIP=on" {_PIP}',
+    "intel": f'CMAKE_ARGS="-DGGML_VULKAN=on" {_PIP}',
+    "apple": f"{_PIP}  (Metal is on by default on macOS)",
+}
+_VENDOR_WORD = {"nvidia": "NVIDIA", "amd": "AMD", "intel": "Intel", "apple": "Apple"}
+
+
+@dataclass(frozen=True)
+class BuildInfo:
+    """What the installed llama-cpp-python can do."""
+
+    importable: bool
+    backends: frozenset[str] = frozenset()  # from the library names
+    gpu_offload: bool | None = None  # llama_supports_gpu_offload(); None if not asked
+    libraries: tuple[str, ...] = field(default_factory=tuple)
+    error: str = ""
+
+
+def backends_from_libraries(names: Iterable[str]) -> frozenset[str]:
+    found = set()
+    for name in names:
+        low = name.lower()
+        for backend, markers in _LIB_MARKERS.items():
+            if any(m in low for m in markers):
+                found.add(backend)
+    return frozenset(found)
+
+
+def _library_names(module: ModuleType, lib_dir: Path | None) -> tuple[str, ...]:
+    dirs: list[Path] = [lib_dir] if lib_dir is not None else []
+    if lib_dir is None and getattr(module, "__file__", None):
+        pkg = Path(module.__file__).parent  # type: ignore[arg-type]
+        dirs = [pkg / "lib", pkg]  # older wheels put the libraries beside the package
+    names: list[str] = []
+    for d in dirs:
+        try:
+            names.extend(p.name for p in d.iterdir() if p.is_file() or p.is_symlink())
+        except OSError:
+            continue
+    return tuple(sorted(n for n in set(names) if any(s in n for s in (".so", ".dylib", ".dll"))))
+
+
+def inspect_build(
+    importer: Importer = importlib.import_module, lib_dir: Path | None = None
+) -> BuildInfo:
+    try:
+        module = importer("llama_cpp")
+    except BaseException as exc:  # ImportError, OSError from a broken shared library...
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        return BuildInfo(importable=False, error=f"{type(exc).__name__}: {exc}")
+    libs = _library_names(module, lib_dir)
+    offload: bool | None = None
+    fn = getattr(module, "llama_supports_gpu_offload", None)
+    if callable(fn):
+        try:
+            offload = bool(fn())
+        except Exception:
+            offload = None
+    return BuildInfo(
+        importable=True, backends=backends_from_libraries(libs), gpu_offload=offload, libraries=libs
+    )
+
+
+def choose_backend(gpus: Sequence[GPUInfo], build: BuildInfo) -> tuple[str, list[str]]:
+    """(backend, warnings) for these GPUs and this build."""
+    warnings: list[str] = []
+    if not build.importable:
+        warnings.append(
+            f"llama-cpp-python cannot be imported ({build.error}); estimates assume the CPU "
+            "backend and chat/bench will not work until it is installed"
+        )
+        return "cpu", warnings
+    if not gpus:
+        return "cpu", warnings
+    available = set(build.backends)
+    if not available and build.gpu_offload:
+        # A monolithic build (one libllama with the backend linked in) offloads but does not
+        # name its backend: assume the native one for the first GPU.
+        available = {_PREFERENCE[gpus[0].vendor][0]} if gpus[0].vendor in _PREFERENCE else set()
+    chosen = next(
+        (b for gpu in gpus for b in _PREFERENCE.get(gpu.vendor, ()) if b in available), None
+    )
+    if chosen is None:
+        vendor = gpus[0].vendor
+        hint = INSTALL_HINTS.get(vendor, f'CMAKE_ARGS="-DGGML_VULKAN=on" {_PIP}')
+        what = (
+            "a CPU-only build"
+            if not available
+            else f"built for {', '.join(sorted(available))} only"
+        )
+        warnings.append(
+            f"llama-cpp-python here is {what}, so llama.cpp will not use the "
+            f"{_VENDOR_WORD.get(vendor, vendor)} GPU ({gpus[0].name}); install a GPU build with: "
+            f"{hint}"
+        )
+        return "cpu", warnings
+    if build.gpu_offload is False:
+        # The backend library is there but llama.cpp found no device it can open: usually a
+        # missing driver or runtime library (libcudart, ROCm) on this machine.
+        warnings.append(
+            f"llama-cpp-python has {chosen} support but reports no GPU offload; check the GPU "
+            "driver and runtime libraries. Estimates assume the CPU backend"
+        )
+        return "cpu", warnings
+    for gpu in gpus:
+        if chosen not in _PREFERENCE.get(gpu.vendor, ()):
+            warnings.append(
+                f"GPU {gpu.index} ({gpu.name}) cannot be driven by the {chosen} backend and "
+                "will not be used"
+            )
+    return chosen, warnings
+
+
+def detect_backend(
+    gpus: Sequence[GPUInfo],
+    *,
+    importer: Importer = importlib.import_module,
+    lib_dir: Path | None = None,
+) -> tuple[str, list[str]]:
+    """What llama.cpp would use here: "cuda" | "rocm" | "metal" | "vulkan" | "sycl" | "cpu"."""
+    return choose_backend(gpus, inspect_build(importer, lib_dir))
+
+
+def backend_for_vendors(vendors: Iterable[str]) -> str:
+    """The backend a hand-written profile implies when it names none."""
+    for v in vendors:
+        if v in DEFAULT_BACKEND:
+            return DEFAULT_BACKEND[v]
+    return "cpu"

@@ -1,0 +1,132 @@
+"""Detect this machine: CPU, every GPU, and the llama.cpp backend. Never raises.
+
+Each probe is injectable so tests run the whole path on fake NVML modules, fake sysfs
+trees and fake sysctl output.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import ModuleType
+
+from .amd import detect_amd
+from .apple import detect_apple
+from .backend import detect_backend
+from .bandwidth import ram_bandwidth
+from .cpu import detect_cpu
+from .enrich import enrich_detected
+from .intel import detect_intel
+from .nvidia import detect_nvidia
+from .profile import CPUInfo, GPUInfo, HardwareProfile
+
+Runner = Callable[[list[str]], str]
+Importer = Callable[[str], ModuleType]
+
+
+@dataclass(frozen=True)
+class Probes:
+    """Where detection looks. The defaults are the real machine."""
+
+    sysfs_root: Path = Path("/sys")
+    cpuinfo_path: Path = Path("/proc/cpuinfo")
+    run: Runner | None = None  # sysctl / ioreg on macOS
+    nvml: ModuleType | None = None  # None: import pynvml
+    importer: Importer = field(default=importlib.import_module)  # llama_cpp, amdsmi
+    llama_lib_dir: Path | None = None
+    platform_name: str | None = None  # sys.platform
+    machine: str | None = None  # platform.machine()
+
+
+def _fallback_cpu() -> CPUInfo:
+    import psutil
+
+    mem = psutil.virtual_memory()
+    n = psutil.cpu_count() or 1
+    return CPUInfo("unknown CPU", n, n, (), int(mem.total), int(mem.available), None, "unknown")
+
+
+def detect_gpus(probes: Probes) -> tuple[list[GPUInfo], list[str]]:
+    """All GPUs, NVIDIA first, renumbered 0..n-1, figures filled from the table."""
+    found: list[GPUInfo] = []
+    warnings: list[str] = []
+    readers: list[tuple[str, Callable[[], tuple[list[GPUInfo], list[str]]]]] = [
+        ("NVIDIA", lambda: detect_nvidia(probes.nvml)),
+        ("AMD", lambda: detect_amd(probes.sysfs_root, importer=probes.importer)),
+        ("Intel", lambda: detect_intel(probes.sysfs_root)),
+        (
+            "Apple",
+            lambda: detect_apple(
+                probes.run, platform_name=probes.platform_name, machine=probes.machine
+            ),
+        ),
+    ]
+    for vendor, read in readers:
+        try:
+            gpus, more = read()
+        except Exception as exc:  # a probe bug must cost only that vendor's GPUs
+            gpus, more = [], [f"{vendor} GPU detection failed ({type(exc).__name__}: {exc})"]
+        found.extend(gpus)
+        warnings.extend(more)
+    out: list[GPUInfo] = []
+    for gpu in found:
+        # One numbering across vendors. For NVIDIA this is NVML's order (PCI bus order),
+        # which is CUDA's too when CUDA_DEVICE_ORDER=PCI_BUS_ID.
+        gpu, more = enrich_detected(replace(gpu, index=len(out)))
+        out.append(gpu)
+        warnings.extend(more)
+    return out, warnings
+
+
+def detect(
+    *,
+    measure_bandwidth: bool = True,
+    cache_dir: str | os.PathLike[str] | None = None,
+    probes: Probes | None = None,
+) -> HardwareProfile:
+    """Profile this machine. Never raises: whatever cannot be read becomes a warning."""
+    probes = probes or Probes()
+    warnings: list[str] = []
+    try:
+        cpu, more = detect_cpu(
+            cpuinfo_path=probes.cpuinfo_path,
+            run=probes.run,
+            platform_name=probes.platform_name,
+            machine=probes.machine,
+        )
+        warnings.extend(more)
+    except Exception as exc:
+        cpu = _fallback_cpu()
+        warnings.append(f"CPU detection failed ({type(exc).__name__}: {exc})")
+    if measure_bandwidth:
+        try:
+            gbs, source, more = ram_bandwidth(
+                cpu.name, cpu.ram_total_bytes, cpu.cores, cache_dir_override=cache_dir
+            )
+            cpu = replace(cpu, ram_bandwidth_gbs=gbs, ram_bandwidth_source=source)
+            warnings.extend(more)
+        except Exception as exc:
+            warnings.append(f"RAM bandwidth could not be measured ({type(exc).__name__}: {exc})")
+    try:
+        gpus, more = detect_gpus(probes)
+        warnings.extend(more)
+    except Exception as exc:
+        gpus = []
+        warnings.append(f"GPU detection failed ({type(exc).__name__}: {exc})")
+    # Unified memory: what the GPU can use now is bounded by the RAM that is free now.
+    gpus = [
+        replace(g, vram_free_bytes=min(g.vram_total_bytes, cpu.ram_available_bytes))
+        if g.unified_memory and g.vram_total_bytes is not None and g.vram_free_bytes is None
+        else g
+        for g in gpus
+    ]
+    try:
+        backend, more = detect_backend(gpus, importer=probes.importer, lib_dir=probes.llama_lib_dir)
+        warnings.extend(more)
+    except Exception as exc:
+        backend = "cpu"
+        warnings.append(f"llama.cpp backend detection failed ({type(exc).__name__}: {exc})")
+    return HardwareProfile(cpu=cpu, gpus=tuple(gpus), backend=backend, warnings=tuple(warnings))

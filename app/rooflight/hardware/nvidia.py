@@ -1,0 +1,148 @@
+"""NVIDIA GPUs through NVML (the nvidia-ml-py package, imported as pynvml).
+
+Every NVML call can raise NVMLError (old driver, MIG, a function the board does not
+support): each failure costs only that figure and adds a warning; nothing here raises.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from .pcie import pcie_gbs
+from .profile import GPUInfo
+
+# CUDA cores per SM by compute-capability major.minor, to turn nvmlDeviceGetNumGpuCores into
+# an SM count where nvmlDeviceGetAttributes is not supported (it is meant for MIG handles).
+_CORES_PER_SM = {"6.0": 64, "7.0": 64, "7.5": 64, "8.0": 64}
+_DEFAULT_CORES_PER_SM = 128  # 6.1, 8.6, 8.9, 9.0, 10.x, 12.x
+
+# NVML error codes that mean "no NVIDIA driver here": a normal state, not worth a warning.
+_NO_DRIVER_CODES = (9, 12)  # NVML_ERROR_DRIVER_NOT_LOADED, NVML_ERROR_LIBRARY_NOT_FOUND
+
+
+def _import_pynvml() -> ModuleType | None:
+    try:
+        return importlib.import_module("pynvml")
+    except Exception:
+        return None
+
+
+def memory_bandwidth_gbs(mem_clock_mhz: float, bus_width_bits: int) -> float:
+    """Peak bandwidth from NVML's max memory clock and bus width.
+
+    NVML reports the memory clock such that two transfers happen per reported cycle for
+    GDDR6/GDDR6X/GDDR7 and HBM alike (RTX 4090: 10501 MHz x 384 bit x 2 / 8 = 1008 GB/s;
+    A100: 1215 MHz x 5120 bit x 2 / 8 = 1555 GB/s), hence the factor 2.
+    """
+    return round(mem_clock_mhz * bus_width_bits * 2 / 8 / 1000, 1)
+
+
+def _decode(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def detect_nvidia(nvml: ModuleType | None = None) -> tuple[list[GPUInfo], list[str]]:
+    """Every NVIDIA GPU NVML sees, in NVML order, and warnings."""
+    nvml = nvml if nvml is not None else _import_pynvml()
+    if nvml is None:
+        return [], []
+    error_type: type[BaseException] = getattr(nvml, "NVMLError", Exception)
+    try:
+        nvml.nvmlInit()
+    except error_type as exc:
+        if getattr(exc, "value", None) in _NO_DRIVER_CODES:
+            return [], []
+        return [], [
+            f"NVIDIA driver found but NVML would not start ({exc}); NVIDIA GPUs are not listed"
+        ]
+    except Exception:  # no libnvidia-ml at all (OSError and friends): simply no NVIDIA GPU
+        return [], []
+    warnings: list[str] = []
+    gpus: list[GPUInfo] = []
+    try:
+        try:
+            count = int(nvml.nvmlDeviceGetCount())
+        except Exception as exc:
+            return [], [f"NVML could not count the NVIDIA GPUs ({exc})"]
+        for i in range(count):
+            gpu = _read_device(nvml, i, warnings)
+            if gpu is not None:
+                gpus.append(gpu)
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:
+            pass
+    return gpus, warnings
+
+
+def _read_device(nvml: ModuleType, i: int, warnings: list[str]) -> GPUInfo | None:
+    try:
+        handle = nvml.nvmlDeviceGetHandleByIndex(i)
+    except Exception as exc:
+        warnings.append(f"NVIDIA GPU {i} could not be opened through NVML ({exc}); it is left out")
+        return None
+    label = f"NVIDIA GPU {i}"
+
+    def call(what: str, fn: str, *args: Any, quiet: bool = False) -> Any:
+        f: Callable[..., Any] | None = getattr(nvml, fn, None)
+        try:
+            if f is None:
+                raise AttributeError(f"{fn} is not in this pynvml")
+            return f(handle, *args)
+        except Exception as exc:
+            if not quiet:
+                warnings.append(f"{label}: could not read its {what} ({exc})")
+            return None
+
+    name_raw = call("name", "nvmlDeviceGetName")
+    name = _decode(name_raw) if name_raw is not None else label
+    label = f"NVIDIA GPU {i} ({name})" if name_raw is not None else label
+
+    mem = call("memory size and free memory", "nvmlDeviceGetMemoryInfo")
+    total = int(mem.total) if mem is not None else None
+    free = int(mem.free) if mem is not None else None
+
+    bandwidth = None
+    clock = call("memory clock", "nvmlDeviceGetMaxClockInfo", getattr(nvml, "NVML_CLOCK_MEM", 2))
+    bus = call("memory bus width", "nvmlDeviceGetMemoryBusWidth")
+    if clock and bus:
+        bandwidth = memory_bandwidth_gbs(float(clock), int(bus))
+
+    cc = call("compute capability", "nvmlDeviceGetCudaComputeCapability")
+    capability = f"{int(cc[0])}.{int(cc[1])}" if cc else None
+
+    sm_count = None
+    attrs = call("SM count", "nvmlDeviceGetAttributes", quiet=True)
+    if attrs is not None and getattr(attrs, "multiprocessorCount", 0):
+        sm_count = int(attrs.multiprocessorCount)
+    else:
+        cores = call("CUDA core count", "nvmlDeviceGetNumGpuCores", quiet=True)
+        if cores:
+            per_sm = _CORES_PER_SM.get(capability or "", _DEFAULT_CORES_PER_SM)
+            sm_count = int(cores) // per_sm or None
+
+    # The CURRENT link generation drops to gen 1 at idle to save power, so ask for the
+    # maximum the GPU and this slot support together, then fall back to the current one.
+    gen = call("PCIe generation", "nvmlDeviceGetMaxPcieLinkGeneration", quiet=True)
+    gen = gen or call("PCIe generation", "nvmlDeviceGetCurrPcieLinkGeneration", quiet=True)
+    width = call("PCIe width", "nvmlDeviceGetMaxPcieLinkWidth", quiet=True)
+    width = width or call("PCIe width", "nvmlDeviceGetCurrPcieLinkWidth", quiet=True)
+
+    return GPUInfo(
+        index=i,
+        name=name,
+        vendor="nvidia",
+        vram_total_bytes=total,
+        vram_free_bytes=free,
+        bandwidth_gbs=bandwidth,
+        fp16_tflops=None,  # NVML does not say; filled from the GPU table by name
+        unified_memory=False,
+        compute_capability=capability,
+        sm_count=sm_count,
+        pcie_gbs=pcie_gbs(int(gen) if gen else None, int(width) if width else None),
+        source="detected",
+    )

@@ -1,0 +1,150 @@
+"""Which llama.cpp backend would run: the build's libraries AND a matching GPU."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+
+import pytest
+
+from rooflight.hardware.backend import (
+    backend_for_vendors,
+    backends_from_libraries,
+    detect_backend,
+    inspect_build,
+)
+from rooflight.hardware.profile import GPUInfo
+
+CUDA_HINT = (
+    'CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir llama-cpp-python'
+)
+
+
+def gpu(vendor: str, name: str = "Some GPU", index: int = 0) -> GPUInfo:
+    return GPUInfo(index, name, vendor, 8 << 30, None, 500.0, 50.0)
+
+
+def fake_llama(tmp_path: Path, libs: list[str], offload: bool | None):
+    """An importer for a llama_cpp package whose lib/ holds `libs`."""
+    pkg = tmp_path / "llama_cpp"
+    (pkg / "lib").mkdir(parents=True)
+    for name in libs:
+        (pkg / "lib" / name).write_text("")
+    module = types.ModuleType("llama_cpp")
+    module.__file__ = str(pkg / "__init__.py")
+    if offload is not None:
+        module.llama_supports_gpu_offload = lambda: offload
+
+    def importer(name: str):
+        if name != "llama_cpp":
+            raise ImportError(name)
+        return module
+
+    return importer
+
+
+CPU_LIBS = ["libllama.so", "libggml.so", "libggml-base.so", "libggml-cpu.so"]
+
+
+def test_library_names():
+    assert backends_from_libraries(["libggml-cuda.so", "libggml-cpu.so"]) == {"cuda"}
+    assert backends_from_libraries(["ggml-hip.dll", "libggml-vulkan.so"]) == {"rocm", "vulkan"}
+    assert backends_from_libraries(["libggml-metal.dylib", "libggml-sycl.so"]) == {"metal", "sycl"}
+    assert backends_from_libraries(CPU_LIBS) == set()
+
+
+def test_cuda_build_with_nvidia_gpu(tmp_path):
+    importer = fake_llama(tmp_path, [*CPU_LIBS, "libggml-cuda.so"], True)
+    assert detect_backend([gpu("nvidia")], importer=importer) == ("cuda", [])
+
+
+def test_cpu_build_with_nvidia_gpu_says_how_to_install_cuda(tmp_path):
+    importer = fake_llama(tmp_path, CPU_LIBS, False)
+    backend, warnings = detect_backend(
+        [gpu("nvidia", "NVIDIA GeForce RTX 4090")], importer=importer
+    )
+    assert backend == "cpu"
+    assert len(warnings) == 1 and CUDA_HINT in warnings[0] and "RTX 4090" in warnings[0]
+    assert "CPU-only" in warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("vendor", "flag"), [("amd", "-DGGML_HIP=on"), ("intel", "-DGGML_VULKAN=on")]
+)
+def test_cpu_build_hints_for_other_vendors(tmp_path, vendor, flag):
+    backend, warnings = detect_backend(
+        [gpu(vendor)], importer=fake_llama(tmp_path, CPU_LIBS, False)
+    )
+    assert backend == "cpu" and flag in warnings[0]
+
+
+def test_no_gpu_is_cpu_without_warning(tmp_path):
+    importer = fake_llama(tmp_path, [*CPU_LIBS, "libggml-cuda.so"], False)
+    assert detect_backend([], importer=importer) == ("cpu", [])
+
+
+def test_vulkan_build_drives_any_discrete_gpu(tmp_path):
+    importer = fake_llama(tmp_path, [*CPU_LIBS, "libggml-vulkan.so"], True)
+    assert detect_backend([gpu("amd")], importer=importer)[0] == "vulkan"
+    assert detect_backend([gpu("nvidia")], importer=importer)[0] == "vulkan"
+
+
+def test_native_backend_preferred(tmp_path):
+    importer = fake_llama(tmp_path, [*CPU_LIBS, "libggml-vulkan.so", "libggml-hip.so"], True)
+    assert detect_backend([gpu("amd")], importer=importer)[0] == "rocm"
+
+
+def test_cuda_build_with_amd_gpu_only(tmp_path):
+    importer = fake_llama(tmp_path, [*CPU_LIBS, "libggml-cuda.so"], False)
+    backend, warnings = detect_backend([gpu("amd")], importer=importer)
+    assert backend == "cpu" and "built for cuda only" in warnings[0] and "GGML_HIP" in warnings[0]
+
+
+def test_libraries_present_but_no_offload_means_driver_trouble(tmp_path):
+    importer = fake_llama(tmp_path, [*CPU_LIBS, "libggml-cuda.so"], False)
+    backend, warnings = detect_backend([gpu("nvidia")], importer=importer)
+    assert backend == "cpu" and "driver" in warnings[0]
+
+
+def test_monolithic_build_that_offloads(tmp_path):
+    importer = fake_llama(tmp_path, ["libllama.so"], True)
+    assert detect_backend([gpu("nvidia")], importer=importer)[0] == "cuda"
+
+
+def test_mixed_vendors_warn_about_the_unusable_gpu(tmp_path):
+    importer = fake_llama(tmp_path, [*CPU_LIBS, "libggml-cuda.so"], True)
+    backend, warnings = detect_backend(
+        [gpu("nvidia"), gpu("amd", "AMD Radeon RX 7900 XTX", 1)], importer=importer
+    )
+    assert backend == "cuda" and "RX 7900 XTX" in warnings[0]
+
+
+def test_unimportable_llama_cpp_degrades_to_cpu():
+    def broken(name):
+        raise OSError("libcudart.so.12: cannot open shared object file")
+
+    backend, warnings = detect_backend([gpu("nvidia")], importer=broken)
+    assert backend == "cpu" and "cannot be imported" in warnings[0] and "libcudart" in warnings[0]
+
+
+def test_explicit_lib_dir(tmp_path):
+    lib = tmp_path / "elsewhere"
+    lib.mkdir()
+    (lib / "libggml-metal.dylib").write_text("")
+    importer = fake_llama(tmp_path, CPU_LIBS, True)
+    build = inspect_build(importer, lib_dir=lib)
+    assert build.backends == {"metal"} and build.gpu_offload is True
+
+
+def test_the_real_install_is_inspected_without_error():
+    build = inspect_build()
+    if build.importable:
+        assert any("llama" in name for name in build.libraries)
+
+
+def test_backend_for_profile_vendors():
+    assert backend_for_vendors(["nvidia"]) == "cuda"
+    assert backend_for_vendors(["amd"]) == "rocm"
+    assert backend_for_vendors(["apple"]) == "metal"
+    assert backend_for_vendors(["intel"]) == "vulkan"
+    assert backend_for_vendors([]) == "cpu"

@@ -1,0 +1,193 @@
+"""NVIDIA detection against a fake pynvml module with NVML's function names."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from rooflight.hardware.detection import Probes, detect
+from rooflight.hardware.nvidia import detect_nvidia, memory_bandwidth_gbs
+
+GiB = 1 << 30
+
+
+class NVMLError(Exception):
+    def __init__(self, value: int, text: str = "Not Supported") -> None:
+        super().__init__(text)
+        self.value = value
+
+
+def fake_pynvml(devices: list[dict], *, init_error: int | None = None) -> types.ModuleType:
+    """A module that answers like pynvml for `devices`; a key set to an exception raises it."""
+    m = types.ModuleType("pynvml")
+    m.NVMLError = NVMLError
+    m.NVML_CLOCK_MEM = 2
+    m.calls = []
+
+    def init() -> None:
+        if init_error is not None:
+            raise NVMLError(init_error, "NVML Shared Library Not Found")
+
+    def getter(key: str, convert=lambda v: v):
+        def fn(handle, *args):
+            m.calls.append((key, handle, args))
+            value = devices[handle][key]
+            if isinstance(value, Exception):
+                raise value
+            return convert(value)
+
+        return fn
+
+    m.nvmlInit = init
+    m.nvmlShutdown = lambda: None
+    m.nvmlDeviceGetCount = lambda: len(devices)
+    m.nvmlDeviceGetHandleByIndex = lambda i: i
+    m.nvmlDeviceGetName = getter("name")
+    m.nvmlDeviceGetMemoryInfo = getter(
+        "mem", lambda v: types.SimpleNamespace(total=v[0], free=v[1], used=v[0] - v[1])
+    )
+    m.nvmlDeviceGetMaxClockInfo = getter("mem_clock")
+    m.nvmlDeviceGetMemoryBusWidth = getter("bus")
+    m.nvmlDeviceGetCudaComputeCapability = getter("cc")
+    m.nvmlDeviceGetNumGpuCores = getter("cores")
+    m.nvmlDeviceGetMaxPcieLinkGeneration = getter("gen")
+    m.nvmlDeviceGetMaxPcieLinkWidth = getter("width")
+    return m
+
+
+RTX_4090 = {
+    "name": "NVIDIA GeForce RTX 4090",
+    "mem": (25757220864, 24000000000),
+    "mem_clock": 10501,
+    "bus": 384,
+    "cc": (8, 9),
+    "cores": 16384,
+    "gen": 4,
+    "width": 16,
+}
+RTX_3060 = {
+    "name": b"NVIDIA GeForce RTX 3060",  # older pynvml returns bytes
+    "mem": (12884901888, 2 * GiB),
+    "mem_clock": 7501,
+    "bus": 192,
+    "cc": (8, 6),
+    "cores": 3584,
+    "gen": 4,
+    "width": 16,
+}
+
+
+def test_bandwidth_formula_matches_spec_sheets():
+    assert memory_bandwidth_gbs(10501, 384) == pytest.approx(1008, rel=0.001)  # GDDR6X
+    assert memory_bandwidth_gbs(7501, 192) == pytest.approx(360, rel=0.001)  # GDDR6
+    assert memory_bandwidth_gbs(1215, 5120) == pytest.approx(1555, rel=0.001)  # HBM2 A100
+
+
+def test_two_gpus_are_listed_separately_with_free_vram():
+    gpus, warnings = detect_nvidia(fake_pynvml([RTX_4090, RTX_3060]))
+    assert warnings == []
+    assert [g.index for g in gpus] == [0, 1]
+    a, b = gpus
+    assert a.name == "NVIDIA GeForce RTX 4090" and b.name == "NVIDIA GeForce RTX 3060"
+    assert (a.vram_total_bytes, a.vram_free_bytes) == (25757220864, 24000000000)
+    assert b.vram_free_bytes == 2 * GiB
+    assert a.bandwidth_gbs == pytest.approx(1008.1, abs=0.1)
+    assert b.bandwidth_gbs == pytest.approx(360.0, abs=0.1)
+    assert (a.compute_capability, b.compute_capability) == ("8.9", "8.6")
+    assert (a.sm_count, b.sm_count) == (128, 28)
+    assert a.pcie_gbs == pytest.approx(31.5)
+    assert a.vendor == "nvidia" and not a.unified_memory
+
+
+def test_injected_through_sys_modules(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([RTX_4090]))
+    gpus, _ = detect_nvidia()
+    assert [g.name for g in gpus] == ["NVIDIA GeForce RTX 4090"]
+
+
+def test_failing_calls_degrade_with_warnings():
+    broken = dict(
+        RTX_3060,
+        mem=NVMLError(3),
+        mem_clock=NVMLError(3),
+        cc=NVMLError(3),
+        cores=NVMLError(3),
+        gen=NVMLError(3),
+    )
+    gpus, warnings = detect_nvidia(fake_pynvml([RTX_4090, broken]))
+    assert len(gpus) == 2
+    g = gpus[1]
+    assert g.name == "NVIDIA GeForce RTX 3060"
+    assert g.vram_total_bytes is None and g.bandwidth_gbs is None
+    assert g.compute_capability is None and g.sm_count is None and g.pcie_gbs is None
+    text = "\n".join(warnings)
+    assert "memory size" in text and "memory clock" in text and "compute capability" in text
+    assert all("NVIDIA GPU 1 (NVIDIA GeForce RTX 3060)" in w for w in warnings)
+    assert gpus[0].bandwidth_gbs is not None  # the healthy GPU is untouched
+
+
+def test_a_failing_name_and_a_missing_function_still_give_a_gpu():
+    m = fake_pynvml([dict(RTX_4090, name=NVMLError(999, "Unknown Error"))])
+    del m.nvmlDeviceGetNumGpuCores  # an old pynvml without it
+    gpus, warnings = detect_nvidia(m)
+    assert gpus[0].name == "NVIDIA GPU 0" and gpus[0].sm_count is None
+    assert any("name" in w for w in warnings)
+
+
+def test_no_driver_means_no_gpus_and_no_warning():
+    gpus, warnings = detect_nvidia(fake_pynvml([RTX_4090], init_error=12))
+    assert (gpus, warnings) == ([], [])
+
+
+def test_other_init_failures_warn():
+    gpus, warnings = detect_nvidia(fake_pynvml([RTX_4090], init_error=999))
+    assert gpus == [] and "NVML would not start" in warnings[0]
+
+
+def test_count_failure_warns():
+    m = fake_pynvml([RTX_4090])
+
+    def boom():
+        raise NVMLError(999, "Unknown Error")
+
+    m.nvmlDeviceGetCount = boom
+    gpus, warnings = detect_nvidia(m)
+    assert gpus == [] and "count" in warnings[0]
+
+
+def _probes(tmp_path: Path, nvml) -> Probes:
+    def no_llama(name):
+        raise ImportError(f"No module named {name!r}")
+
+    return Probes(
+        sysfs_root=tmp_path / "sys",
+        nvml=nvml,
+        importer=no_llama,
+        platform_name="linux",
+        machine="x86_64",
+    )
+
+
+def test_detect_fills_fp16_from_the_table(tmp_path):
+    p = detect(measure_bandwidth=False, probes=_probes(tmp_path, fake_pynvml([RTX_4090, RTX_3060])))
+    assert [g.fp16_tflops for g in p.gpus] == [165.2, 25.5]
+    assert all(g.source == "detected+table" for g in p.gpus)
+    assert p.backend == "cpu" and any("cannot be imported" in w for w in p.warnings)
+
+
+def test_detect_prefers_the_table_when_the_driver_bandwidth_is_wildly_off(tmp_path):
+    odd = dict(RTX_4090, mem_clock=2625)  # a quarter of the real figure
+    p = detect(measure_bandwidth=False, probes=_probes(tmp_path, fake_pynvml([odd])))
+    assert p.gpus[0].bandwidth_gbs == 1008.0
+    assert any("specified at 1008 GB/s" in w for w in p.warnings)
+
+
+def test_detect_warns_for_a_gpu_missing_from_the_table(tmp_path):
+    laptop = dict(RTX_4090, name="NVIDIA GeForce RTX 4090 Laptop GPU", bus=256)
+    p = detect(measure_bandwidth=False, probes=_probes(tmp_path, fake_pynvml([laptop])))
+    g = p.gpus[0]
+    assert g.bandwidth_gbs == pytest.approx(672.1, abs=0.1) and g.fp16_tflops is None
+    assert any("not in Rooflight's GPU table" in w and "FP16" in w for w in p.warnings)

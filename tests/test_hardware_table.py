@@ -1,0 +1,183 @@
+"""The bundled GPU table and name lookup."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rooflight.hardware import gpu_table, lookup_gpu
+from rooflight.hardware.gpu_table import lookup_pci_id, normalize, table_sources
+
+GiB = 1 << 30
+REQUIRED = {"name", "vendor", "memory_bytes", "bandwidth_gbs", "fp16_tflops", "aliases"}
+
+
+def test_table_loads_from_the_package_and_matches_the_file():
+    table = gpu_table()
+    path = Path(__file__).resolve().parents[1] / "resources" / "gpus.json"
+    on_disk = json.loads(path.read_text())
+    assert len(table) == len(on_disk["gpus"]) >= 60
+    assert "TechPowerUp" in table_sources() and "sparsity" in table_sources()
+
+
+def test_every_entry_has_sane_figures():
+    names = set()
+    for e in gpu_table():
+        assert REQUIRED <= e.keys(), e["name"]
+        assert e["name"] not in names, f"duplicate {e['name']}"
+        names.add(e["name"])
+        assert e["vendor"] in {"nvidia", "amd", "intel", "apple"}
+        assert isinstance(e["memory_bytes"], int) and 4 * GiB <= e["memory_bytes"] <= 256 * GiB
+        assert 60 <= e["bandwidth_gbs"] <= 7000, e["name"]
+        assert 2 <= e["fp16_tflops"] <= 1400, e["name"]
+        assert e["aliases"] and all(isinstance(a, str) for a in e["aliases"])
+        if e["vendor"] == "apple":
+            assert isinstance(e["gpu_cores"], int) and 7 <= e["gpu_cores"] <= 80
+        if e["vendor"] == "nvidia":
+            assert e["compute_capability"] in {"7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "12.0"}
+        variant = e.get("memory_variant_of")
+        if variant:
+            assert variant in {x["name"] for x in gpu_table()}
+
+
+def test_no_alias_means_two_different_gpus():
+    seen: dict[tuple[str, ...], str] = {}
+    for e in gpu_table():
+        for alias in {normalize(a) for a in [e["name"], *e["aliases"]]}:
+            assert seen.setdefault(alias, e["name"]) == e["name"], alias
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "RTX 2060",
+        "RTX 2080 Ti",
+        "RTX 3060",
+        "RTX 3090",
+        "RTX 4060",
+        "RTX 4090",
+        "RTX 5090",
+        "RTX 5060",
+        "T4",
+        "V100",
+        "A100 40GB",
+        "A100 80GB",
+        "L4",
+        "L40S",
+        "H100 PCIe",
+        "H100 SXM",
+        "H200",
+        "RX 6800 XT",
+        "RX 7900 XTX",
+        "RX 9070 XT",
+        "MI100",
+        "MI210",
+        "MI250X",
+        "MI300X",
+        "MI325X",
+        "Arc A380",
+        "Arc A580",
+        "Arc A750",
+        "Arc A770",
+        "Arc B570",
+        "Arc B580",
+        "M1",
+        "M1 Pro",
+        "M1 Max",
+        "M1 Ultra",
+        "M2",
+        "M2 Ultra",
+        "M3",
+        "M3 Max",
+        "M3 Ultra",
+        "M4",
+        "M4 Pro",
+        "M4 Max",
+    ],
+)
+def test_each_named_family_is_covered(name):
+    assert lookup_gpu(name) is not None, name
+
+
+def test_well_known_figures():
+    g = lookup_gpu("NVIDIA GeForce RTX 4090")
+    assert (g["memory_bytes"], g["bandwidth_gbs"], g["fp16_tflops"]) == (24 * GiB, 1008.0, 165.2)
+    assert lookup_gpu("RTX 3090")["bandwidth_gbs"] == pytest.approx(936, abs=1)
+    assert lookup_gpu("RTX 3060")["bandwidth_gbs"] == 360.0
+    assert lookup_gpu("M2 Max")["bandwidth_gbs"] == 400.0
+    assert lookup_gpu("Apple M2")["bandwidth_gbs"] == 100.0
+    assert lookup_gpu("H100 SXM")["fp16_tflops"] == pytest.approx(989.4)  # dense, not 1979
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 4090"),
+        ("rtx4090", "NVIDIA GeForce RTX 4090"),
+        ("4090", "NVIDIA GeForce RTX 4090"),
+        ("GeForce RTX 4090 D", "NVIDIA GeForce RTX 4090 D"),
+        ("RTX 4060 Ti", "NVIDIA GeForce RTX 4060 Ti"),
+        ("nvidia geforce rtx 4060", "NVIDIA GeForce RTX 4060"),
+        ("RTX 4070 SUPER", "NVIDIA GeForce RTX 4070 SUPER"),
+        ("RTX 4070 Ti SUPER", "NVIDIA GeForce RTX 4070 Ti SUPER"),
+        ("Tesla T4", "NVIDIA T4"),
+        ("Tesla V100-SXM2-16GB", "NVIDIA V100 SXM2 16GB"),
+        ("NVIDIA A100-SXM4-80GB", "NVIDIA A100 SXM4 80GB"),
+        ("NVIDIA A100 80GB PCIe", "NVIDIA A100 PCIe 80GB"),
+        ("NVIDIA A100-PCIE-40GB", "NVIDIA A100 PCIe 40GB"),
+        ("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM"),
+        ("NVIDIA H100 PCIe", "NVIDIA H100 PCIe"),
+        ("NVIDIA H100 NVL", "NVIDIA H100 NVL"),
+        ("NVIDIA L40S", "NVIDIA L40S"),
+        ("NVIDIA L40", "NVIDIA L40"),
+        ("AMD Radeon RX 7900 XTX", "AMD Radeon RX 7900 XTX"),
+        ("Radeon RX 7900 XT", "AMD Radeon RX 7900 XT"),
+        ("AMD Instinct MI300X", "AMD Instinct MI300X"),
+        ("MI250", "AMD Instinct MI250"),
+        ("Intel(R) Arc(TM) B580 Graphics", "Intel Arc B580"),
+        ("Apple M2 Max", "Apple M2 Max"),
+        ("Apple M2", "Apple M2"),
+        ("apple m3 ultra", "Apple M3 Ultra"),
+    ],
+)
+def test_lookup_matches(query, expected):
+    assert lookup_gpu(query)["name"] == expected
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "NVIDIA GeForce RTX 4090 Laptop GPU",  # 16 GB, 576 GB/s: not the desktop card
+        "NVIDIA GeForce RTX 4080 Max-Q",
+        "AMD Radeon RX 7600M XT",
+        "NVIDIA GeForce RTX 4050",  # not in the table; must not fall back to "RTX 40"-anything
+        "Apple M5 Max",
+        "Quadro RTX 8000",
+        "",
+        "NVIDIA",
+    ],
+)
+def test_lookup_refuses_look_alikes(query):
+    assert lookup_gpu(query) is None
+
+
+def test_lookup_does_not_confuse_ti_or_d_variants():
+    assert lookup_gpu("RTX 4060 Ti")["name"] != lookup_gpu("RTX 4060")["name"]
+    assert lookup_gpu("RTX 4090")["name"] != lookup_gpu("RTX 4090 D")["name"]
+    assert lookup_gpu("M2")["name"] == "Apple M2"
+
+
+def test_memory_resolves_boards_that_share_a_name():
+    assert lookup_gpu("NVIDIA GeForce RTX 4060 Ti", 16 * GiB)["name"].endswith("16GB")
+    assert lookup_gpu("NVIDIA GeForce RTX 4060 Ti", 8 * GiB)["name"].endswith("4060 Ti")
+    assert lookup_gpu("NVIDIA GeForce RTX 3080", 12 * GiB - (300 << 20))["memory_bytes"] == 12 * GiB
+    assert lookup_gpu("Intel Arc A770", 8 * GiB)["bandwidth_gbs"] == 512.0
+
+
+def test_pci_ids():
+    names = {e["name"] for e in lookup_pci_id("0x1002", "0x744C")}
+    assert names == {"AMD Radeon RX 7900 XTX", "AMD Radeon RX 7900 XT", "AMD Radeon RX 7900 GRE"}
+    assert [e["name"] for e in lookup_pci_id("0x8086", "0x56a0")][0] == "Intel Arc A770"
+    assert lookup_pci_id("0x10de", "0x744c") == []
