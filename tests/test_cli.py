@@ -1,0 +1,121 @@
+"""The command line as a user runs it: real processes, real files, CONTRACT.md fields."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from rooflight.gguf.synthetic import write_model
+
+
+def run(*args, env_extra=None):
+    return subprocess.run([sys.executable, "-m", "rooflight", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return write_model(tmp_path_factory.mktemp("m") / "tiny.gguf", n_layer=2, n_embd=128, n_head=4,
+                       n_head_kv=2, n_ff=256, ftype="Q8_0", context_length=4096)
+
+
+def test_version():
+    r = run("--version")
+    assert r.returncode == 0 and r.stdout.startswith("rooflight ")
+
+
+def test_hardware_json_has_contract_fields():
+    r = run("hardware", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert set(doc["cpu"]) >= {"name", "cores", "threads", "isa", "ram_total_bytes", "ram_available_bytes",
+                               "ram_bandwidth_gbs", "ram_bandwidth_source"}
+    assert doc["backend"] in ("cuda", "rocm", "metal", "vulkan", "sycl", "cpu")
+    assert doc["cpu"]["ram_bandwidth_gbs"] > 0
+
+
+def test_hardware_text():
+    r = run("hardware")
+    assert r.returncode == 0 and "CPU" in r.stdout
+
+
+def test_estimate_local_json(model):
+    r = run("estimate", str(model), "--ctx", "2048", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["model"]["architecture"] == "llama"
+    assert doc["model"]["n_layer"] == 2
+    assert doc["config"]["n_ctx"] == 2048
+    assert doc["memory"]["fit"] in ("cpu_only", "full_gpu", "partial_gpu")
+    assert doc["performance"]["decode_tok_s"] > 0
+
+
+def test_estimate_for_named_gpu_profile(model, tmp_path):
+    prof = tmp_path / "3090.json"
+    prof.write_text(json.dumps({"gpus": [{"name": "RTX 3090"}]}))
+    r = run("estimate", str(model), "--hardware", str(prof), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["memory"]["fit"] == "full_gpu"
+    assert doc["config"]["n_gpu_layers"] == 3
+    assert [d["device"] for d in doc["memory"]["devices"]] == ["cpu", "gpu0"]
+    assert doc["performance"]["calibrated"] is False
+
+
+def test_estimate_text_output(model):
+    r = run("estimate", str(model))
+    assert r.returncode == 0, r.stderr
+    assert "Fit:" in r.stdout and "Decode:" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "content, fragment",
+    [(b"not a gguf at all", "not a GGUF"), (b"GGUF", "truncated")],
+)
+def test_bad_model_file_is_exit_2_one_line(tmp_path, content, fragment):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(content)
+    r = run("estimate", str(bad))
+    assert r.returncode == 2
+    assert fragment in r.stderr
+    assert "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_missing_file_is_exit_2(tmp_path):
+    r = run("estimate", str(tmp_path / "nope.gguf"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_malformed_profile_is_exit_2(model, tmp_path):
+    prof = tmp_path / "bad.json"
+    prof.write_text("{not json")
+    r = run("estimate", str(model), "--hardware", str(prof))
+    assert r.returncode == 2 and "profile" in r.stderr and "Traceback" not in r.stderr
+    prof.write_text(json.dumps({"gpus": [{"name": "Imaginary GPU 9000"}]}))
+    r = run("estimate", str(model), "--hardware", str(prof))
+    assert r.returncode == 2 and "Imaginary GPU 9000" in r.stderr
+
+
+def test_bad_option_is_exit_2(model):
+    assert run("estimate", str(model), "--ctx", "-5").returncode == 2
+    assert run("estimate", str(model), "--kv-type", "q2").returncode == 2
+    r = run("estimate", str(model), "--kv-type", "q8_0", "--flash-attn", "off")
+    assert r.returncode == 2 and "flash attention" in r.stderr
+
+
+def test_bench_measures_and_calibrates(model, tmp_path):
+    env_dir = tmp_path / "data"
+    import os
+
+    env = dict(os.environ, ROOFLIGHT_DATA_DIR=str(env_dir))
+    r = subprocess.run([sys.executable, "-m", "rooflight", "bench", str(model), "--prompt-tokens", "64",
+                        "--gen-tokens", "16", "--json"], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["measured"]["decode_tok_s"] > 0 and doc["measured"]["prefill_tok_s"] > 0
+    assert doc["stored"] is True
+    # the next estimate on this machine is calibrated by that measurement
+    r = subprocess.run([sys.executable, "-m", "rooflight", "estimate", str(model), "--json"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert json.loads(r.stdout)["performance"]["calibrated"] is True
