@@ -21,6 +21,29 @@ class LayerTable:
     output_params: int
     input_bytes: int  # token_embd and other input-side tensors (stay on the CPU)
     tied_output_bytes: int  # part of output_bytes that is token_embd reused as the output
+    # per block: CPU cycles to multiply its active weights by one token's activations
+    # (sum of elements x cpu_cycles_per_weight(type)); the decode compute roof on a CPU
+    active_cpu_cycles: tuple[float, ...] = ()
+    output_cpu_cycles: float = 0.0
+
+
+# CPU cycles per weight for a matrix-vector product (decode), by weight type. On few cores
+# llama.cpp's quantized dot products are compute-bound, not bandwidth-bound. Fitted on the
+# project's 2-core AVX-512 EPYC VM (bench/accuracy.py) as time x cores x 3 GHz / weights,
+# from pairs of models that differ only in size: Q8_0 0.25, Q4_0 0.14 (repacked 8x8
+# kernels), Q4_K 0.17, Q6_K 0.20; F16 stayed bandwidth-bound. Types not measured take
+# their nearest measured relative.
+_CPU_CYCLES = {
+    "F32": 0.15, "F16": 0.15, "BF16": 0.15,
+    "Q8_0": 0.25, "Q4_0": 0.14, "Q4_1": 0.16, "Q5_0": 0.2, "Q5_1": 0.2, "IQ4_NL": 0.14,
+    "Q4_K": 0.17, "Q5_K": 0.19, "Q6_K": 0.2, "Q3_K": 0.19, "Q2_K": 0.19,
+    "IQ4_XS": 0.19, "IQ3_S": 0.25, "IQ3_XXS": 0.25, "IQ2_XXS": 0.25, "IQ2_XS": 0.25, "IQ2_S": 0.25,
+    "IQ1_S": 0.25, "IQ1_M": 0.25, "MXFP4": 0.17,
+}
+
+
+def cpu_cycles_per_weight(ggml_type: str) -> float:
+    return _CPU_CYCLES.get(ggml_type.upper(), 0.25)
 
 
 _cache: weakref.WeakKeyDictionary[ModelSpec, LayerTable] = weakref.WeakKeyDictionary()
@@ -40,6 +63,8 @@ def _build(spec: ModelSpec) -> LayerTable:
     active_b = [0.0] * n
     active_p = [0.0] * n
     out_b = out_p = in_b = tied_b = 0
+    cycles = [0.0] * n
+    out_cycles = 0.0
     moe_ratio = spec.n_expert_used / spec.n_expert if spec.n_expert else 1.0
     for t in spec.tensors:
         if t.layer is not None and 0 <= t.layer < n:
@@ -47,9 +72,11 @@ def _build(spec: ModelSpec) -> LayerTable:
             nbytes[t.layer] += t.n_bytes
             active_b[t.layer] += t.n_bytes * r
             active_p[t.layer] += t.n_elements * r
+            cycles[t.layer] += t.n_elements * r * cpu_cycles_per_weight(t.ggml_type)
         elif t.name.startswith(("output.", "output_norm.")):
             out_b += t.n_bytes
             out_p += t.n_elements
+            out_cycles += t.n_elements * cpu_cycles_per_weight(t.ggml_type)
         else:
             in_b += t.n_bytes
     if spec.tied_embeddings:
@@ -58,4 +85,5 @@ def _build(spec: ModelSpec) -> LayerTable:
             tied_b = embd.n_bytes
             out_b += embd.n_bytes
             out_p += embd.n_elements
-    return LayerTable(tuple(nbytes), tuple(active_b), tuple(active_p), out_b, out_p, in_b, tied_b)
+            out_cycles += embd.n_elements * cpu_cycles_per_weight(embd.ggml_type)
+    return LayerTable(tuple(nbytes), tuple(active_b), tuple(active_p), out_b, out_p, in_b, tied_b, tuple(cycles), out_cycles)

@@ -53,26 +53,52 @@ _VULKAN = BackendConstants(0.70, 90e-6, 0.5, 0.45, "assumed from CUDA, lower ker
 # CPU: fitted on this project's 2-core AMD EPYC VM with llama.cpp 0.3.36 against the
 # measured copy bandwidth (hardware/bandwidth.py) over generated llama models of 10-400 MB
 # and Gemma-3-270M (bench/accuracy.py prints the check).
-_CPU = BackendConstants(0.80, 20e-6, 0.5, 0.5, "fitted on a 2-core EPYC VM, bench/accuracy.py")
+# Decode efficiency > 1: decode only reads, and the measured figure is a copy (read+write);
+# F16 models (bandwidth-bound) read at 42.5 GB/s against a measured 37.1 here. The fixed
+# cost (about 0.1 ms per token for 4-18 layers) is from the intercept of the same fit.
+# Prefill efficiencies are per weight type, below.
+_CPU = BackendConstants(1.15, 10e-6, 0.38, 0.42, "fitted on a 2-core EPYC VM, bench/accuracy.py")
 
 BACKENDS = {"cuda": _CUDA, "metal": _METAL, "rocm": _ROCM, "vulkan": _VULKAN, "sycl": _VULKAN, "cpu": _CPU}
 
+# Clock when the OS does not report one (VMs often don't): a typical all-core turbo.
+DEFAULT_CPU_MHZ = 3000.0
+
+# CPU prefill efficiency against cpu_peak_flops by the model's main weight type, fitted on
+# the 2-core EPYC VM (bench/accuracy.py): F16 0.38, Q8_0 0.33, Q4_K 0.42, Q4_0 0.58 (its
+# weights are repacked into 8x8 interleaved blocks for the GEMM kernels).
+CPU_PREFILL_EFFICIENCY = {"F16": 0.38, "BF16": 0.38, "F32": 0.3, "Q8_0": 0.33, "Q4_0": 0.58, "IQ4_NL": 0.58}
+CPU_PREFILL_EFFICIENCY_DEFAULT = 0.42  # K-quants and the rest
+
+
+# CPU attention FLOPs cost this many GEMM FLOPs: fitted so that Gemma-3-270M (wide
+# 4 x 256 attention on a 640-wide model) and the narrow-attention llama models agree.
+CPU_ATTENTION_SLOWDOWN = 3.0
+
+
+def cpu_prefill_efficiency(file_type: str) -> float:
+    return CPU_PREFILL_EFFICIENCY.get(file_type.upper(), CPU_PREFILL_EFFICIENCY_DEFAULT)
+
+
 # Per-token cost of copying the logits out and sampling from them on the CPU
-# (llama-cpp-python's sampler chain), per vocabulary entry. Fitted with the CPU constants.
-SAMPLING_S_PER_VOCAB = 8e-9
+# (llama-cpp-python's sampler chain), per vocabulary entry. Fitted with the CPU constants
+# (the F16 pair: ~0.1 ms fixed with an 8k and a 32k vocabulary).
+SAMPLING_S_PER_VOCAB = 1e-9
 
 # CPU arithmetic: llama.cpp multiplies quantized weights by int8-quantized activations
 # (AVX2 maddubs / AVX512-VNNI / NEON dotprod). Multiply-adds per cycle per core by ISA,
 # counted as 2 FLOPs each; prefill efficiency above is relative to this peak.
 def cpu_peak_flops(hardware: HardwareProfile, n_threads: int) -> float:
     isa = set(hardware.cpu.isa)
-    if "avx512_vnni" in isa or "avx512f" in isa:
+    if "avx512_vnni" in isa or "avx_vnni" in isa or "i8mm" in isa:
+        per_cycle = 128  # int8 dot-product instructions
+    elif "avx512f" in isa:
         per_cycle = 64
     elif "avx2" in isa or "dotprod" in isa or "neon" in isa:
         per_cycle = 32
     else:
         per_cycle = 8
-    ghz = (hardware.cpu.max_freq_mhz or 2500.0) / 1000.0
+    ghz = (hardware.cpu.max_freq_mhz or DEFAULT_CPU_MHZ) / 1000.0
     cores = max(1, min(n_threads, hardware.cpu.cores or 1))
     return cores * ghz * 1e9 * per_cycle
 
@@ -149,14 +175,35 @@ def decode_time_s(
     for il in range(spec.n_layer):
         dev = devices[il] if cfg.offload_kqv else CPU
         reads[dev] = reads.get(dev, 0.0) + kv_bytes_read_per_token(spec, cfg, il, position)
+    cycles = _cpu_cycles_per_token(spec, devices)
     t_bytes = 0.0
     for dev, nbytes in reads.items():
         c = _device_constants(hardware, dev)
-        t_bytes += nbytes / (_device_bandwidth_gbs(hardware, dev) * 1e9 * c.decode_efficiency)
+        t_mem = nbytes / (_device_bandwidth_gbs(hardware, dev) * 1e9 * c.decode_efficiency)
+        if dev == CPU:
+            # few CPU cores cannot dequantize and multiply as fast as RAM delivers
+            t_mem = max(t_mem, cycles / (_cpu_threads(hardware, cfg) * _cpu_hz(hardware)))
+        t_bytes += t_mem
     t_fixed = SAMPLING_S_PER_VOCAB * spec.n_vocab
     for il in range(spec.n_layer):
         t_fixed += _device_constants(hardware, devices[il]).layer_overhead_s
     return t_bytes + t_fixed, t_fixed
+
+
+def _cpu_hz(hardware: HardwareProfile) -> float:
+    return (hardware.cpu.max_freq_mhz or DEFAULT_CPU_MHZ) * 1e6
+
+
+def _cpu_threads(hardware: HardwareProfile, cfg: RunConfig) -> int:
+    return max(1, min(cfg.n_threads, hardware.cpu.cores or 1))
+
+
+def _cpu_cycles_per_token(spec: ModelSpec, devices: tuple[str, ...]) -> float:
+    table = layer_table(spec)
+    cycles = sum(c for il, c in enumerate(table.active_cpu_cycles) if devices[il] == CPU)
+    if devices[spec.n_layer] == CPU:
+        cycles += table.output_cpu_cycles
+    return cycles
 
 
 def _device_flops(hardware: HardwareProfile, device: str, cfg: RunConfig) -> float:
@@ -202,7 +249,11 @@ def prefill_time_s(
             run_on = main_gpu if (dev == CPU and offload_cpu) else dev
             if run_on != dev:
                 pcie_bytes += nbytes
-            flops[run_on] = flops.get(run_on, 0.0) + t * (2 * params + 4 * attn_width * ctx_seen)
+            # attention (QK^T and softmax*V over the context so far) runs well below GEMM
+            # speed on CPUs; on GPUs its kernels keep up
+            attn_cost = CPU_ATTENTION_SLOWDOWN if run_on == CPU else 1.0
+            attn_flops = 4 * attn_width * ctx_seen * attn_cost
+            flops[run_on] = flops.get(run_on, 0.0) + t * (2 * params + attn_flops)
             reads[run_on] = reads.get(run_on, 0.0) + nbytes
             layers[run_on] = layers.get(run_on, 0) + int(n_layers)
         # the output layer computes logits for the last token only
@@ -212,7 +263,10 @@ def prefill_time_s(
         step = 0.0
         for dev, f in flops.items():
             c = _device_constants(hardware, dev)
-            eff = c.prefill_efficiency_float if float_model else c.prefill_efficiency_quant
+            if dev == CPU:
+                eff = cpu_prefill_efficiency(spec.file_type)
+            else:
+                eff = c.prefill_efficiency_float if float_model else c.prefill_efficiency_quant
             t_compute = f / (_device_flops(hardware, dev, cfg) * eff)
             t_mem = reads[dev] / (_device_bandwidth_gbs(hardware, dev) * 1e9 * c.decode_efficiency)
             step += max(t_compute, t_mem) + c.layer_overhead_s * layers.get(dev, 0)
