@@ -11,12 +11,14 @@ time, which in practice is one of three moments:
 - the feed-forward block: gate and up projections, [n_ff, T] f32 each;
 - the output: the logits [n_vocab, T] f32 (not the output buffer: the graph's own tensor).
 
-Plus a few residual-stream tensors [n_embd, T] f32 alive around each, and the inputs
-(token ids, positions, the KQ masks [n_kv, T]). The coefficients below (how many residual
-tensors are alive at each moment) were fitted against llama.cpp 0.3.36's reported
-"compute buffer size" on the CPU backend for generated llama/gemma3 models over n_ctx
-256..32768, n_ubatch 64..512, flash attention on and off (bench/accuracy.py re-checks
-them); the structure itself follows the graph code in src/llama-graph.cpp.
+Plus a few residual-stream tensors [n_embd, T] f32 alive around each, and the KQ masks
+[n_kv, T] (alive from the first attention to the last). The coefficients (how many
+residual-sized tensors are alive at each moment: 3 + 2 Q-sized + K/V at attention, 3 n_ff
++ 4 or 5 residuals at the feed-forward block, 2 at the output) were fitted against
+llama.cpp 0.3.36's reported "compute buffer size" on the CPU backend for generated
+llama, gemma3 and qwen3moe models over n_ctx 512..32768, n_ubatch 128..512 and flash
+attention on and off; they reproduce it within 0.1% (tests/test_integration_plan_vs_llama.py,
+bench/accuracy.py). GPU backends allocate the same graph; not verified on a GPU here.
 """
 
 from __future__ import annotations

@@ -123,7 +123,7 @@ class PerfEstimate:
     decode_tok_s_range: tuple[float, float]
     prefill_tok_s_range: tuple[float, float]
     time_to_first_token_s: float
-    bound: str  # decode bound: memory | overhead
+    bound: str  # decode bound: memory | compute | overhead
     prefill_bound: str  # compute | memory | pcie
     calibrated: bool
 
@@ -166,28 +166,38 @@ def _is_float_model(spec: ModelSpec) -> bool:
     return spec.file_type.upper() in ("F16", "BF16", "F32", "ALL_F32", "MOSTLY_F16")
 
 
-def decode_time_s(
+def decode_parts_s(
     spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig, mem: MemoryPlan, position: int
-) -> tuple[float, float]:
-    """(seconds for one token at `position`, of which fixed overhead)."""
+) -> dict[str, float]:
+    """Seconds for one token at `position`, split by what bounds each part:
+    {"memory": bytes over bandwidth, "compute": CPU dot products, "overhead": fixed}."""
     devices = mem.layer_devices
     reads = _weight_reads_per_token(spec, devices)
     for il in range(spec.n_layer):
         dev = devices[il] if cfg.offload_kqv else CPU
         reads[dev] = reads.get(dev, 0.0) + kv_bytes_read_per_token(spec, cfg, il, position)
     cycles = _cpu_cycles_per_token(spec, devices)
-    t_bytes = 0.0
+    parts = {"memory": 0.0, "compute": 0.0, "overhead": SAMPLING_S_PER_VOCAB * spec.n_vocab}
     for dev, nbytes in reads.items():
         c = _device_constants(hardware, dev)
         t_mem = nbytes / (_device_bandwidth_gbs(hardware, dev) * 1e9 * c.decode_efficiency)
-        if dev == CPU:
-            # few CPU cores cannot dequantize and multiply as fast as RAM delivers
-            t_mem = max(t_mem, cycles / (_cpu_threads(hardware, cfg) * _cpu_hz(hardware)))
-        t_bytes += t_mem
-    t_fixed = SAMPLING_S_PER_VOCAB * spec.n_vocab
+        # few CPU cores cannot dequantize and multiply as fast as RAM delivers
+        t_cmp = cycles / (_cpu_threads(hardware, cfg) * _cpu_hz(hardware)) if dev == CPU else 0.0
+        if t_cmp > t_mem:
+            parts["compute"] += t_cmp
+        else:
+            parts["memory"] += t_mem
     for il in range(spec.n_layer):
-        t_fixed += _device_constants(hardware, devices[il]).layer_overhead_s
-    return t_bytes + t_fixed, t_fixed
+        parts["overhead"] += _device_constants(hardware, devices[il]).layer_overhead_s
+    return parts
+
+
+def decode_time_s(
+    spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig, mem: MemoryPlan, position: int
+) -> tuple[float, float]:
+    """(seconds for one token at `position`, of which fixed overhead)."""
+    parts = decode_parts_s(spec, hardware, cfg, mem, position)
+    return sum(parts.values()), parts["overhead"]
 
 
 def _cpu_hz(hardware: HardwareProfile) -> float:
@@ -295,9 +305,9 @@ def estimate_performance(
     # mean decode rate over gen_tokens after the prompt (llama-bench tg semantics):
     # integrate the per-token time at a few positions (KV reads grow linearly)
     positions = [prompt_tokens + (i + 0.5) * gen_tokens / 4 for i in range(4)]
-    times = [decode_time_s(spec, hardware, cfg, mem, int(p)) for p in positions]
-    t_token = sum(t for t, _ in times) / len(times)
-    t_fixed = sum(f for _, f in times) / len(times)
+    parts = [decode_parts_s(spec, hardware, cfg, mem, int(p)) for p in positions]
+    share = {k: sum(p[k] for p in parts) / len(parts) for k in parts[0]}
+    t_token = sum(share.values())
     decode = cal.decode_factor / t_token
     t_prefill, prefill_bound = prefill_time_s(spec, hardware, cfg, mem, max(1, prompt_tokens))
     prefill = cal.prefill_factor * max(1, prompt_tokens) / t_prefill
@@ -315,7 +325,7 @@ def estimate_performance(
         decode_tok_s_range=(decode * d_lo, decode * d_hi),
         prefill_tok_s_range=(prefill * p_lo, prefill * p_hi),
         time_to_first_token_s=prompt_tokens / prefill + 1 / decode,
-        bound="memory" if t_fixed < t_token / 2 else "overhead",
+        bound=max(share, key=share.get),
         prefill_bound=prefill_bound,
         calibrated=cal.active,
     )
