@@ -29,6 +29,7 @@ def hub_server(tmp_path, monkeypatch):
     environment the fixture patches those module attributes for the test's duration.
     """
     import huggingface_hub
+    import huggingface_hub.hf_api  # lazily imported by the package: load it to patch it
     from huggingface_hub import constants
     from huggingface_hub.utils import _http
 

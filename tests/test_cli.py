@@ -119,3 +119,23 @@ def test_bench_measures_and_calibrates(model, tmp_path):
     r = subprocess.run([sys.executable, "-m", "rooflight", "estimate", str(model), "--json"],
                        capture_output=True, text=True, env=env, timeout=120)
     assert json.loads(r.stdout)["performance"]["calibrated"] is True
+
+
+def test_estimate_remote_reads_only_the_header(hub_server, tmp_path):
+    big = write_model(tmp_path / "big.gguf", n_layer=4, n_embd=512, n_head=8, n_head_kv=2, n_ff=1536,
+                      n_vocab=8000, ftype="F16", context_length=8192)
+    hub_server.add_file("acme/tiny-GGUF", "tiny-F16.gguf", big)
+    local = json.loads(run("estimate", str(big), "--json").stdout)
+    r = run("estimate", "hf:acme/tiny-GGUF/tiny-F16.gguf", "--json")
+    assert r.returncode == 0, r.stderr
+    remote = json.loads(r.stdout)
+    assert remote["model"]["params"] == local["model"]["params"]
+    assert remote["model"]["file_bytes"] == big.stat().st_size
+    assert remote["memory"]["devices"][0]["weights_bytes"] == local["memory"]["devices"][0]["weights_bytes"]
+    assert hub_server.served("acme/tiny-GGUF/tiny-F16.gguf") < big.stat().st_size / 4
+
+
+def test_estimate_remote_missing_file_is_clear(hub_server):
+    r = run("estimate", "hf:acme/nothing-here/model.gguf")
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
