@@ -162,6 +162,27 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_rank(args) -> int:
+    from rooflight.catalog.rank import USE_CASES, rank_models
+    from rooflight.format import format_ranking
+
+    if args.use_case not in USE_CASES and args.use_case not in ("vision", "multilingual"):
+        raise BadInputError(f"Unknown use case {args.use_case!r}; use one of {', '.join(USE_CASES)}.")
+    profile = _hardware(args)
+    calibration = None if args.hardware else _calibration(profile)
+    ranked = rank_models(
+        profile, ctx=args.ctx, use_case=args.use_case, fits_only=args.fits_only,
+        min_params_b=args.min_params, max_params_b=args.max_params,
+        license_contains=args.license, calibration=calibration,
+    )
+    if args.json:
+        _emit_json({"hardware": profile.to_dict(), "use_case": args.use_case,
+                    "models": [r.to_dict() for r in ranked]})
+    else:
+        print(format_ranking(ranked))
+    return 0
+
+
 def _add_estimate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="a local .gguf path, or hf:OWNER/REPO/FILE.gguf (header read remotely)")
     p.add_argument("--hardware", metavar="FILE", help="estimate for the machine in this JSON profile")
@@ -194,6 +215,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("estimate", help="memory plan and speed estimate for a model")
     _add_estimate_options(p)
     p.set_defaults(func=cmd_estimate)
+
+    p = sub.add_parser("rank", help="catalog models ranked for this machine, each at its best quant")
+    p.add_argument("--hardware", metavar="FILE", help="rank for the machine in this JSON profile")
+    p.add_argument("--ctx", type=_positive_int, help="context length (default 8192, capped per model)")
+    p.add_argument("--use-case", default="chat", help="chat | coding | reasoning | tiny")
+    p.add_argument("--fits-only", action="store_true", help="hide models that do not fit")
+    p.add_argument("--min-params", type=float, default=0.0, metavar="B", help="smallest size, billions")
+    p.add_argument("--max-params", type=float, default=float("inf"), metavar="B", help="largest size, billions")
+    p.add_argument("--license", help="only licenses containing this text (e.g. apache)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_rank)
 
     p = sub.add_parser("bench", help="run a local model, compare with the estimate, store for calibration")
     _add_estimate_options(p)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 GB = 1e9
 
+FIT_BADGES = {"full_gpu": "full GPU", "partial_gpu": "partial GPU", "cpu_only": "CPU only", "too_large": "too large"}
+
 FIT_LABELS = {
     "full_gpu": "full GPU offload",
     "partial_gpu": "partial GPU offload",
@@ -43,4 +45,20 @@ def format_estimate(est) -> str:
         f"Time to first token: {p.time_to_first_token_s:.2f} s"
         + ("  (calibrated on this machine)" if p.calibrated else ""),
     ]
+    return "\n".join(lines)
+
+
+def format_ranking(ranked) -> str:
+    if not ranked:
+        return "No catalog model matches these filters."
+    lines = [f"{'#':>3}  {'model':<34}{'quant':<8}{'fit':<21}{'decode':>9}{'prefill':>10}{'memory':>10}{'score':>7}"]
+    for i, r in enumerate(ranked, 1):
+        e = r.best.estimate
+        p = e.performance
+        lines.append(
+            f"{i:>3}  {r.model.name[:33]:<34}{r.best.quant:<8}{FIT_BADGES[e.fit]:<21}"
+            f"{p.decode_tok_s:9.1f}{p.prefill_tok_s:10.0f}{gb(e.memory.total_bytes):>10}{r.score:7.1f}"
+        )
+    lines.append("")
+    lines.append("decode/prefill in tokens/s at the model's context; memory over all devices.")
     return "\n".join(lines)

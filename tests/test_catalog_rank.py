@@ -1,0 +1,62 @@
+"""Ranking the catalog for a machine: best quant per model, fit badges, filters, CLI."""
+
+import json
+import subprocess
+import sys
+
+from rooflight.catalog import load_catalog
+from rooflight.catalog.quality import quality_score
+from rooflight.catalog.rank import MIN_USABLE_TOK_S, rank_models
+from rooflight.hardware import profile_from_dict
+from test_estimate_memory import GiB, machine
+
+
+def test_big_gpu_runs_everything_small_and_ranks_by_score():
+    hw = profile_from_dict({"gpus": [{"name": "RTX 4090"}], "cpu": {"ram_total_bytes": 64 * GiB}},
+                           measure_bandwidth=False)
+    ranked = rank_models(hw, ctx=4096)
+    assert len(ranked) == len(load_catalog())
+    scores = [r.score for r in ranked]
+    assert scores == sorted(scores, reverse=True)
+    by_id = {r.model.id: r for r in ranked}
+    small = next(r for r in ranked if r.model.params_total < 2)
+    assert small.fit == "full_gpu"
+    assert any(r.fit == "too_large" for r in by_id.values() if r.model.params_total > 200)
+
+
+def test_best_quant_is_the_best_quality_that_fits_at_usable_speed():
+    hw = machine(8 * GiB)
+    for r in rank_models(hw, ctx=4096):
+        usable = [o for o in r.options if o.estimate.fit != "too_large"
+                  and o.estimate.performance.decode_tok_s >= MIN_USABLE_TOK_S]
+        if usable:
+            assert r.best.quality == max(o.quality for o in usable)
+
+
+def test_quality_falls_with_bits_and_less_for_big_models():
+    assert quality_score(60, "Q8_0", 8) > quality_score(60, "Q4_K_M", 8) > quality_score(60, "Q2_K", 8)
+    loss_small = 1 - quality_score(60, "Q4_K_M", 1) / 60
+    loss_big = 1 - quality_score(60, "Q4_K_M", 70) / 60
+    assert loss_big < loss_small
+
+
+def test_filters():
+    hw = machine(ram=8 * GiB, backend="cpu")
+    fits = rank_models(hw, fits_only=True)
+    assert fits and all(r.fit != "too_large" for r in fits)
+    assert all(1 <= r.model.params_total <= 8 for r in rank_models(hw, min_params_b=1, max_params_b=8))
+    assert all("coding" in r.model.tags for r in rank_models(hw, use_case="coding"))
+    assert all("apache" in r.model.license.lower() for r in rank_models(hw, license_contains="apache"))
+
+
+def test_rank_cli_json():
+    r = subprocess.run([sys.executable, "-m", "rooflight", "rank", "--json", "--max-params", "2"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["models"]
+    m = doc["models"][0]
+    assert set(m) >= {"id", "name", "quant", "fit", "decode_tok_s", "prefill_tok_s", "memory_bytes", "score",
+                      "quality", "repo", "file", "options"}
+    assert subprocess.run([sys.executable, "-m", "rooflight", "rank", "--use-case", "juggling"],
+                          capture_output=True, text=True).returncode == 2
