@@ -79,6 +79,17 @@ class RankedModel:
         }
 
 
+_specs: dict[tuple[str, str], object] = {}
+
+
+def _spec(model: CatalogModel, quant: str):
+    """Catalog specs are pure functions of (model, quant): build each once per process."""
+    key = (model.id, quant)
+    if key not in _specs:
+        _specs[key] = model.spec(quant)
+    return _specs[key]
+
+
 def _choose(options: list[QuantOption]) -> QuantOption:
     fitting = [o for o in options if o.estimate.fit != "too_large"]
     usable = [o for o in fitting if o.estimate.performance.decode_tok_s >= MIN_USABLE_TOK_S]
@@ -123,7 +134,7 @@ def rank_models(
         n_ctx = min(ctx or DEFAULT_CTX, model.hparams.context_length)
         options = []
         for quant in model.quants:
-            spec = model.spec(quant)
+            spec = _spec(model, quant)
             est = plan(spec, hardware, Wishes(n_ctx=n_ctx), calibration=calibration)
             options.append(QuantOption(quant, est, quality_score(quality_prior(model), quant, model.params_total)))
         best = _choose(options)
