@@ -14,8 +14,6 @@ import sys
 from rooflight import __version__
 from rooflight.errors import BadInputError, RooflightError
 
-log = logging.getLogger("rooflight")
-
 
 def _emit_json(doc: dict) -> None:
     json.dump(doc, sys.stdout, indent=2)

@@ -50,6 +50,7 @@ class RankedModel:
     def to_dict(self) -> dict:
         e = self.best.estimate
         p = e.performance
+        repo, filename = self.model.file_for(self.best.quant)
         return {
             "id": self.model.id,
             "name": self.model.name,
@@ -69,8 +70,8 @@ class RankedModel:
             "file_bytes": e.spec.file_bytes,
             "memory_bytes": e.memory.total_bytes,
             "available_bytes": sum(d.available_bytes for d in e.memory.devices),
-            "repo": self.model.file_for(self.best.quant)[0],
-            "file": self.model.file_for(self.best.quant)[1],
+            "repo": repo,
+            "file": filename,
             "options": [
                 {"quant": o.quant, "fit": o.estimate.fit, "decode_tok_s": round(o.estimate.performance.decode_tok_s, 2),
                  "memory_bytes": o.estimate.memory.total_bytes, "quality": round(o.quality, 2)}

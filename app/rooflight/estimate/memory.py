@@ -125,33 +125,18 @@ def plan_memory(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig) -> M
 
     names = [CPU] + sorted(d for d in weights if d != CPU)
     output_dev = devices[spec.n_layer]
-    result = []
-    gpu_used_unified = 0
-    gpu_devices = []
+    unified = {gpu_name(g.index) for g in hardware.gpus if g.unified_memory}
+    usage = []  # (device, weights, kv, compute, overhead)
     for name in names:
-        runs_layers = name in devices[: spec.n_layer]
-        runs_output = name == output_dev
-        compute = compute_bytes(spec, cfg, runs_layers=runs_layers, runs_output=runs_output)
+        compute = compute_bytes(spec, cfg, runs_layers=name in devices[: spec.n_layer],
+                                runs_output=name == output_dev)
         if name == CPU:
             compute += output_buffer_bytes(spec)
-            overhead = 0
-        else:
-            overhead = GPU_OVERHEAD_BYTES.get(hardware.backend, 457 * MIB)
-        mem = DeviceMemory(name, weights[name], kv[name], compute, overhead, 0)
-        if name != CPU:
-            gpu = next(g for g in hardware.gpus if gpu_name(g.index) == name)
-            if gpu.unified_memory:
-                gpu_used_unified += mem.total_bytes
-            gpu_devices.append(mem)
-        result.append(mem)
-    # fill availability now that unified-memory GPUs' use is known
-    result = [
-        DeviceMemory(
-            m.device, m.weights_bytes, m.kv_bytes, m.compute_bytes, m.overhead_bytes,
-            _available(hardware, m.device, gpu_used_unified),
-        )
-        for m in result
-    ]
+        overhead = 0 if name == CPU else GPU_OVERHEAD_BYTES.get(hardware.backend, 457 * MIB)
+        usage.append((name, weights[name], kv[name], compute, overhead))
+    # a unified-memory GPU (Apple) takes its share out of the same RAM the CPU side uses
+    gpu_used_unified = sum(sum(u[1:]) for u in usage if u[0] in unified)
+    result = [DeviceMemory(*u, _available(hardware, u[0], gpu_used_unified)) for u in usage]
     # GPUs that got no layers still appear, empty, so the GUI can show their capacity
     for g in hardware.gpus:
         if hardware.backend != "cpu" and gpu_name(g.index) not in names:

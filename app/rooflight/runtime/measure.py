@@ -26,7 +26,7 @@ class Measured:
     buffers: ReportedBuffers
 
 
-def _prompt(llm, n_tokens: int, seed: int) -> list[int]:
+def _prompt(llm, n_tokens: int) -> list[int]:
     """A deterministic prompt of ordinary (non-control) tokens."""
     text = (
         "The quick brown fox jumps over the lazy dog while seven wizards quietly hex "
@@ -63,7 +63,7 @@ def measure(
             raise OperationFailedError(f"llama.cpp could not load {Path(model_path).name}: {exc}") from exc
     load_s = time.perf_counter() - t0
     try:
-        prompt = _prompt(llm, prompt_tokens, seed)
+        prompt = _prompt(llm, prompt_tokens)
         t0 = time.perf_counter()
         llm.eval(prompt)
         prefill_s = time.perf_counter() - t0
