@@ -7,47 +7,16 @@ line on stderr; --debug shows the traceback.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 
 from rooflight import __version__
+from rooflight.commands import register_all
+from rooflight.commands.common import emit_json as _emit_json
+from rooflight.commands.common import gpu_layers as _gpu_layers
+from rooflight.commands.common import load_hardware as _hardware
+from rooflight.commands.common import positive_int as _positive_int
 from rooflight.errors import BadInputError, RooflightError
-
-
-def _emit_json(doc: dict) -> None:
-    json.dump(doc, sys.stdout, indent=2)
-    sys.stdout.write("\n")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
-    return value
-
-
-def _gpu_layers(text: str) -> int | str:
-    if text == "auto":
-        return "auto"
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("expected 0 or more")
-    return value
-
-
-def _hardware(args) -> object:
-    from rooflight.hardware import detect, load_profile
-
-    if getattr(args, "hardware", None):
-        return load_profile(args.hardware)
-    return detect()
 
 
 def cmd_hardware(args) -> int:
@@ -228,6 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="run a local model, compare with the estimate, store for calibration")
     _add_estimate_options(p)
     p.set_defaults(func=cmd_bench)
+
+    register_all(sub)
     return parser
 
 

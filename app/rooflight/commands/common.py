@@ -1,0 +1,44 @@
+"""Argument types and output helpers shared by every subcommand."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def emit_json(doc: dict) -> None:
+    """Print one JSON document on stdout (CONTRACT.md: --json output)."""
+    json.dump(doc, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
+    return value
+
+
+def gpu_layers(text: str) -> int | str:
+    if text == "auto":
+        return "auto"
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("expected 0 or more")
+    return value
+
+
+def load_hardware(args):
+    """The machine to plan for: the --hardware profile if given, else this one, detected."""
+    from rooflight.hardware import detect, load_profile
+
+    if getattr(args, "hardware", None):
+        return load_profile(args.hardware)
+    return detect()

@@ -1,0 +1,1 @@
+"""Resumable, verified downloads into the Hugging Face cache (issue 4)."""
