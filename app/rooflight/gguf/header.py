@@ -265,6 +265,16 @@ class _Reader:
         self.pos = self.base + off
 
 
+def _shown(text: str, limit: int = 60) -> str:
+    """A name read from the file, quoted for an error sentence: one line, printable, short.
+
+    Keys and tensor names come from strangers' files; a hostile one can be megabytes of
+    control characters, which must not end up verbatim in a message or a log.
+    """
+    clean = "".join(c if c.isprintable() else "?" for c in text[: limit + 1])
+    return repr(clean[:limit] + "…") if len(clean) > limit else repr(clean)
+
+
 def parse_header(
     source: ByteSource,
     *,
@@ -323,13 +333,13 @@ def parse_header(
     out: list[GGUFTensor] = []
     for tname, type_id, type_name, shape, offset, n_bytes in tensors:
         if offset % alignment:
-            raise r.bad(f"tensor '{tname}' has offset {offset}, not a multiple of {alignment}")
+            raise r.bad(f"tensor {_shown(tname)} has offset {offset}, not a multiple of {alignment}")
         if offset != expected:
-            raise r.bad(f"tensor '{tname}' has offset {offset}, expected {expected}")
+            raise r.bad(f"tensor {_shown(tname)} has offset {offset}, expected {expected}")
         end = data_offset + offset + n_bytes
         if end > file_size:
             raise BadInputError(
-                f"{name} is truncated: tensor '{tname}' ends at byte {end} "
+                f"{name} is truncated: tensor {_shown(tname)} ends at byte {end} "
                 f"but the file has {file_size} bytes."
             )
         expected = offset + n_bytes + (-n_bytes % alignment)
@@ -352,7 +362,7 @@ def _read_key(r: _Reader, i: int, metadata: dict[str, Any]) -> str:
     if not key:
         raise r.bad(f"metadata key #{i} is empty")
     if key in metadata:
-        raise r.bad(f"metadata key '{key}' appears twice")
+        raise r.bad(f"metadata key {_shown(key)} appears twice")
     return key
 
 
@@ -360,13 +370,13 @@ def _value_type(r: _Reader, type_id: int, key: str) -> GGUFValueType:
     try:
         return GGUFValueType(type_id)
     except ValueError:
-        raise r.bad(f"metadata key '{key}' has unknown value type {type_id}") from None
+        raise r.bad(f"metadata key {_shown(key)} has unknown value type {type_id}") from None
 
 
 def _read_value(r: _Reader, key: str) -> Any:
     vtype = _value_type(r, r.u32(), key)
     if vtype == GGUFValueType.STRING:
-        return r.string(f"the value of '{key}'")
+        return r.string(f"the value of {_shown(key)}")
     if vtype != GGUFValueType.ARRAY:
         code, size = _SCALARS[vtype]
         return struct.unpack("<" + code, r.take(size))[0]
@@ -374,23 +384,23 @@ def _read_value(r: _Reader, key: str) -> Any:
     item = _value_type(r, r.u32(), key)
     n = r.u64()
     if item == GGUFValueType.ARRAY:
-        raise r.bad(f"metadata key '{key}' is an array of arrays, which llama.cpp rejects")
+        raise r.bad(f"metadata key {_shown(key)} is an array of arrays, which llama.cpp rejects")
     remaining = r.remaining() if r.size is not None else None
     if item == GGUFValueType.STRING:
         # every element has at least its 8-byte length prefix
         if remaining is not None and n * 8 > remaining:
             if n > MAX_ARRAY_ELEMENTS:
-                raise r.bad(f"metadata array '{key}' claims {n} strings, past the end of the file")
+                raise r.bad(f"metadata array {_shown(key)} claims {n} strings, past the end of the file")
             raise r.truncated(r.pos + n * 8)
         if n <= SMALL_STRING_ARRAY:
-            what = f"an element of '{key}'"
+            what = f"an element of {_shown(key)}"
             return ArrayInfo(item, n, tuple(r.string(what) for _ in range(n)))
-        r.skip_strings(n, f"an element of '{key}'")
+        r.skip_strings(n, f"an element of {_shown(key)}")
         return ArrayInfo(item, n)
     code, size = _SCALARS[item]
     if remaining is not None and n * size > remaining:
         if n > MAX_ARRAY_ELEMENTS:
-            raise r.bad(f"metadata array '{key}' claims {n} elements, past the end of the file")
+            raise r.bad(f"metadata array {_shown(key)} claims {n} elements, past the end of the file")
         raise r.truncated(r.pos + n * size)
     if n <= SMALL_ARRAY:
         return ArrayInfo(item, n, struct.unpack(f"<{n}{code}", r.take(n * size)))
@@ -406,33 +416,33 @@ def _read_tensor_info(
         raise r.bad(f"tensor #{i} has a name longer than {GGML_MAX_NAME - 1} bytes")
     tname = raw.decode("utf-8", errors="replace")
     if tname in seen:
-        raise r.bad(f"tensor '{tname}' appears twice")
+        raise r.bad(f"tensor {_shown(tname)} appears twice")
     seen.add(tname)
     n_dims = r.u32()
     if n_dims > GGML_MAX_DIMS:
-        raise r.bad(f"tensor '{tname}' has {n_dims} dimensions (at most {GGML_MAX_DIMS})")
+        raise r.bad(f"tensor {_shown(tname)} has {n_dims} dimensions (at most {GGML_MAX_DIMS})")
     shape = tuple(r.i64() for _ in range(n_dims))
     n_elements = 1
     for d in shape:
         if d < 0:
-            raise r.bad(f"tensor '{tname}' has a negative dimension {d}")
+            raise r.bad(f"tensor {_shown(tname)} has a negative dimension {d}")
         n_elements *= d
         if n_elements >= 2**63:
-            raise r.bad(f"tensor '{tname}' has shape {list(shape)}, too large to exist")
+            raise r.bad(f"tensor {_shown(tname)} has shape {list(shape)}, too large to exist")
     type_id = r.i32()
     info = tensor_type_info(type_id)
     if info is None:
-        raise r.bad(f"tensor '{tname}' has unknown tensor type {type_id}")
+        raise r.bad(f"tensor {_shown(tname)} has unknown tensor type {type_id}")
     type_name, block, block_bytes = info
     ne0 = shape[0] if shape else 1
     if ne0 % block:
         raise r.bad(
-            f"tensor '{tname}' of type {type_name} has rows of {ne0} elements, "
+            f"tensor {_shown(tname)} of type {type_name} has rows of {ne0} elements, "
             f"not a multiple of its block size {block}"
         )
     n_bytes = n_elements // block * block_bytes
     if n_bytes >= 2**63:
-        raise r.bad(f"tensor '{tname}' would take {n_bytes} bytes")
+        raise r.bad(f"tensor {_shown(tname)} would take {n_bytes} bytes")
     offset = r.u64()
     return tname, type_id, type_name, shape, offset, n_bytes
 
