@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+
 from rooflight.estimate.config import RunConfig, kv_bytes_per_element, padded_ctx
 from rooflight.gguf.spec import ModelSpec
 
@@ -48,10 +50,33 @@ def kv_row_bytes(spec: ModelSpec, cfg: RunConfig, layer: int) -> float:
     return (k + v) * per_el
 
 
+# Per spec (by identity, like layers.layer_table) and per cache-shaping config: each
+# layer's (cells, bytes per cell). The planner asks for every layer many times per plan
+# (each GPU-layer count tried, four decode positions); ranking the catalog made these
+# small calls a third of its time.
+_KVTable = tuple[tuple[int, ...], tuple[float, ...], tuple[int, ...]]  # cells, row bytes, bytes
+_tables: dict[int, dict[tuple, _KVTable]] = {}
+
+
+def _kv_table(spec: ModelSpec, cfg: RunConfig) -> _KVTable:
+    per_spec = _tables.get(id(spec))
+    if per_spec is None:
+        per_spec = _tables[id(spec)] = {}
+        weakref.finalize(spec, _tables.pop, id(spec), None)
+    key = (cfg.n_ctx, cfg.kv_type, cfg.flash_attn, cfg.swa_full, cfg.n_ubatch, cfg.n_batch)
+    table = per_spec.get(key)
+    if table is None:
+        layers = range(spec.n_layer)
+        kv = [has_kv(spec, il) for il in layers]
+        cells = tuple(layer_cells(spec, cfg, il) if kv[il] else 0 for il in layers)
+        rows = tuple(kv_row_bytes(spec, cfg, il) if kv[il] else 0.0 for il in layers)
+        table = (cells, rows, tuple(int(c * r) for c, r in zip(cells, rows, strict=True)))
+        per_spec[key] = table
+    return table
+
+
 def layer_kv_bytes(spec: ModelSpec, cfg: RunConfig, layer: int) -> int:
-    if not has_kv(spec, layer):
-        return 0
-    return int(layer_cells(spec, cfg, layer) * kv_row_bytes(spec, cfg, layer))
+    return _kv_table(spec, cfg)[2][layer]  # 0 for layers without a cache
 
 
 def kv_bytes_read_per_token(spec: ModelSpec, cfg: RunConfig, layer: int, position: int) -> float:
@@ -60,7 +85,20 @@ def kv_bytes_read_per_token(spec: ModelSpec, cfg: RunConfig, layer: int, positio
     llama.cpp pads the attended range to 256 cells (llama_kv_cache::get_n_kv) and never
     beyond the cache size; sliding-window layers see at most their own cache.
     """
-    if not has_kv(spec, layer):
+    cells, rows, _ = _kv_table(spec, cfg)
+    if not cells[layer]:
         return 0.0
-    cells = min(layer_cells(spec, cfg, layer), padded_ctx(max(position, 1)))
-    return cells * kv_row_bytes(spec, cfg, layer)
+    return min(cells[layer], padded_ctx(max(position, 1))) * rows[layer]
+
+
+def kv_bytes_by_layer(spec: ModelSpec, cfg: RunConfig) -> tuple[int, ...]:
+    """layer_kv_bytes for every layer at once (the planner's per-device sums)."""
+    return _kv_table(spec, cfg)[2]
+
+
+def kv_reads_by_layer(spec: ModelSpec, cfg: RunConfig, position: int) -> tuple[float, ...]:
+    """kv_bytes_read_per_token for every layer at once."""
+    cells, rows, _ = _kv_table(spec, cfg)
+    seen = padded_ctx(max(position, 1))
+    # layers without a cache have 0 cells and 0.0 bytes per cell: they read 0.0
+    return tuple(min(c, seen) * r for c, r in zip(cells, rows, strict=True))

@@ -46,14 +46,19 @@ def cpu_cycles_per_weight(ggml_type: str) -> float:
     return _CPU_CYCLES.get(ggml_type.upper(), 0.25)
 
 
-_cache: weakref.WeakKeyDictionary[ModelSpec, LayerTable] = weakref.WeakKeyDictionary()
+# Keyed by identity, not by value: ModelSpec is a frozen dataclass, so a value-keyed
+# (Weak)KeyDictionary would hash and compare thousands of TensorInfo on every lookup
+# (that was 70% of the time of ranking the catalog). The entry goes when the spec does.
+_cache: dict[int, LayerTable] = {}
 
 
 def layer_table(spec: ModelSpec) -> LayerTable:
-    table = _cache.get(spec)
+    key = id(spec)
+    table = _cache.get(key)
     if table is None:
         table = _build(spec)
-        _cache[spec] = table
+        _cache[key] = table
+        weakref.finalize(spec, _cache.pop, key, None)
     return table
 
 

@@ -6,11 +6,12 @@ Weights by layer placement (placement.py), KV cache by layer (kv.py), compute bu
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from rooflight.estimate.compute import compute_bytes, output_buffer_bytes
 from rooflight.estimate.config import RunConfig
-from rooflight.estimate.kv import layer_kv_bytes
+from rooflight.estimate.kv import kv_bytes_by_layer
 from rooflight.estimate.layers import layer_table
 from rooflight.estimate.placement import CPU, gpu_name, layer_devices
 from rooflight.gguf.spec import ModelSpec
@@ -89,11 +90,20 @@ class MemoryPlan:
         return {"fit": self.fit, "devices": [d.to_dict() for d in self.devices]}
 
 
+def _add_by_device(out: dict[str, int], devices: list[str], per_layer: tuple[int, ...]) -> None:
+    """out[device] += the per-layer figures of the layers on it. Devices hold contiguous
+    runs of layers, so each run is one C-level sum (exact: the figures are integers)."""
+    start = 0
+    for dev, run in itertools.groupby(devices[: len(per_layer)]):
+        end = start + sum(1 for _ in run)
+        out[dev] += sum(per_layer[start:end])
+        start = end
+
+
 def _weights_by_device(spec: ModelSpec, devices: list[str]) -> dict[str, int]:
     table = layer_table(spec)
     out = {d: 0 for d in set(devices) | {CPU}}
-    for il in range(spec.n_layer):
-        out[devices[il]] += table.bytes[il]
+    _add_by_device(out, devices, table.bytes)
     # token_embd and other input-side tensors stay on the CPU
     out[CPU] += table.input_bytes
     output_dev = devices[spec.n_layer]
@@ -119,9 +129,7 @@ def plan_memory(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig) -> M
     weights = _weights_by_device(spec, devices)
 
     kv = {d: 0 for d in weights}
-    for il in range(spec.n_layer):
-        dev = devices[il] if cfg.offload_kqv else CPU
-        kv[dev] += layer_kv_bytes(spec, cfg, il)
+    _add_by_device(kv, devices if cfg.offload_kqv else [CPU] * len(devices), kv_bytes_by_layer(spec, cfg))
 
     names = [CPU] + sorted(d for d in weights if d != CPU)
     output_dev = devices[spec.n_layer]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from rooflight.estimate.compute import micro_batch
 from rooflight.estimate.config import RunConfig
-from rooflight.estimate.kv import kv_bytes_read_per_token
+from rooflight.estimate.kv import kv_reads_by_layer
 from rooflight.estimate.layers import layer_table
 from rooflight.estimate.memory import MemoryPlan
 from rooflight.estimate.placement import CPU, gpu_name
@@ -166,18 +166,34 @@ def _is_float_model(spec: ModelSpec) -> bool:
     return spec.file_type.upper() in ("F16", "BF16", "F32", "ALL_F32", "MOSTLY_F16")
 
 
+def _decode_fixed(
+    spec: ModelSpec, hardware: HardwareProfile, mem: MemoryPlan
+) -> tuple[dict[str, float], float, float]:
+    """The position-independent part of decode_parts_s: (weight bytes read per device,
+    CPU cycles per token, fixed overhead seconds)."""
+    devices = mem.layer_devices
+    overhead_per_layer = {dev: _device_constants(hardware, dev).layer_overhead_s for dev in set(devices)}
+    overhead = SAMPLING_S_PER_VOCAB * spec.n_vocab
+    for il in range(spec.n_layer):
+        overhead += overhead_per_layer[devices[il]]
+    return _weight_reads_per_token(spec, devices), _cpu_cycles_per_token(spec, devices), overhead
+
+
 def decode_parts_s(
-    spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig, mem: MemoryPlan, position: int
+    spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig, mem: MemoryPlan, position: int,
+    _fixed: tuple[dict[str, float], float, float] | None = None,
 ) -> dict[str, float]:
     """Seconds for one token at `position`, split by what bounds each part:
-    {"memory": bytes over bandwidth, "compute": CPU dot products, "overhead": fixed}."""
+    {"memory": bytes over bandwidth, "compute": CPU dot products, "overhead": fixed}.
+
+    _fixed: _decode_fixed(...) for this plan, when the caller asks for several positions."""
     devices = mem.layer_devices
-    reads = _weight_reads_per_token(spec, devices)
-    for il in range(spec.n_layer):
-        dev = devices[il] if cfg.offload_kqv else CPU
-        reads[dev] = reads.get(dev, 0.0) + kv_bytes_read_per_token(spec, cfg, il, position)
-    cycles = _cpu_cycles_per_token(spec, devices)
-    parts = {"memory": 0.0, "compute": 0.0, "overhead": SAMPLING_S_PER_VOCAB * spec.n_vocab}
+    weight_reads, cycles, overhead = _fixed or _decode_fixed(spec, hardware, mem)
+    reads = dict(weight_reads)
+    kv_devices = devices if cfg.offload_kqv else (CPU,) * len(devices)
+    for dev, kv_read in zip(kv_devices, kv_reads_by_layer(spec, cfg, position), strict=False):
+        reads[dev] = reads.get(dev, 0.0) + kv_read
+    parts = {"memory": 0.0, "compute": 0.0, "overhead": overhead}
     for dev, nbytes in reads.items():
         c = _device_constants(hardware, dev)
         t_mem = nbytes / (_device_bandwidth_gbs(hardware, dev) * 1e9 * c.decode_efficiency)
@@ -187,8 +203,6 @@ def decode_parts_s(
             parts["compute"] += t_cmp
         else:
             parts["memory"] += t_mem
-    for il in range(spec.n_layer):
-        parts["overhead"] += _device_constants(hardware, devices[il]).layer_overhead_s
     return parts
 
 
@@ -305,7 +319,8 @@ def estimate_performance(
     # mean decode rate over gen_tokens after the prompt (llama-bench tg semantics):
     # integrate the per-token time at a few positions (KV reads grow linearly)
     positions = [prompt_tokens + (i + 0.5) * gen_tokens / 4 for i in range(4)]
-    parts = [decode_parts_s(spec, hardware, cfg, mem, int(p)) for p in positions]
+    fixed = _decode_fixed(spec, hardware, mem)
+    parts = [decode_parts_s(spec, hardware, cfg, mem, int(p), fixed) for p in positions]
     share = {k: sum(p[k] for p in parts) / len(parts) for k in parts[0]}
     t_token = sum(share.values())
     decode = cal.decode_factor / t_token

@@ -9,6 +9,7 @@ stays on the CPU ("very little benefit to offloading the input layer").
 from __future__ import annotations
 
 import bisect
+import functools
 
 from rooflight.hardware.profile import HardwareProfile
 
@@ -26,9 +27,21 @@ def layer_devices(
     tensor_split: tuple[float, ...] | None = None,
 ) -> list[str]:
     """Device of blocks 0..n_layer-1 and, at index n_layer, of the output layer."""
+    # the planner asks for the same few placements many times (each GPU-layer count it
+    # tries, for every quant of a model): remember them
+    return list(_layer_devices(n_layer, n_gpu_layers, hardware, tensor_split))
+
+
+@functools.lru_cache(maxsize=1024)
+def _layer_devices(
+    n_layer: int,
+    n_gpu_layers: int,
+    hardware: HardwareProfile,
+    tensor_split: tuple[float, ...] | None,
+) -> tuple[str, ...]:
     gpus = hardware.gpus if hardware.backend != "cpu" else ()
     if not gpus or n_gpu_layers <= 0:
-        return [CPU] * (n_layer + 1)
+        return (CPU,) * (n_layer + 1)
     weights = list(tensor_split) if tensor_split else [float(g.free_bytes) for g in gpus]
     if sum(weights) <= 0:
         weights = [1.0] * len(gpus)
@@ -47,4 +60,4 @@ def layer_devices(
         # std::upper_bound over the cumulative split points
         k = bisect.bisect_right(splits, (il - i_gpu_start) / act_gpu_layers)
         devices.append(gpu_name(gpus[min(k, len(gpus) - 1)].index))
-    return devices
+    return tuple(devices)
