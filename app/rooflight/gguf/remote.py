@@ -8,6 +8,7 @@ Nothing is downloaded beyond the header's bytes.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -98,7 +99,16 @@ def describe_http_error(ref: HubFile, status: int, headers: Mapping[str, str]) -
     )
 
 
-def open_hub_source(ref: HubFile, *, timeout: float = 30.0) -> HttpRangeSource:
+def hub_timeout() -> float:
+    """Seconds to wait for the Hub: huggingface_hub's own HF_HUB_DOWNLOAD_TIMEOUT when set
+    (read now, not at import, so a user's setting always applies), else 30 s."""
+    try:
+        return max(0.1, float(os.environ.get("HF_HUB_DOWNLOAD_TIMEOUT", "30")))
+    except ValueError:
+        return 30.0
+
+
+def open_hub_source(ref: HubFile, *, timeout: float | None = None) -> HttpRangeSource:
     from huggingface_hub import hf_hub_url
     from huggingface_hub.utils import build_hf_headers
 
@@ -113,6 +123,6 @@ def open_hub_source(ref: HubFile, *, timeout: float = 30.0) -> HttpRangeSource:
         url,
         ref.uri,
         headers=headers,
-        timeout=timeout,
+        timeout=hub_timeout() if timeout is None else timeout,
         describe_status=lambda status, h: describe_http_error(ref, status, h),
     )

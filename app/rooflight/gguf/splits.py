@@ -106,7 +106,7 @@ def read_local_headers(
 
 
 def read_remote_headers(
-    ref: HubFile, *, max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES, timeout: float = 30.0
+    ref: HubFile, *, max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES, timeout: float | None = None
 ) -> list[GGUFHeader]:
     path = PurePosixPath(ref.filename)
     names = split_part_names(path.name)
