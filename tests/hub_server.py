@@ -4,6 +4,7 @@ It serves a folder laid out as ROOT/OWNER/REPO/FILES and speaks the part of the 
 protocol that huggingface_hub 2.x uses to read and download files:
 
 - GET /api/models/{repo}[/revision/{rev}]       model_info (siblings; sizes + LFS with blobs=1)
+- GET /api/models?search=&filter=&author=&sort=&limit=&full=   list_models (Link rel="next")
 - GET /api/models/{repo}/tree/{rev}[/{path}]    list_repo_tree (recursive=1 supported)
 - HEAD/GET /{repo}/resolve/{rev}/{path}         with X-Repo-Commit, ETag, X-Linked-Etag and
   X-Linked-Size (sha256 / size; *.gguf and files over 10 MB are treated as LFS),
@@ -57,6 +58,8 @@ class HubServer:
         self._hashes: dict[tuple[str, int, int], tuple[str, str]] = {}
         self._lock = threading.Lock()
         self.redirect_lfs = False  # answer LFS resolves with a 302 to /_cdn/... like the Hub
+        # per repo: fields the search answers with (downloads, likes, tags, lastModified...)
+        self.repo_meta: dict[str, dict] = {}
         handler = type("Handler", (_Handler,), {"hub": self})
         self.errors: list[BaseException] = []  # handler crashes (not client disconnects)
         self.httpd = _QuietServer(("127.0.0.1", 0), handler)
@@ -289,6 +292,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if path.startswith("/api/models/"):
                 self._api(path[len("/api/models/") :], query)
+            elif path in ("/api/models", "/api/models/"):
+                self._search(query)
             elif path.startswith("/_cdn/"):
                 segments = [unquote(s) for s in path[len("/_cdn/") :].split("/")]
                 self._resolve(segments, via_cdn=True)
@@ -355,6 +360,63 @@ class _Handler(BaseHTTPRequestHandler):
             self._tree(repo, prefix, recursive)
         else:
             self._error(404, "EntryNotFound", "Not found")
+
+    def _search(self, query: dict[str, list[str]]) -> None:
+        """GET /api/models (HfApi.list_models): search, filter (tags, all must match),
+        author, sort (descending), limit (the page size) with a Link rel="next" cursor,
+        full (adds siblings, sha, gated...) and expand (only the listed fields)."""
+        hub = self.hub
+        search = query.get("search", [""])[0].lower()
+        tags_wanted = set(query.get("filter", []))
+        author = query.get("author", [None])[0]
+        auth = self.headers.get("Authorization")
+        items = []
+        for owner in sorted(p for p in hub.root.iterdir() if p.is_dir()):
+            for repo_dir in sorted(p for p in owner.iterdir() if p.is_dir()):
+                repo = f"{owner.name}/{repo_dir.name}"
+                meta = hub.repo_meta.get(repo, {})
+                files = hub.files(repo)
+                tags = meta.get("tags") or (["gguf"] if any(f.endswith(".gguf") for f in files) else [])
+                if search and search not in repo.lower():
+                    continue
+                if not tags_wanted <= set(tags) or (author and owner.name != author):
+                    continue
+                if repo in hub._private and (auth is None or (
+                        hub._tokens[repo] is not None and auth != f"Bearer {hub._tokens[repo]}")):
+                    continue  # private repos are visible to their owner only
+                commit = hub.commit(repo)
+                item = {
+                    "_id": commit[:24], "id": repo, "modelId": repo, "author": owner.name,
+                    "likes": meta.get("likes", 0), "downloads": meta.get("downloads", 0),
+                    "trendingScore": meta.get("trendingScore", 0), "tags": tags,
+                    "private": repo in hub._private, "library_name": "gguf" if "gguf" in tags else None,
+                    "createdAt": meta.get("createdAt", "2025-01-01T00:00:00.000Z"),
+                    "lastModified": meta.get("lastModified", "2025-01-01T00:00:00.000Z"),
+                    "sha": commit, "disabled": False,
+                    "gated": "auto" if repo in hub._tokens and repo not in hub._private else False,
+                    "siblings": [{"rfilename": f} for f in files],
+                }
+                items.append(item)
+        sort = query.get("sort", [None])[0]
+        if sort:
+            items.sort(key=lambda it: (it.get(sort) or 0, it["id"]), reverse=True)
+        full = query.get("full", ["false"])[0].lower() in ("1", "true")
+        expand = query.get("expand", [])
+        brief = ("_id", "id", "modelId", "likes", "downloads", "trendingScore", "tags", "private",
+                 "library_name", "createdAt")
+        keep = (["_id", "id", *expand]) if expand else (list(items[0]) if full and items else brief)
+        items = [{k: it[k] for k in keep if k in it} for it in items]
+        start = int(query.get("cursor", ["0"])[0])
+        limit = int(query.get("limit", ["1000"])[0])
+        page = items[start : start + limit]
+        headers = {}
+        if start + limit < len(items):
+            rest = [(k, v) for k, vs in query.items() if k != "cursor" for v in vs]
+            rest.append(("cursor", str(start + limit)))
+            from urllib.parse import urlencode
+
+            headers["Link"] = f'<{hub.url}/api/models?{urlencode(rest)}>; rel="next"'
+        self._json(page, headers)
 
     def _tree(self, repo: str, prefix: str, recursive: bool) -> None:
         base = self.hub.root / repo / prefix
