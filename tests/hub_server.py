@@ -13,7 +13,9 @@ protocol that huggingface_hub 2.x uses to read and download files:
 Errors carry the Hub's X-Error-Code header (RepoNotFound, RevisionNotFound, EntryNotFound,
 GatedRepo) so huggingface_hub raises its usual exceptions. Failure injection for download
 tests: `require_token(repo)` (401 without an Authorization header), `drop_after(path, n)`
-(close the connection after n body bytes), and per-file byte counters plus a request log.
+(close the connection after n body bytes), `corrupt(path)` (serve wrong bytes under the
+right checksum headers), `fail_next(path, status)` (answer e.g. 503), `throttle(path, bps)`
+(slow the body down), and per-file byte counters plus a request log.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import os
 import shutil
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -55,6 +58,9 @@ class HubServer:
         self._tokens: dict[str, str | None] = {}  # repo -> required token (None: any)
         self._private: set[str] = set()  # repos that look absent without a token
         self._drops: dict[str, list[int]] = {}  # "owner/repo/path" -> [after_bytes, times]
+        self._corrupt: dict[str, int] = {}  # "owner/repo/path" -> bodies left to corrupt
+        self._fails: dict[str, list[int]] = {}  # "owner/repo/path" -> [status, times]
+        self._throttle: dict[str, float] = {}  # "owner/repo/path" -> body bytes per second
         self._hashes: dict[tuple[str, int, int], tuple[str, str]] = {}
         self._lock = threading.Lock()
         self.redirect_lfs = False  # answer LFS resolves with a 302 to /_cdn/... like the Hub
@@ -121,6 +127,21 @@ class HubServer:
     def drop_after(self, file: str, n_bytes: int, times: int = 1) -> None:
         """Close the connection after n_bytes of the body of "owner/repo/path", `times` times."""
         self._drops[file] = [n_bytes, times]
+
+    def corrupt(self, file: str, times: int = 1) -> None:
+        """Invert every body byte of "owner/repo/path" (headers unchanged) for `times` GETs."""
+        self._corrupt[file] = times
+
+    def fail_next(self, file: str, status: int = 503, times: int = 1) -> None:
+        """Answer the next `times` downloads of "owner/repo/path" with HTTP `status`."""
+        self._fails[file] = [status, times]
+
+    def throttle(self, file: str, bytes_per_second: float | None) -> None:
+        """Send the body of "owner/repo/path" at about this rate (None: full speed)."""
+        if bytes_per_second:
+            self._throttle[file] = float(bytes_per_second)
+        else:
+            self._throttle.pop(file, None)
 
     def reset_counters(self) -> None:
         with self._lock:
@@ -469,6 +490,16 @@ class _Handler(BaseHTTPRequestHandler):
         self._body(f"{repo}/{rel}", f, size, headers)
 
     def _body(self, key: str, f: Path, size: int, headers: dict[str, str]) -> None:
+        with self.hub._lock:
+            fail = self.hub._fails.get(key)
+            if fail and fail[1] > 0:
+                fail[1] -= 1
+                self._send(fail[0], b"injected failure", {"Content-Type": "text/plain"})
+                return
+            corrupt = self.hub._corrupt.get(key, 0) > 0 and self.command == "GET"
+            if corrupt:
+                self.hub._corrupt[key] -= 1
+            rate = self.hub._throttle.get(key)
         start, end = 0, size - 1
         status = 200
         rng = self.headers.get("Range")
@@ -504,6 +535,10 @@ class _Handler(BaseHTTPRequestHandler):
                 chunk = fh.read(min(CHUNK, limit - sent))
                 if not chunk:
                     break
+                if corrupt:
+                    chunk = bytes(b ^ 0xFF for b in chunk)
+                if rate:
+                    time.sleep(len(chunk) / rate)
                 # count before writing: a test may read the counters as soon as it has the bytes
                 self._count(key, len(chunk))
                 sent += len(chunk)
