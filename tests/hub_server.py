@@ -492,14 +492,17 @@ class _Handler(BaseHTTPRequestHandler):
     def _body(self, key: str, f: Path, size: int, headers: dict[str, str]) -> None:
         with self.hub._lock:
             fail = self.hub._fails.get(key)
+            status_now = None
             if fail and fail[1] > 0:
                 fail[1] -= 1
-                self._send(fail[0], b"injected failure", {"Content-Type": "text/plain"})
-                return
+                status_now = fail[0]
             corrupt = self.hub._corrupt.get(key, 0) > 0 and self.command == "GET"
             if corrupt:
                 self.hub._corrupt[key] -= 1
             rate = self.hub._throttle.get(key)
+        if status_now is not None:
+            self._send(status_now, b"injected failure", {"Content-Type": "text/plain"})
+            return
         start, end = 0, size - 1
         status = 200
         rng = self.headers.get("Range")
