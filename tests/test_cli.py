@@ -121,6 +121,42 @@ def test_bench_measures_and_calibrates(model, tmp_path):
     assert json.loads(r.stdout)["performance"]["calibrated"] is True
 
 
+def test_bench_threads_sweep_keeps_the_fastest_for_later_plans(model, tmp_path):
+    import os
+
+    env = dict(os.environ, ROOFLIGHT_DATA_DIR=str(tmp_path / "data"))
+    r = subprocess.run([sys.executable, "-m", "rooflight", "bench", str(model), "--threads-sweep",
+                        "--prompt-tokens", "64", "--gen-tokens", "16", "--json"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    sweep = doc["threads_sweep"]
+    counts = [run["n_threads"] for run in sweep["runs"]]
+    assert sweep["start"] in counts and 1 in counts and sweep["best"] in counts
+    assert all(run["decode_tok_s"] > 0 and run["prefill_tok_s"] > 0 for run in sweep["runs"])
+    assert doc["config"]["n_threads"] == sweep["best"]  # the benchmark ran at the winner
+    assert {"predicted", "measured", "ratio", "stored"} <= set(doc)
+    r = subprocess.run([sys.executable, "-m", "rooflight", "estimate", str(model), "--json"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    est = json.loads(r.stdout)
+    assert est["config"]["n_threads"] == sweep["best"] and est["performance"]["calibrated"] is True
+
+
+def test_bench_refusals_are_one_line(model, tmp_path):
+    prof = tmp_path / "p.json"
+    prof.write_text(json.dumps({"gpus": [{"name": "RTX 3090"}]}))
+    for args, fragment in [(["--hardware", str(prof)], "this machine"),
+                           (["--threads-sweep", "--threads", "2"], "--threads-sweep"),
+                           ([], None)]:
+        if fragment is None:
+            r = run("bench", "hf:acme/x/y.gguf")
+            fragment = "local .gguf"
+        else:
+            r = run("bench", str(model), *args)
+        assert r.returncode == 2 and fragment in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+
+
 def test_estimate_remote_reads_only_the_header(hub_server, tmp_path):
     big = write_model(tmp_path / "big.gguf", n_layer=4, n_embd=512, n_head=8, n_head_kv=2, n_ff=1536,
                       n_vocab=8000, ftype="F16", context_length=8192)

@@ -73,62 +73,6 @@ def cmd_estimate(args) -> int:
     return 0
 
 
-def cmd_bench(args) -> int:
-    from rooflight.estimate import plan
-    from rooflight.gguf import load_model_spec
-    from rooflight.runtime.measure import measure
-    from rooflight.store.calibration import CalibrationStore, Measurement, machine_key
-
-    spec = load_model_spec(args.model)
-    if args.model.startswith("hf:"):
-        raise BadInputError("bench needs a local .gguf file; download the model first.")
-    profile = _hardware(args)
-    wishes = _wishes(args)
-    if wishes.n_ctx is None:
-        from dataclasses import replace
-
-        wishes = replace(wishes, n_ctx=max(2048, args.prompt_tokens + args.gen_tokens))
-    est = plan(spec, profile, wishes)  # uncalibrated: the ratio is what calibration learns
-    if est.fit == "too_large":
-        raise RooflightError("The model does not fit this machine at this context; nothing was run.")
-    print(f"measuring {spec.name} ({args.prompt_tokens}-token prompt, {args.gen_tokens} tokens)...", file=sys.stderr)
-    got = measure(args.model, est.config, prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens)
-    store = CalibrationStore()
-    try:
-        store.add(Measurement(
-            machine=machine_key(profile), backend=profile.backend, model=spec.name, quant=spec.file_type,
-            n_ctx=est.config.n_ctx, n_gpu_layers=est.config.n_gpu_layers,
-            prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens,
-            predicted_decode=est.performance.decode_tok_s, measured_decode=got.decode_tok_s,
-            predicted_prefill=est.performance.prefill_tok_s, measured_prefill=got.prefill_tok_s,
-        ))
-    finally:
-        store.close()
-    p = est.performance
-    doc = {
-        "model": est.to_dict()["model"],
-        "config": est.config.to_dict(),
-        "predicted": {"decode_tok_s": round(p.decode_tok_s, 3), "prefill_tok_s": round(p.prefill_tok_s, 3),
-                      "memory_bytes": est.memory.total_bytes - sum(d.overhead_bytes for d in est.memory.devices)},
-        "measured": {"decode_tok_s": round(got.decode_tok_s, 3), "prefill_tok_s": round(got.prefill_tok_s, 3),
-                     "time_to_first_token_s": round(got.time_to_first_token_s, 4),
-                     "load_s": round(got.load_s, 3),
-                     "memory_bytes": got.buffers.model_bytes + got.buffers.kv_bytes
-                     + got.buffers.compute_bytes + got.buffers.output_bytes},
-        "ratio": {"decode": round(got.decode_tok_s / p.decode_tok_s, 3),
-                  "prefill": round(got.prefill_tok_s / p.prefill_tok_s, 3)},
-        "stored": True,
-    }
-    if args.json:
-        _emit_json(doc)
-    else:
-        print(f"{'':10}{'predicted':>12}{'measured':>12}{'ratio':>8}")
-        print(f"{'decode':10}{p.decode_tok_s:12.1f}{got.decode_tok_s:12.1f}{doc['ratio']['decode']:8.2f}  tok/s")
-        print(f"{'prefill':10}{p.prefill_tok_s:12.1f}{got.prefill_tok_s:12.1f}{doc['ratio']['prefill']:8.2f}  tok/s")
-        print("Stored for calibration: later estimates on this machine use it.")
-    return 0
-
-
 def cmd_rank(args) -> int:
     from rooflight.catalog.rank import USE_CASES, rank_models
     from rooflight.format import format_ranking
@@ -193,10 +137,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--license", help="only licenses containing this text (e.g. apache)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_rank)
-
-    p = sub.add_parser("bench", help="run a local model, compare with the estimate, store for calibration")
-    _add_estimate_options(p)
-    p.set_defaults(func=cmd_bench)
 
     register_all(sub)
     return parser

@@ -17,6 +17,8 @@ then scale the result; the JSON says so with `calibrated`.
 
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import dataclass
 
 from rooflight.estimate.compute import micro_batch
@@ -105,15 +107,56 @@ def cpu_peak_flops(hardware: HardwareProfile, n_threads: int) -> float:
 
 @dataclass(frozen=True)
 class Calibration:
-    """Measured / predicted ratios on this machine (median of stored measurements)."""
+    """Measured / predicted ratios on this machine (median of stored measurements).
 
-    decode_factor: float = 1.0
+    Why one model's ratio corrects another's: what the constants above cannot know about
+    a machine (how many cycles its cores really spend per quantized weight, what thread
+    synchronisation costs, how much of the measured bandwidth decode reaches, whether the
+    OS or a hypervisor takes time away) scales the time of every model run the same way
+    on that machine, so the ratio carries over to other sizes of the same kind of model.
+    It carries over less well across weight types and thread counts (different kernels,
+    and a 1-thread run pays no synchronisation), so `ratios` keeps each measurement's
+    type and thread count and factors() prefers the measurements that match.
+    """
+
+    decode_factor: float = 1.0  # median over all measurements: the fallback
     prefill_factor: float = 1.0
     samples: int = 0
+    # Thread counts a sweep found fastest here (runtime/threads.py): (model bytes, n_threads)
+    threads: tuple[tuple[int, int], ...] = ()
+    # Per measurement: (weight type, n_threads (0: not recorded), decode ratio, prefill ratio)
+    ratios: tuple[tuple[str, int, float, float], ...] = ()
 
     @property
     def active(self) -> bool:
         return self.samples > 0
+
+    def factors(self, file_type: str, n_threads: int) -> tuple[float, float]:
+        """(decode, prefill) factors for a run: the median of the measurements with the
+        same weight type and thread count, else the same thread count, else all."""
+        same_threads = [r for r in self.ratios if r[1] == n_threads]
+        same_both = [r for r in same_threads if r[0] == file_type.upper()]
+        chosen = same_both or same_threads
+        if not chosen:
+            return self.decode_factor, self.prefill_factor
+        return statistics.median(r[2] for r in chosen), statistics.median(r[3] for r in chosen)
+
+    def preferred_threads(self, model_bytes: int) -> int | None:
+        """The fastest thread count measured for the model nearest in size, if within 8x.
+
+        Size matters: small models are bound by per-token synchronisation (fewer threads
+        can win), large ones by memory bandwidth, which saturates before all cores do.
+        """
+        best, best_dist = None, math.log(THREAD_SIZE_REACH)
+        for nbytes, n_threads in self.threads:
+            dist = abs(math.log(max(model_bytes, 1) / max(nbytes, 1)))
+            if dist <= best_dist:
+                best, best_dist = n_threads, dist
+        return best
+
+
+# A thread preference measured on one model applies to models within this size factor.
+THREAD_SIZE_REACH = 8.0
 
 
 @dataclass(frozen=True)
@@ -323,9 +366,10 @@ def estimate_performance(
     parts = [decode_parts_s(spec, hardware, cfg, mem, int(p), fixed) for p in positions]
     share = {k: sum(p[k] for p in parts) / len(parts) for k in parts[0]}
     t_token = sum(share.values())
-    decode = cal.decode_factor / t_token
+    decode_factor, prefill_factor = cal.factors(spec.file_type, cfg.n_threads)
+    decode = decode_factor / t_token
     t_prefill, prefill_bound = prefill_time_s(spec, hardware, cfg, mem, max(1, prompt_tokens))
-    prefill = cal.prefill_factor * max(1, prompt_tokens) / t_prefill
+    prefill = prefill_factor * max(1, prompt_tokens) / t_prefill
 
     known = hardware.backend in ("cuda", "metal", "cpu")
     if cal.active:

@@ -6,7 +6,7 @@ runs (DESIGN.md). Wishes the user gave are kept as given; only "auto" values are
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rooflight.errors import BadInputError
 from rooflight.estimate.config import KV_TYPES, RunConfig
@@ -136,6 +136,10 @@ def plan(
 ) -> Estimate:
     wishes = wishes or Wishes()
     _validate(spec, wishes)
+    if wishes.n_threads is None and calibration is not None:
+        # a thread sweep on this machine (rooflight bench --threads-sweep) beats the
+        # physical-core default it started from
+        wishes = replace(wishes, n_threads=calibration.preferred_threads(spec.file_bytes))
     if wishes.n_gpu_layers == "auto":
         n_gpu = choose_gpu_layers(spec, hardware, wishes)
     elif isinstance(wishes.n_gpu_layers, int):

@@ -2,12 +2,15 @@
 
 Each `rooflight bench` (and, later, each chat reply) stores what was predicted and what
 was measured. The estimator's constants come from other machines; the median
-measured/predicted ratio of recent runs on this machine and backend corrects them
-(estimate.perf.Calibration). SQLite in WAL mode, one row per measurement.
+measured/predicted ratio of recent runs on this machine and backend corrects them,
+preferring runs of the same weight type and thread count (estimate.perf.Calibration).
+Thread sweeps (runtime/threads.py) keep the fastest thread count per model-size band
+here too. SQLite in WAL mode, one row per measurement.
 """
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import statistics
 import time
@@ -41,6 +44,40 @@ CREATE TABLE IF NOT EXISTS measurements (
 """
 
 
+# The fastest thread count per model-size band (factor-of-4 bands of file size), kept
+# by runtime/threads.py sweeps; a newer sweep in the same band replaces the older one.
+_THREADS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS thread_choices (
+    machine TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    size_band INTEGER NOT NULL,
+    model TEXT NOT NULL,
+    model_bytes INTEGER NOT NULL,
+    n_threads INTEGER NOT NULL,
+    decode_tok_s REAL NOT NULL,
+    prefill_tok_s REAL NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (machine, backend, size_band)
+)
+"""
+
+
+@dataclass(frozen=True)
+class ThreadChoice:
+    machine: str
+    backend: str
+    model: str
+    model_bytes: int
+    n_threads: int
+    decode_tok_s: float  # measured at n_threads
+    prefill_tok_s: float
+
+
+def size_band(model_bytes: int) -> int:
+    """Factor-of-4 size bands: 4-16 MB, 16-64 MB, ... 4-16 GB share a thread preference."""
+    return round(math.log(max(model_bytes, 1), 4))
+
+
 @dataclass(frozen=True)
 class Measurement:
     machine: str
@@ -55,6 +92,7 @@ class Measurement:
     measured_decode: float
     predicted_prefill: float
     measured_prefill: float
+    n_threads: int = 0  # 0: not recorded (rows from before the column existed)
 
 
 class CalibrationStore:
@@ -63,6 +101,10 @@ class CalibrationStore:
         self._db = sqlite3.connect(self.path)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(_SCHEMA)
+        self._db.execute(_THREADS_SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(measurements)")}
+        if "n_threads" not in columns:  # databases from before thread counts were kept
+            self._db.execute("ALTER TABLE measurements ADD COLUMN n_threads INTEGER NOT NULL DEFAULT 0")
         self._db.commit()
 
     def close(self) -> None:
@@ -73,26 +115,46 @@ class CalibrationStore:
             self._db.execute(
                 "INSERT INTO measurements (created_at, machine, backend, model, quant, n_ctx,"
                 " n_gpu_layers, prompt_tokens, gen_tokens, predicted_decode, measured_decode,"
-                " predicted_prefill, measured_prefill) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " predicted_prefill, measured_prefill, n_threads) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (time.time(), m.machine, m.backend, m.model, m.quant, m.n_ctx, m.n_gpu_layers,
                  m.prompt_tokens, m.gen_tokens, m.predicted_decode, m.measured_decode,
-                 m.predicted_prefill, m.measured_prefill),
+                 m.predicted_prefill, m.measured_prefill, m.n_threads),
             )
 
     def calibration(self, machine: str, backend: str) -> Calibration:
         rows = self._db.execute(
-            "SELECT predicted_decode, measured_decode, predicted_prefill, measured_prefill"
+            "SELECT predicted_decode, measured_decode, predicted_prefill, measured_prefill, quant, n_threads"
             " FROM measurements WHERE machine = ? AND backend = ? ORDER BY id DESC LIMIT ?",
             (machine, backend, RECENT),
         ).fetchall()
-        rows = [r for r in rows if min(r) > 0]
+        rows = [r for r in rows if min(r[:4]) > 0]
+        threads = self.thread_choices(machine, backend)
         if not rows:
-            return Calibration()
+            return Calibration(threads=threads)
         return Calibration(
             decode_factor=statistics.median(r[1] / r[0] for r in rows),
             prefill_factor=statistics.median(r[3] / r[2] for r in rows),
             samples=len(rows),
+            threads=threads,
+            ratios=tuple((r[4].upper(), int(r[5]), r[1] / r[0], r[3] / r[2]) for r in rows),
         )
+
+    def set_thread_choice(self, c: ThreadChoice) -> None:
+        with self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO thread_choices (machine, backend, size_band, model, model_bytes,"
+                " n_threads, decode_tok_s, prefill_tok_s, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                (c.machine, c.backend, size_band(c.model_bytes), c.model, c.model_bytes, c.n_threads,
+                 c.decode_tok_s, c.prefill_tok_s, time.time()),
+            )
+
+    def thread_choices(self, machine: str, backend: str) -> tuple[tuple[int, int], ...]:
+        """(model bytes, fastest n_threads) per size band swept on this machine."""
+        rows = self._db.execute(
+            "SELECT model_bytes, n_threads FROM thread_choices WHERE machine = ? AND backend = ?"
+            " ORDER BY model_bytes", (machine, backend),
+        ).fetchall()
+        return tuple((int(b), int(n)) for b, n in rows)
 
 
 def machine_key(profile) -> str:
