@@ -11,6 +11,7 @@ import importlib
 
 COMMAND_MODULES: tuple[str, ...] = (
     "bench",
+    "advise",
 )
 
 
