@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 
 COMMAND_MODULES: tuple[str, ...] = (
+    "download",
     "bench",
     "advise",
 )
