@@ -141,7 +141,9 @@ def format_advice(result, profile) -> str:
         f"Searched {result.searched} settings in {result.elapsed_s * 1e3:.0f} ms.",
         "",
     ]
-    if not result.cards:
+    if not result.cards and e.fit == "too_large":
+        lines.append("No setting the advisor knows of makes this model fit here; try a smaller model or quantization.")
+    elif not result.cards:
         lines.append("No change the advisor knows of buys a measurable gain here.")
     for i, card in enumerate(result.cards, 1):
         lines.append(f"{i}. {card.title}")
