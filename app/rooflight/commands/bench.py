@@ -1,8 +1,9 @@
 """`rooflight bench MODEL`: measure a local model like llama-bench, beside the estimate.
 
 Prefill (pp) and decode (tg) are measured at exactly the planned configuration
-(runtime/measure.py) and stored with the uncalibrated prediction; the ratio is what
-calibrates later estimates on this machine (store/calibration.py). With --threads-sweep
+(runtime/measure.py), --repetitions times, and the medians are stored with the
+uncalibrated prediction; the ratio is what calibrates later estimates on this machine
+(store/calibration.py). With --threads-sweep
 the thread count is measured first (runtime/threads.py), the fastest is kept for plans of
 models of this size, and the benchmark runs at it.
 """
@@ -12,13 +13,16 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 
-from rooflight.commands.common import emit_json, load_hardware
+from rooflight.commands.common import emit_json, load_hardware, positive_int
 from rooflight.errors import BadInputError, RooflightError
 
 # The sweep runs every candidate twice: shorter runs than the benchmark keep it to
 # seconds for small models and about a minute for 7B ones on a laptop.
 SWEEP_PROMPT_TOKENS = 128
 SWEEP_GEN_TOKENS = 64
+# One run can land on a moment when something else has the CPU; the median of three
+# keeps such a run out of the calibration (llama-bench repeats 5 times for the same reason).
+REPETITIONS = 3
 
 
 def register(subparsers) -> None:
@@ -26,6 +30,8 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser("bench", help="run a local model, compare with the estimate, store for calibration")
     _add_estimate_options(p)
+    p.add_argument("--repetitions", type=positive_int, default=REPETITIONS, metavar="N",
+                   help=f"runs to take the median of (default {REPETITIONS})")
     p.add_argument("--threads-sweep", action="store_true",
                    help="first measure several thread counts, keep the fastest for this machine, bench at it")
     p.set_defaults(func=cmd_bench)
@@ -33,6 +39,15 @@ def register(subparsers) -> None:
 
 def _stderr(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
+
+
+def _median_run(runs):
+    """The runs' median rates (each independently), with the first run's load and buffers."""
+    from statistics import median
+
+    return replace(runs[0], decode_tok_s=median(r.decode_tok_s for r in runs),
+                   prefill_tok_s=median(r.prefill_tok_s for r in runs),
+                   time_to_first_token_s=median(r.time_to_first_token_s for r in runs))
 
 
 def cmd_bench(args) -> int:
@@ -76,15 +91,17 @@ def cmd_bench(args) -> int:
             store_sweep(profile, spec.name, spec.file_bytes, sweep, store)
             est = plan(spec, profile, replace(wishes, n_threads=sweep.best))
         _stderr(f"measuring {spec.name} ({args.prompt_tokens}-token prompt, {args.gen_tokens} tokens, "
-                f"{est.config.n_threads} threads)...")
-        got = measure(args.model, est.config, prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens)
+                f"{est.config.n_threads} threads, {args.repetitions} runs)...")
+        runs = [measure(args.model, est.config, prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens)
+                for _ in range(args.repetitions)]
+        got = _median_run(runs)
         store.add(Measurement(
             machine=machine, backend=profile.backend, model=spec.name, quant=spec.file_type,
             n_ctx=est.config.n_ctx, n_gpu_layers=est.config.n_gpu_layers,
             prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens,
             predicted_decode=est.performance.decode_tok_s, measured_decode=got.decode_tok_s,
             predicted_prefill=est.performance.prefill_tok_s, measured_prefill=got.prefill_tok_s,
-            n_threads=est.config.n_threads,
+            n_threads=est.config.n_threads, model_bytes=spec.file_bytes,
         ))
     finally:
         store.close()
@@ -98,7 +115,10 @@ def cmd_bench(args) -> int:
                      "time_to_first_token_s": round(got.time_to_first_token_s, 4),
                      "load_s": round(got.load_s, 3),
                      "memory_bytes": got.buffers.model_bytes + got.buffers.kv_bytes
-                     + got.buffers.compute_bytes + got.buffers.output_bytes},
+                     + got.buffers.compute_bytes + got.buffers.output_bytes,
+                     "runs": len(runs),
+                     "decode_tok_s_runs": [round(r.decode_tok_s, 3) for r in runs],
+                     "prefill_tok_s_runs": [round(r.prefill_tok_s, 3) for r in runs]},
         "ratio": {"decode": round(got.decode_tok_s / p.decode_tok_s, 3),
                   "prefill": round(got.prefill_tok_s / p.prefill_tok_s, 3)},
         "stored": True,
@@ -113,7 +133,7 @@ def cmd_bench(args) -> int:
             mark = "  <- fastest, kept for this machine" if r.n_threads == sweep.best else ""
             print(f"{r.n_threads:8d}{r.decode_tok_s:12.1f}{r.prefill_tok_s:12.1f}{mark}")
         print()
-    print(f"{'':10}{'predicted':>12}{'measured':>12}{'ratio':>8}")
+    print(f"{'':10}{'predicted':>12}{'measured':>12}{'ratio':>8}  (median of {len(runs)} runs)")
     print(f"{'decode':10}{p.decode_tok_s:12.1f}{got.decode_tok_s:12.1f}{doc['ratio']['decode']:8.2f}  tok/s")
     print(f"{'prefill':10}{p.prefill_tok_s:12.1f}{got.prefill_tok_s:12.1f}{doc['ratio']['prefill']:8.2f}  tok/s")
     print("Stored for calibration: later estimates on this machine use it.")

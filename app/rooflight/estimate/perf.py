@@ -114,9 +114,11 @@ class Calibration:
     synchronisation costs, how much of the measured bandwidth decode reaches, whether the
     OS or a hypervisor takes time away) scales the time of every model run the same way
     on that machine, so the ratio carries over to other sizes of the same kind of model.
-    It carries over less well across weight types and thread counts (different kernels,
-    and a 1-thread run pays no synchronisation), so `ratios` keeps each measurement's
-    type and thread count and factors() prefers the measurements that match.
+    It carries over less well across thread counts (a 1-thread run pays no
+    synchronisation), across sizes far apart (a model that fits the CPU caches decodes
+    from cache, one ten times larger from RAM) and across weight types (other kernels),
+    so `ratios` keeps each measurement's thread count, size and type, and factors()
+    uses the measurements that match best.
     """
 
     decode_factor: float = 1.0  # median over all measurements: the fallback
@@ -124,22 +126,25 @@ class Calibration:
     samples: int = 0
     # Thread counts a sweep found fastest here (runtime/threads.py): (model bytes, n_threads)
     threads: tuple[tuple[int, int], ...] = ()
-    # Per measurement: (weight type, n_threads (0: not recorded), decode ratio, prefill ratio)
-    ratios: tuple[tuple[str, int, float, float], ...] = ()
+    # Per measurement: (weight type, n_threads, model bytes, decode ratio, prefill ratio);
+    # 0 threads or bytes: not recorded
+    ratios: tuple[tuple[str, int, int, float, float], ...] = ()
 
     @property
     def active(self) -> bool:
         return self.samples > 0
 
-    def factors(self, file_type: str, n_threads: int) -> tuple[float, float]:
-        """(decode, prefill) factors for a run: the median of the measurements with the
-        same weight type and thread count, else the same thread count, else all."""
-        same_threads = [r for r in self.ratios if r[1] == n_threads]
-        same_both = [r for r in same_threads if r[0] == file_type.upper()]
-        chosen = same_both or same_threads
+    def factors(self, file_type: str, n_threads: int, model_bytes: int = 0) -> tuple[float, float]:
+        """(decode, prefill) factors for a run: the median over the measurements at the
+        same thread count, narrowed to those within 4x in size and then of the same
+        weight type where there are any; all measurements when none has the count."""
+        chosen = [r for r in self.ratios if r[1] == n_threads]
         if not chosen:
             return self.decode_factor, self.prefill_factor
-        return statistics.median(r[2] for r in chosen), statistics.median(r[3] for r in chosen)
+        for keep in (lambda r: r[2] > 0 and abs(math.log(max(model_bytes, 1) / r[2])) <= math.log(4),
+                     lambda r: r[0] == file_type.upper()):
+            chosen = [r for r in chosen if keep(r)] or chosen
+        return statistics.median(r[3] for r in chosen), statistics.median(r[4] for r in chosen)
 
     def preferred_threads(self, model_bytes: int) -> int | None:
         """The fastest thread count measured for the model nearest in size, if within 8x.
@@ -366,7 +371,7 @@ def estimate_performance(
     parts = [decode_parts_s(spec, hardware, cfg, mem, int(p), fixed) for p in positions]
     share = {k: sum(p[k] for p in parts) / len(parts) for k in parts[0]}
     t_token = sum(share.values())
-    decode_factor, prefill_factor = cal.factors(spec.file_type, cfg.n_threads)
+    decode_factor, prefill_factor = cal.factors(spec.file_type, cfg.n_threads, spec.file_bytes)
     decode = decode_factor / t_token
     t_prefill, prefill_bound = prefill_time_s(spec, hardware, cfg, mem, max(1, prompt_tokens))
     prefill = prefill_factor * max(1, prompt_tokens) / t_prefill

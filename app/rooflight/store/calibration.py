@@ -3,7 +3,8 @@
 Each `rooflight bench` (and, later, each chat reply) stores what was predicted and what
 was measured. The estimator's constants come from other machines; the median
 measured/predicted ratio of recent runs on this machine and backend corrects them,
-preferring runs of the same weight type and thread count (estimate.perf.Calibration).
+preferring runs at the same thread count, of similar size and weight type
+(estimate.perf.Calibration).
 Thread sweeps (runtime/threads.py) keep the fastest thread count per model-size band
 here too. SQLite in WAL mode, one row per measurement.
 """
@@ -93,6 +94,7 @@ class Measurement:
     predicted_prefill: float
     measured_prefill: float
     n_threads: int = 0  # 0: not recorded (rows from before the column existed)
+    model_bytes: int = 0  # the GGUF file size; 0: not recorded
 
 
 class CalibrationStore:
@@ -103,8 +105,9 @@ class CalibrationStore:
         self._db.execute(_SCHEMA)
         self._db.execute(_THREADS_SCHEMA)
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(measurements)")}
-        if "n_threads" not in columns:  # databases from before thread counts were kept
-            self._db.execute("ALTER TABLE measurements ADD COLUMN n_threads INTEGER NOT NULL DEFAULT 0")
+        for column in ("n_threads", "model_bytes"):  # databases from before these were kept
+            if column not in columns:
+                self._db.execute(f"ALTER TABLE measurements ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
         self._db.commit()
 
     def close(self) -> None:
@@ -115,15 +118,17 @@ class CalibrationStore:
             self._db.execute(
                 "INSERT INTO measurements (created_at, machine, backend, model, quant, n_ctx,"
                 " n_gpu_layers, prompt_tokens, gen_tokens, predicted_decode, measured_decode,"
-                " predicted_prefill, measured_prefill, n_threads) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " predicted_prefill, measured_prefill, n_threads, model_bytes)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (time.time(), m.machine, m.backend, m.model, m.quant, m.n_ctx, m.n_gpu_layers,
                  m.prompt_tokens, m.gen_tokens, m.predicted_decode, m.measured_decode,
-                 m.predicted_prefill, m.measured_prefill, m.n_threads),
+                 m.predicted_prefill, m.measured_prefill, m.n_threads, m.model_bytes),
             )
 
     def calibration(self, machine: str, backend: str) -> Calibration:
         rows = self._db.execute(
-            "SELECT predicted_decode, measured_decode, predicted_prefill, measured_prefill, quant, n_threads"
+            "SELECT predicted_decode, measured_decode, predicted_prefill, measured_prefill, quant, n_threads,"
+            " model_bytes"
             " FROM measurements WHERE machine = ? AND backend = ? ORDER BY id DESC LIMIT ?",
             (machine, backend, RECENT),
         ).fetchall()
@@ -136,7 +141,7 @@ class CalibrationStore:
             prefill_factor=statistics.median(r[3] / r[2] for r in rows),
             samples=len(rows),
             threads=threads,
-            ratios=tuple((r[4].upper(), int(r[5]), r[1] / r[0], r[3] / r[2]) for r in rows),
+            ratios=tuple((r[4].upper(), int(r[5]), int(r[6]), r[1] / r[0], r[3] / r[2]) for r in rows),
         )
 
     def set_thread_choice(self, c: ThreadChoice) -> None:
