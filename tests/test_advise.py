@@ -151,8 +151,8 @@ def test_smaller_context_when_nothing_else_fits():
     assert a.baseline.fit == "too_large"
     ctx = [c for c in a.cards if c.kind == "context"]
     assert ctx and ctx[0].after["fit"] == "cpu_only" and ctx[0].settings["n_ctx"] < 131072
-    # making the model fit at all ranks above everything that does not
-    assert a.cards[0].after["fit"] != "too_large"
+    # when the model does not fit, only what makes it fit is advised
+    assert all(c.after["fit"] != "too_large" for c in a.cards)
 
 
 def test_quant_cards_quote_the_perplexity_table():
@@ -168,6 +168,15 @@ def test_quant_cards_quote_the_perplexity_table():
 
 
 # ---- quality: only published effects --------------------------------------------------------
+
+
+def test_combined_card_names_only_the_quality_effect_it_changes():
+    a = _advise("llama-3.2-1b", "Q4_K_M", CPU_ONLY, n_ctx=8192, n_threads=2)
+    card = _card(a, "combined")
+    assert card.settings["kv_type"] == "q8_0" and card.settings["n_threads"] == 8
+    assert card.quality_effect.startswith("q8_0 KV cache instead of f16") and "Q4_K_M" not in card.quality_effect
+    assert card.source == KV_SOURCE
+    assert card.gain["score"] > max(c.gain["score"] for c in a.cards if c.kind != "combined")
 
 
 def test_quality_only_from_published_figures():

@@ -824,7 +824,16 @@ def _combined_card(s: _Search, v: Variant, base: Candidate, tuned: Wishes,
     if not changes:
         return []
     detail = "Several levers at once: " + ", ".join(changes) + "."
-    return [_card("combined", "All together (" + ", ".join(changes) + ")", detail, base, best)]
+    kv_b, kv_a = base.estimate.config.kv_type, best.estimate.config.kv_type
+    if kv_a != kv_b and kv_a in KV_KLD and kv_b in KV_KLD:
+        # the only lever here that changes the numbers computed: the cache type
+        quality = (f"{kv_a} KV cache instead of {kv_b}: {KV_DPPL[kv_a] - KV_DPPL[kv_b]:+.4f} PPL, "
+                   f"KLD {KV_KLD[kv_a] - KV_KLD[kv_b]:+.4f}")
+        source = KV_SOURCE
+    else:
+        quality, source = "none: same computation, other placement and batching", ""
+    return [_card("combined", "All together (" + ", ".join(changes) + ")", detail, base, best,
+                  quality=quality, source=source)]
 
 
 def _changes(before: dict, after: dict) -> list[str]:
