@@ -1,0 +1,135 @@
+"""`rooflight chat`: piped conversations, /commands, --json, refusal, Ctrl-C."""
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from rooflight.cli import main
+from rooflight.gguf.synthetic import gemma_270m_path, write_model
+
+pytest.importorskip("llama_cpp")
+
+APP = Path(__file__).resolve().parents[1] / "app"
+
+
+def chat(monkeypatch, capsys, stdin: str, *args: str):
+    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    rc = main(["chat", *args])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_piped_conversation_with_commands(monkeypatch, capsys):
+    from rooflight.store.chats import ChatStore
+
+    model = str(gemma_270m_path())
+    lines = "\n".join([
+        "What is the capital of France?",
+        "/stats",
+        "/system You are a helpful assistant.",
+        "/system",
+        "/reset",
+        "",
+        "What is the capital of France?",
+        "/nonsense",
+    ]) + "\n"
+    rc, out, err = chat(monkeypatch, capsys, lines, model, "--ctx", "1024", "--temperature", "0", "--seed", "1")
+    assert rc == 0
+    replies = out.splitlines()
+    assert len(replies) == 2 and "Paris" in replies[0] and "Paris" in replies[1]
+    assert "transcript" in err and "cpu_only" in err and "predicted" in err
+    assert "measured" in err and "decode" in err and "first token" in err  # /stats
+    assert "system prompt set" in err and "system prompt: You are a helpful assistant." in err
+    assert "conversation cleared" in err and "unknown command /nonsense" in err
+    with ChatStore() as store:  # saved: /reset started a second chat
+        chats = store.list_chats()
+        assert len(chats) == 2
+        newest = store.messages(chats[0].id)
+        assert [m.role for m in newest] == ["user", "assistant"] and newest[1].content == replies[1]
+        assert chats[0].system_prompt == "You are a helpful assistant."
+
+
+def test_json_output_has_plan_replies_and_stats(monkeypatch, capsys):
+    model = str(gemma_270m_path())
+    rc, out, err = chat(monkeypatch, capsys, "What is the capital of France?\n", model, "--ctx", "1024",
+                        "--temperature", "0", "--json", "--no-save", "--max-tokens", "32", "--threads", "2")
+    assert rc == 0
+    doc = json.loads(out)
+    assert doc["config"]["n_ctx"] == 1024 and doc["config"]["n_threads"] == 2 and doc["chat_id"] is None
+    assert doc["chat_format"] == "transcript" and doc["fit"] == "cpu_only"
+    (reply,) = doc["replies"]
+    assert "Paris" in reply["reply"]
+    st = reply["stats"]
+    assert st["decode_tok_s"] > 0 and st["predicted"]["decode_tok_s"] > 0 and st["stop_reason"] in ("stop_string", "eos")
+
+
+def test_model_that_does_not_fit_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    # a 16M-token context of this model needs ~275 GB of KV cache
+    model = write_model(tmp_path / "big-kv.gguf", n_layer=8, n_embd=512, n_head=8, n_head_kv=8, n_ff=512,
+                        context_length=1 << 24)
+    rc, out, err = chat(monkeypatch, capsys, "hi\n", str(model), "--ctx", str(1 << 24), "--no-save")
+    assert rc == 1 and out == ""
+    line = [ln for ln in err.splitlines() if ln.startswith("rooflight:")]
+    assert len(line) == 1
+    assert "does not fit" in line[0] and "GB of RAM but" in line[0] and "--ctx" in line[0] and "--force" in line[0]
+
+
+def test_unknown_model_and_catalog_model_not_downloaded(monkeypatch, capsys):
+    rc, _, err = chat(monkeypatch, capsys, "", "no-such-model")
+    assert rc == 2 and "neither a .gguf file nor a catalog model id" in err
+    rc, _, err = chat(monkeypatch, capsys, "", "qwen2.5-0.5b")
+    assert rc == 2 and "not downloaded yet" in err and "rooflight download" in err
+
+
+def _read_until(stream, done_when, timeout: float) -> bytes:
+    """Read a pipe until done_when(data) (in a thread, so the timeout holds)."""
+    got = bytearray()
+    done = threading.Event()
+
+    def reader():
+        while not done_when(bytes(got)):
+            b = stream.read1(4096)
+            if not b:
+                break
+            got.extend(b)
+        done.set()
+
+    threading.Thread(target=reader, daemon=True).start()
+    done.wait(timeout)
+    return bytes(got)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child needs POSIX signals")
+def test_ctrl_c_stops_the_reply_and_a_second_one_exits(tmp_path):
+    # random weights, greedy: the reply repeats a token and would run to --max-tokens
+    model = write_model(tmp_path / "slow.gguf", n_layer=4, n_embd=512, n_head=8, n_head_kv=8, n_ff=1024,
+                        n_vocab=2000, context_length=8192)
+    env = {**os.environ, "PYTHONPATH": str(APP), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rooflight", "chat", str(model), "--ctx", "8192", "--max-tokens", "8000",
+         "--temperature", "0", "--no-save"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        proc.stdin.write(b"hello\n")
+        proc.stdin.flush()
+        assert _read_until(proc.stdout, bool, 60), "no reply started"
+        t_sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        err = _read_until(proc.stderr, lambda got: b"stopped]" in got, 30)
+        assert b"stopped]" in err, err.decode(errors="replace")
+        assert time.monotonic() - t_sent < 20
+        assert proc.poll() is None  # still there, waiting for the next message
+        proc.send_signal(signal.SIGINT)  # at the prompt: leave
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
