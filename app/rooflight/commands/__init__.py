@@ -13,6 +13,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "download",
     "bench",
     "advise",
+    "chat",
 )
 
 
