@@ -60,3 +60,51 @@ def test_rank_cli_json():
                       "quality", "repo", "file", "options"}
     assert subprocess.run([sys.executable, "-m", "rooflight", "rank", "--use-case", "juggling"],
                           capture_output=True, text=True).returncode == 2
+
+
+# ---- invariants --------------------------------------------------------------------------
+
+FIT_ORDER = {"too_large": 0, "cpu_only": 1, "partial_gpu": 2, "full_gpu": 3}
+
+
+def test_a_bigger_gpu_never_ranks_a_model_lower_for_fit():
+    last: dict[tuple[str, str], int] = {}
+    last_best: dict[str, int] = {}
+    for vram in (4, 8, 12, 16, 24, 48, 80):
+        for r in rank_models(machine(vram * GiB, ram=32 * GiB), ctx=8192):
+            for o in r.options:
+                fit = FIT_ORDER[o.estimate.fit]
+                assert fit >= last.get((r.model.id, o.quant), 0), (r.model.id, o.quant, vram)
+                last[(r.model.id, o.quant)] = fit
+            # the best fit any of its files reaches never gets worse either
+            best = max(FIT_ORDER[o.estimate.fit] for o in r.options)
+            assert best >= last_best.get(r.model.id, 0), (r.model.id, vram)
+            last_best[r.model.id] = best
+
+
+def test_too_large_is_never_recommended():
+    small = machine(ram=6 * GiB, backend="cpu")
+    ranked = rank_models(small, ctx=8192)
+    fitting = [r for r in ranked if r.fit != "too_large"]
+    too_large = [r for r in ranked if r.fit == "too_large"]
+    assert fitting and too_large
+    assert ranked == fitting + too_large  # never ahead of a model that runs
+    for r in too_large:
+        assert r.score == 0.0
+        assert all(o.estimate.fit == "too_large" for o in r.options)  # else a fitting quant is chosen
+    for r in fitting:
+        assert r.score > 0
+
+
+def test_moe_speed_follows_active_parameters_and_memory_total_ones():
+    cpu_box = machine(ram=64 * GiB, backend="cpu")
+    by_id = {r.model.id: r for r in rank_models(cpu_box, ctx=4096, min_params_b=30, max_params_b=33)}
+    moe, dense = by_id["qwen3-30b-a3b"], by_id["qwen3-32b"]
+    m = next(o for o in moe.options if o.quant == "Q4_K_M").estimate
+    d = next(o for o in dense.options if o.quant == "Q4_K_M").estimate
+    assert m.spec.is_moe and not d.spec.is_moe
+    # memory holds every expert: close to the dense model of the same total size
+    assert 0.8 < m.memory.total_bytes / d.memory.total_bytes < 1.1
+    # decode reads only the routed experts: ~3.3B of 30.5B params against 32.8B
+    assert m.performance.decode_tok_s > 4 * d.performance.decode_tok_s
+    assert m.spec.active_params < 0.2 * m.spec.params

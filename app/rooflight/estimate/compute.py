@@ -23,6 +23,8 @@ bench/accuracy.py). GPU backends allocate the same graph; not verified on a GPU 
 
 from __future__ import annotations
 
+import weakref
+
 from rooflight.estimate.config import RunConfig, padded_ctx
 from rooflight.estimate.kv import swa_cells
 from rooflight.gguf.spec import ModelSpec
@@ -99,8 +101,25 @@ def _expert_ff(spec: ModelSpec) -> int:
     return max(spec.n_ff) if spec.n_ff else 4 * spec.n_embd
 
 
+# Per spec (by identity) and per the config fields the buffers depend on: the planner asks
+# for the same buffers for every GPU-layer count it tries.
+_peaks: dict[int, dict[tuple, int]] = {}
+
+
 def compute_bytes(spec: ModelSpec, cfg: RunConfig, *, runs_layers: bool, runs_output: bool) -> int:
     """Compute buffer of one device that runs some blocks and/or the output layer."""
+    per_spec = _peaks.get(id(spec))
+    if per_spec is None:
+        per_spec = _peaks[id(spec)] = {}
+        weakref.finalize(spec, _peaks.pop, id(spec), None)
+    key = (cfg.n_ctx, cfg.n_ubatch, cfg.n_batch, cfg.flash_attn, cfg.swa_full, runs_layers, runs_output)
+    value = per_spec.get(key)
+    if value is None:
+        value = per_spec[key] = _compute_bytes(spec, cfg, runs_layers, runs_output)
+    return value
+
+
+def _compute_bytes(spec: ModelSpec, cfg: RunConfig, runs_layers: bool, runs_output: bool) -> int:
     peaks = []
     if runs_layers:
         peaks += [attention_peak(spec, cfg), ffn_peak(spec, cfg)]

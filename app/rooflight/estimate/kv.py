@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import operator
 import weakref
 
 from rooflight.estimate.config import RunConfig, kv_bytes_per_element, padded_ctx
@@ -101,4 +103,4 @@ def kv_reads_by_layer(spec: ModelSpec, cfg: RunConfig, position: int) -> tuple[f
     cells, rows, _ = _kv_table(spec, cfg)
     seen = padded_ctx(max(position, 1))
     # layers without a cache have 0 cells and 0.0 bytes per cell: they read 0.0
-    return tuple(min(c, seen) * r for c, r in zip(cells, rows, strict=True))
+    return tuple(map(operator.mul, map(min, cells, itertools.repeat(seen)), rows))

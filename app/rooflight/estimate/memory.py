@@ -6,14 +6,13 @@ Weights by layer placement (placement.py), KV cache by layer (kv.py), compute bu
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
 from rooflight.estimate.compute import compute_bytes, output_buffer_bytes
 from rooflight.estimate.config import RunConfig
 from rooflight.estimate.kv import kv_bytes_by_layer
 from rooflight.estimate.layers import layer_table
-from rooflight.estimate.placement import CPU, gpu_name, layer_devices
+from rooflight.estimate.placement import CPU, device_runs, gpu_name, layer_devices
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
 
@@ -93,11 +92,8 @@ class MemoryPlan:
 def _add_by_device(out: dict[str, int], devices: list[str], per_layer: tuple[int, ...]) -> None:
     """out[device] += the per-layer figures of the layers on it. Devices hold contiguous
     runs of layers, so each run is one C-level sum (exact: the figures are integers)."""
-    start = 0
-    for dev, run in itertools.groupby(devices[: len(per_layer)]):
-        end = start + sum(1 for _ in run)
+    for dev, start, end in device_runs(tuple(devices[: len(per_layer)])):
         out[dev] += sum(per_layer[start:end])
-        start = end
 
 
 def _weights_by_device(spec: ModelSpec, devices: list[str]) -> dict[str, int]:
@@ -156,7 +152,7 @@ def plan_memory(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig) -> M
 def _fit_state(mems: list[DeviceMemory], devices: list[str], n_layer: int) -> str:
     if not all(m.fits for m in mems):
         return "too_large"
-    on_gpu = sum(1 for d in devices if d != CPU)
+    on_gpu = len(devices) - devices.count(CPU)
     if on_gpu == 0:
         return "cpu_only"
     if on_gpu == n_layer + 1:

@@ -17,6 +17,7 @@ then scale the result; the JSON says so with `calibrated`.
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from rooflight.estimate.config import RunConfig
 from rooflight.estimate.kv import kv_reads_by_layer
 from rooflight.estimate.layers import layer_table
 from rooflight.estimate.memory import MemoryPlan
-from rooflight.estimate.placement import CPU, gpu_name
+from rooflight.estimate.placement import CPU, device_runs, gpu_name
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
 
@@ -203,8 +204,8 @@ def _weight_reads_per_token(spec: ModelSpec, devices: tuple[str, ...]) -> dict[s
     """Bytes of weights each device reads to generate one token."""
     table = layer_table(spec)
     reads: dict[str, float] = {}
-    for il in range(spec.n_layer):
-        reads[devices[il]] = reads.get(devices[il], 0.0) + table.active_bytes[il]
+    for dev, start, end in device_runs(devices[: spec.n_layer]):
+        reads[dev] = sum(table.active_bytes[start:end], reads.get(dev, 0.0))
     out_dev = devices[spec.n_layer]
     reads[out_dev] = reads.get(out_dev, 0.0) + table.output_bytes
     return reads
@@ -222,8 +223,8 @@ def _decode_fixed(
     devices = mem.layer_devices
     overhead_per_layer = {dev: _device_constants(hardware, dev).layer_overhead_s for dev in set(devices)}
     overhead = SAMPLING_S_PER_VOCAB * spec.n_vocab
-    for il in range(spec.n_layer):
-        overhead += overhead_per_layer[devices[il]]
+    for dev, start, end in device_runs(devices[: spec.n_layer]):
+        overhead = sum(itertools.repeat(overhead_per_layer[dev], end - start), overhead)
     return _weight_reads_per_token(spec, devices), _cpu_cycles_per_token(spec, devices), overhead
 
 
@@ -238,9 +239,10 @@ def decode_parts_s(
     devices = mem.layer_devices
     weight_reads, cycles, overhead = _fixed or _decode_fixed(spec, hardware, mem)
     reads = dict(weight_reads)
-    kv_devices = devices if cfg.offload_kqv else (CPU,) * len(devices)
-    for dev, kv_read in zip(kv_devices, kv_reads_by_layer(spec, cfg, position), strict=False):
-        reads[dev] = reads.get(dev, 0.0) + kv_read
+    kv_reads = kv_reads_by_layer(spec, cfg, position)
+    kv_runs = device_runs(devices[: spec.n_layer]) if cfg.offload_kqv else ((CPU, 0, spec.n_layer),)
+    for dev, start, end in kv_runs:
+        reads[dev] = sum(kv_reads[start:end], reads.get(dev, 0.0))
     parts = {"memory": 0.0, "compute": 0.0, "overhead": overhead}
     for dev, nbytes in reads.items():
         c = _device_constants(hardware, dev)
@@ -272,7 +274,10 @@ def _cpu_threads(hardware: HardwareProfile, cfg: RunConfig) -> int:
 
 def _cpu_cycles_per_token(spec: ModelSpec, devices: tuple[str, ...]) -> float:
     table = layer_table(spec)
-    cycles = sum(c for il, c in enumerate(table.active_cpu_cycles) if devices[il] == CPU)
+    cycles = 0
+    for dev, start, end in device_runs(devices[: spec.n_layer]):
+        if dev == CPU:
+            cycles = sum(table.active_cpu_cycles[start:end], cycles)
     if devices[spec.n_layer] == CPU:
         cycles += table.output_cpu_cycles
     return cycles
@@ -298,12 +303,12 @@ def prefill_time_s(
 
     # per device: weight bytes, multiply-adds per token, attention width, layer count
     per_dev: dict[str, list[float]] = {}
-    for il in range(spec.n_layer):
-        acc = per_dev.setdefault(devices[il], [0.0, 0.0, 0.0, 0])
-        acc[0] += table.bytes[il]
-        acc[1] += table.active_params[il]
-        acc[2] += max(spec.n_head[il], 1) * spec.head_dim_k
-        acc[3] += 1
+    for dev, start, end in device_runs(devices[: spec.n_layer]):
+        acc = per_dev.setdefault(dev, [0.0, 0.0, 0.0, 0])
+        acc[0] = sum(table.bytes[start:end], acc[0])
+        acc[1] = sum(table.active_params[start:end], acc[1])
+        acc[2] = sum(map(spec.head_dim_k.__mul__, map(max, spec.n_head[start:end], itertools.repeat(1))), acc[2])
+        acc[3] += end - start
 
     total, bound_times = 0.0, {"compute": 0.0, "memory": 0.0, "pcie": 0.0}
     done = 0

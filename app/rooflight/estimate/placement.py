@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 
 from rooflight.hardware.profile import HardwareProfile
 
@@ -61,3 +62,18 @@ def _layer_devices(
         k = bisect.bisect_right(splits, (il - i_gpu_start) / act_gpu_layers)
         devices.append(gpu_name(gpus[min(k, len(gpus) - 1)].index))
     return tuple(devices)
+
+
+@functools.lru_cache(maxsize=4096)
+def device_runs(devices: tuple[str, ...]) -> tuple[tuple[str, int, int], ...]:
+    """(device, first layer, end) for each run of consecutive layers on one device.
+
+    Placement gives each device one contiguous range, so per-device sums of per-layer
+    figures are a few slice sums instead of a Python loop over every layer; summing a
+    slice in order (sum(values, start)) adds exactly as that loop did."""
+    runs, start = [], 0
+    for dev, run in itertools.groupby(devices):
+        end = start + sum(1 for _ in run)
+        runs.append((dev, start, end))
+        start = end
+    return tuple(runs)

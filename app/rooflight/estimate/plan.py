@@ -113,18 +113,29 @@ def choose_gpu_layers(spec: ModelSpec, hardware: HardwareProfile, wishes: Wishes
 
     GPU memory only grows with more offloaded layers, so a binary search is exact.
     """
+    return _choose_gpu_layers(spec, hardware, wishes)[0]
+
+
+def _choose_gpu_layers(
+    spec: ModelSpec, hardware: HardwareProfile, wishes: Wishes
+) -> tuple[int, MemoryPlan | None]:
+    """choose_gpu_layers, with the memory plan of the chosen count when the search made
+    it (plan() then need not make it again)."""
     if hardware.backend == "cpu" or not hardware.gpus:
-        return 0
+        return 0, None
     lo, hi = 0, spec.n_layer + 1
-    if _gpus_fit(plan_memory(spec, hardware, _config(spec, hardware, wishes, hi))):
-        return hi
+    mem = plan_memory(spec, hardware, _config(spec, hardware, wishes, hi))
+    if _gpus_fit(mem):
+        return hi, mem
+    lo_mem = None
     while lo + 1 < hi:
         mid = (lo + hi) // 2
-        if _gpus_fit(plan_memory(spec, hardware, _config(spec, hardware, wishes, mid))):
-            lo = mid
+        mem = plan_memory(spec, hardware, _config(spec, hardware, wishes, mid))
+        if _gpus_fit(mem):
+            lo, lo_mem = mid, mem
         else:
             hi = mid
-    return lo
+    return lo, lo_mem
 
 
 def plan(
@@ -140,8 +151,9 @@ def plan(
         # a thread sweep on this machine (rooflight bench --threads-sweep) beats the
         # physical-core default it started from
         wishes = replace(wishes, n_threads=calibration.preferred_threads(spec.file_bytes))
+    mem = None
     if wishes.n_gpu_layers == "auto":
-        n_gpu = choose_gpu_layers(spec, hardware, wishes)
+        n_gpu, mem = _choose_gpu_layers(spec, hardware, wishes)
     elif isinstance(wishes.n_gpu_layers, int):
         n_gpu = min(wishes.n_gpu_layers, spec.n_layer + 1)
         if hardware.backend == "cpu":
@@ -149,7 +161,8 @@ def plan(
     else:
         raise BadInputError(f"--gpu-layers must be a number or auto, not {wishes.n_gpu_layers!r}.")
     cfg = _config(spec, hardware, wishes, n_gpu)
-    mem = plan_memory(spec, hardware, cfg)
+    if mem is None:  # the GPU-layer search already planned this exact config otherwise
+        mem = plan_memory(spec, hardware, cfg)
     perf = estimate_performance(
         spec, hardware, cfg, mem,
         prompt_tokens=wishes.prompt_tokens, gen_tokens=wishes.gen_tokens, calibration=calibration,
