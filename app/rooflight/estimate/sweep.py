@@ -12,6 +12,7 @@ Pure functions over ModelSpec and HardwareProfile, like plan() itself.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from rooflight.estimate.config import padded_ctx
@@ -45,6 +46,8 @@ class ContextPoint:
 
     n_ctx: int
     estimate: Estimate
+    prompt_tokens: int  # the fill the speeds were estimated for (stress_wishes)
+    gen_tokens: int
 
     @property
     def fit(self) -> str:
@@ -74,6 +77,8 @@ class ContextPoint:
         p = self.estimate.performance
         return {
             "n_ctx": self.n_ctx,
+            "prompt_tokens": self.prompt_tokens,
+            "gen_tokens": self.gen_tokens,
             "fit": self.fit,
             "n_gpu_layers": self.n_gpu_layers,
             "devices": [d.to_dict() for d in self.devices],
@@ -93,8 +98,9 @@ def plan_at(
     gen_tokens: int = STRESS_GEN_TOKENS,
     calibration: Calibration | None = None,
 ) -> ContextPoint:
-    est = plan(spec, hardware, stress_wishes(wishes or Wishes(), n_ctx, gen_tokens), calibration=calibration)
-    return ContextPoint(n_ctx, est)
+    w = stress_wishes(wishes or Wishes(), n_ctx, gen_tokens)
+    est = plan(spec, hardware, w, calibration=calibration)
+    return ContextPoint(n_ctx, est, w.prompt_tokens, w.gen_tokens)
 
 
 def trained_context(spec: ModelSpec) -> int | None:
@@ -136,29 +142,47 @@ def speed_vs_context(
     return [plan_at(spec, hardware, n, wishes, gen_tokens=gen_tokens, calibration=calibration) for n in contexts]
 
 
-def max_fitting_context(
+def largest_context(
     spec: ModelSpec, hardware: HardwareProfile, wishes: Wishes | None = None, *,
-    hi: int | None = None, gen_tokens: int = STRESS_GEN_TOKENS,
+    where: Callable[[ContextPoint], bool], hi: int | None = None, gen_tokens: int = STRESS_GEN_TOKENS,
 ) -> int | None:
-    """The largest context (a multiple of 256, at most hi / the trained context) that the
-    plan says fits, or None when not even 256 tokens fit. Memory only grows with the
-    context (with "auto" offload a longer context moves layers to the CPU, never back),
-    so a binary search over multiples of 256 is exact."""
+    """The largest context (a multiple of 256, at most hi / the trained context) whose
+    planned point satisfies `where`, or None when not even 256 tokens do. `where` must
+    hold up to some context and fail beyond it; the fit states do: memory only grows with
+    the context, and with "auto" offload a longer context moves layers to the CPU, never
+    back (full_gpu -> partial_gpu -> cpu_only -> too_large). So a binary search over
+    multiples of 256 is exact, about a dozen plans."""
     hi = hi or trained_context(spec) or 131072
 
-    def fits(n: int) -> bool:
-        return plan_at(spec, hardware, n, wishes, gen_tokens=gen_tokens).fits
+    def ok(n: int) -> bool:
+        return where(plan_at(spec, hardware, n, wishes, gen_tokens=gen_tokens))
 
-    if not fits(MIN_CTX):
+    if not ok(MIN_CTX):
         return None
-    if fits(hi):
+    if ok(hi):
         return hi
-    # invariant: fits(lo_k * 256) and not fits(hi_k * 256) (hi_k * 256 >= hi)
+    # invariant: ok(lo_k * 256) and not ok(hi_k * 256) (hi_k * 256 >= hi)
     lo_k, hi_k = 1, -(-hi // 256)
     while lo_k + 1 < hi_k:
         mid = (lo_k + hi_k) // 2
-        if fits(mid * 256):
+        if ok(mid * 256):
             lo_k = mid
         else:
             hi_k = mid
     return lo_k * 256
+
+
+def max_fitting_context(
+    spec: ModelSpec, hardware: HardwareProfile, wishes: Wishes | None = None, *,
+    hi: int | None = None, gen_tokens: int = STRESS_GEN_TOKENS,
+) -> int | None:
+    """The largest context the plan says fits this machine (None: not even 256 tokens)."""
+    return largest_context(spec, hardware, wishes, where=lambda p: p.fits, hi=hi, gen_tokens=gen_tokens)
+
+
+def max_full_gpu_context(
+    spec: ModelSpec, hardware: HardwareProfile, wishes: Wishes | None = None, *,
+    hi: int | None = None, gen_tokens: int = STRESS_GEN_TOKENS,
+) -> int | None:
+    """The largest context at which every layer still runs on the GPU (None: never)."""
+    return largest_context(spec, hardware, wishes, where=lambda p: p.fit == "full_gpu", hi=hi, gen_tokens=gen_tokens)
