@@ -79,15 +79,32 @@ def cmd_rank(args) -> int:
 
     if args.use_case not in USE_CASES and args.use_case not in ("vision", "multilingual"):
         raise BadInputError(f"Unknown use case {args.use_case!r}; use one of {', '.join(USE_CASES)}.")
+    from rooflight.catalog.hub import cached_catalog_files, refresh_catalog_files
+    from rooflight.catalog.local import find_installed
+
     profile = _hardware(args)
     calibration = None if args.hardware else _calibration(profile)
+    offline = False
+    if args.refresh:  # ask the Hub for the catalog's current files (cached answers otherwise)
+        refreshed = refresh_catalog_files()
+        hub_files, offline = refreshed.models, refreshed.offline
+        if offline:
+            print("rooflight: offline: the Hub could not be asked; file sizes come from earlier answers "
+                  "or are computed.", file=sys.stderr)
+        elif refreshed.errors:
+            repo, why = next(iter(refreshed.errors.items()))
+            print(f"rooflight: {len(refreshed.errors)} repositories could not be listed ({repo}: {why})",
+                  file=sys.stderr)
+    else:
+        hub_files = cached_catalog_files()
     ranked = rank_models(
         profile, ctx=args.ctx, use_case=args.use_case, fits_only=args.fits_only,
         min_params_b=args.min_params, max_params_b=args.max_params,
         license_contains=args.license, calibration=calibration,
+        hub_files=hub_files, installed=find_installed(), installed_only=args.installed,
     )
     if args.json:
-        _emit_json({"hardware": profile.to_dict(), "use_case": args.use_case,
+        _emit_json({"hardware": profile.to_dict(), "use_case": args.use_case, "offline": offline,
                     "models": [r.to_dict() for r in ranked]})
     else:
         print(format_ranking(ranked))
@@ -135,6 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-params", type=float, default=0.0, metavar="B", help="smallest size, billions")
     p.add_argument("--max-params", type=float, default=float("inf"), metavar="B", help="largest size, billions")
     p.add_argument("--license", help="only licenses containing this text (e.g. apache)")
+    p.add_argument("--installed", action="store_true", help="only models with a file on disk")
+    p.add_argument("--refresh", action="store_true", help="ask the Hub for current file lists and sizes first")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_rank)
 
