@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 
 COMMAND_MODULES: tuple[str, ...] = (
+    "search",
+    "models",
     "download",
     "bench",
     "advise",
