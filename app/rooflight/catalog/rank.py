@@ -122,21 +122,23 @@ class RankedModel:
         return doc
 
 
-_specs: dict[tuple, ModelSpec] = {}
+_specs: dict[tuple, tuple[CatalogModel, ModelSpec]] = {}
 
 
 def _spec(model: CatalogModel, quant: str, file_bytes: int | None = None) -> ModelSpec:
     """Catalog specs are pure functions of (model, quant[, the Hub's file size]): build
-    each once per process."""
-    key = (model.id, quant, file_bytes)
-    spec = _specs.get(key)
-    if spec is None:
-        spec = _spec(model, quant) if file_bytes else model.spec(quant)
-        if file_bytes:
-            from rooflight.catalog.hub_specs import resize_spec
+    each once per process. Keyed by the entry's identity (kept alive beside the spec), so
+    two catalogs with the same id never share a spec."""
+    key = (id(model), quant, file_bytes)
+    hit = _specs.get(key)
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    spec = _spec(model, quant) if file_bytes else model.spec(quant)
+    if file_bytes:
+        from rooflight.catalog.hub_specs import resize_spec
 
-            spec = resize_spec(spec, file_bytes, quant=quant)
-        _specs[key] = spec
+        spec = resize_spec(spec, file_bytes, quant=quant)
+    _specs[key] = (model, spec)
     return spec
 
 
