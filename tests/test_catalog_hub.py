@@ -326,3 +326,18 @@ def test_search_cli_json_and_offline_note(hub_server, tiny, tmp_path):
                           env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
     assert cold.returncode == 1 and "no earlier answer is cached" in cold.stderr
     assert len(cold.stderr.strip().splitlines()) == 1
+
+
+def test_a_damaged_cache_file_is_asked_again(hub_server, tiny, monkeypatch):
+    publish(hub_server, tiny)
+    search_hub("tiny")
+    (path,) = hub_cache.answers_dir().glob("search/*.json")
+    doc = json.loads(path.read_text())
+    path.write_text(json.dumps({**doc, "data": ["not", "a", "search"]}))
+    n = len(hub_server.requests)
+    assert [r.repo_id for r in search_hub("tiny").repos] == [REPO]
+    assert len(hub_server.requests) > n
+    path.write_text("{half a json")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(OperationFailedError, match="no earlier answer is cached"):
+        search_hub("tiny")

@@ -226,12 +226,25 @@ def describe_hub_error(e: BaseException, repo_id: str | None = None) -> Roofligh
     return OperationFailedError(f"Asking the Hub about {what} failed: {type(e).__name__}: {e}.")
 
 
+def _well_formed(kind: str, data: Any) -> bool:
+    if kind == "search":
+        return (isinstance(data, dict) and isinstance(data.get("repos"), list)
+                and isinstance(data.get("limit"), int)
+                and all(isinstance(r, dict) and isinstance(r.get("id"), str) for r in data["repos"]))
+    if kind == "files":
+        return (isinstance(data, dict) and isinstance(data.get("files"), list)
+                and all(isinstance(f, dict) and isinstance(f.get("path"), str) for f in data["files"]))
+    return True
+
+
 def _ask(kind: str, key: str, fetch: Callable[[], Any], max_age: float, what: str,
          repo_id: str | None = None, enough: Callable[[Any], bool] = lambda data: True,
          ) -> tuple[Any, bool, float]:
     """(answer, offline, fetched_at): a fresh cached answer that is `enough`, else the
     Hub's, else (the Hub cannot be asked) any cached answer."""
     cached = hub_cache.load(kind, key)
+    if cached is not None and not _well_formed(kind, cached.data):
+        cached = None  # written by another version, or damaged: ask again
     reason = offline_reason()
     if reason is None and cached is not None and cached.age_s() < max_age and enough(cached.data):
         return cached.data, False, cached.fetched_at
@@ -355,7 +368,7 @@ def list_gguf_files(
 def cached_gguf_files(repo_id: str, *, revision: str | None = None) -> RepoFiles | None:
     """The last file list the Hub gave for this repository, whatever its age; never asks."""
     cached = hub_cache.load("files", _files_key(repo_id, revision))
-    if cached is None:
+    if cached is None or not _well_formed("files", cached.data):
         return None
     return _repo_files(repo_id, cached.data, True, cached.fetched_at)
 
