@@ -13,6 +13,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "search",
     "models",
     "download",
+    "monitor",
+    "stress",
     "bench",
     "advise",
     "chat",
