@@ -193,7 +193,9 @@ def test_monitor_panel_follows_a_running_monitor(qtbot, tmp_path):
         assert by_name(panel.charts()[3], "GPU0 W").points()[-1].y() == pytest.approx(312.5)
         assert "decode 41.5 tok/s" in panel.caption() and "312 W" in panel.caption()
         check_exports(panel, tmp_path, "monitor")
+        assert monitor.subscriber_count == 1
         panel.detach()
+        assert monitor.subscriber_count == 0
         drawn = panel.samples_drawn
         time.sleep(0.3)
         qtbot.wait(50)
@@ -208,8 +210,10 @@ def test_monitor_panel_outlived_by_its_monitor(qtbot):
         panel = MonitorPanel(monitor)
         qtbot.waitUntil(lambda: panel.samples_drawn >= 2, timeout=5000)
         assert [c.title() for c in panel.charts()] == ["model speed", "memory (dashed: capacity)", "load"]
+        assert monitor.subscriber_count == 1
         panel.deleteLater()
         qtbot.wait(100)
+        assert monitor.subscriber_count == 0  # the panel's end unsubscribed it
         time.sleep(0.1)
         qtbot.wait(50)
     assert not monitor.running

@@ -275,6 +275,11 @@ class Monitor:
 
         return unsubscribe
 
+    @property
+    def subscriber_count(self) -> int:
+        with self._lock:
+            return len(self._subscribers)
+
     # -- samples ----------------------------------------------------------------------------
     def samples(self) -> list[Sample]:
         """The ring's samples, oldest first (a copy)."""

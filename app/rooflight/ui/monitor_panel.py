@@ -75,11 +75,15 @@ class MonitorPanel(ChartPanel):
         """Draw `monitor`'s samples from now on (and the ones already in its ring)."""
         self.detach()
         bridge = _Bridge()
-        bridge.sampled.connect(self.add_sample, Qt.ConnectionType.QueuedConnection)
+        bridge.sampled.connect(self._from_bridge, Qt.ConnectionType.QueuedConnection)
         self._bridge = bridge
         # the subscriber holds the bridge, so it lives as long as the monitor may emit on
         # it; when the panel goes first, Qt drops the connection and emits reach nobody
-        unsubscribe = monitor.subscribe(bridge.sampled.emit)
+
+        def deliver(sample: Sample, bridge: _Bridge = bridge) -> None:
+            bridge.sampled.emit(sample)  # from the monitor thread: queued to the panel
+
+        unsubscribe = monitor.subscribe(deliver)
         self._unsubscribe = unsubscribe
         self.destroyed.connect(lambda *_: unsubscribe())
         for sample in monitor.samples():
@@ -94,6 +98,11 @@ class MonitorPanel(ChartPanel):
         self._bridge = None
 
     @Slot(object)
+    def _from_bridge(self, sample: Sample) -> None:
+        # samples queued before a detach (or from a monitor attached earlier) are dropped
+        if self._bridge is not None and self.sender() is self._bridge:
+            self.add_sample(sample)
+
     def add_sample(self, sample: Sample) -> None:
         """Draw one more sample (GUI thread; the monitor's samples come here queued)."""
         self._keep(sample)
