@@ -167,9 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
     if not args.command:
-        # no command: the desktop app (issue: GUI); until then say what exists
-        parser.print_help(sys.stderr)
-        return 2
+        # no command: the desktop app (CONTRACT.md); Qt is imported only on this path
+        from rooflight.ui.app import main as gui_main
+
+        return gui_main([])
     try:
         return args.func(args)
     except RooflightError as exc:

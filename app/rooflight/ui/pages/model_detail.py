@@ -1,0 +1,466 @@
+"""One model in detail: every quantization at a chosen context with fit and speed, the
+memory of the chosen one per device against capacity, and a GPU-layers slider that shows
+how memory and speed move. Each quant has a Download button (Chat when it is on disk)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QFrame,
+    QHBoxLayout,
+    QHeaderView,
+    QPushButton,
+    QScrollArea,
+    QSlider,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from rooflight.catalog.rank import QuantOption, RankedModel
+from rooflight.estimate import Calibration, Estimate, Wishes, plan
+from rooflight.format import FIT_BADGES, FIT_LABELS
+from rooflight.hardware import HardwareProfile
+from rooflight.ui import theme
+from rooflight.ui.widgets import (
+    FIT_ROLE,
+    DeviceUse,
+    FitBadge,
+    FitBadgeDelegate,
+    MemoryBar,
+    ctx_label,
+    gb,
+    label,
+    tok_s,
+)
+
+DEBOUNCE_MS = 60  # re-plan once a slider stops for a moment, not on every pixel
+MIN_CTX = 512
+NO_DOWNLOADS = "Downloading needs the Downloads page, which this build does not have."
+NO_CHAT = "Chatting needs the Chat page, which this build does not have."
+
+
+# -- worker side (plain functions over the core) ------------------------------------------
+
+def plan_quants(ranked: RankedModel, hardware: HardwareProfile, n_ctx: int,
+                calibration: Calibration | None) -> list[QuantOption]:
+    """Every quant of the model re-planned at this context (auto GPU layers)."""
+    return [QuantOption(o.quant, plan(o.estimate.spec, hardware, Wishes(n_ctx=n_ctx), calibration=calibration),
+                        o.quality) for o in ranked.options]
+
+
+def plan_layers(option: QuantOption, hardware: HardwareProfile, n_ctx: int, n_gpu_layers: int | str,
+                calibration: Calibration | None) -> Estimate:
+    return plan(option.estimate.spec, hardware, Wishes(n_ctx=n_ctx, n_gpu_layers=n_gpu_layers),
+                calibration=calibration)
+
+
+def context_steps(max_ctx: int) -> list[int]:
+    """512, 1K, 2K ... up to the model's maximum (which is included even if not a power of 2)."""
+    steps, n = [], MIN_CTX
+    while n < max_ctx:
+        steps.append(n)
+        n *= 2
+    steps.append(max_ctx)
+    return steps
+
+
+def device_uses(est: Estimate, hardware: HardwareProfile) -> list[DeviceUse]:
+    out = []
+    for d in est.memory.devices:
+        if d.device == "cpu":
+            name, capacity = "CPU RAM", hardware.cpu.ram_total_bytes
+        else:
+            i = int(d.device[3:])
+            g = next((g for g in hardware.gpus if g.index == i), None)
+            name = f"GPU {i}" + (f" · {g.name}" if g else "")
+            capacity = (g.vram_total_bytes or d.available_bytes) if g else d.available_bytes
+        out.append(DeviceUse(name, d.weights_bytes, d.kv_bytes, d.compute_bytes, d.overhead_bytes,
+                             d.available_bytes, capacity))
+    return out
+
+
+def fit_sentence(est: Estimate) -> str:
+    n, total = est.config.n_gpu_layers, est.spec.n_layer + 1
+    return {
+        "full_gpu": f"All {total} layers on the GPU.",
+        "partial_gpu": f"Partial offload: {n} of {total} layers on the GPU, the rest on the CPU.",
+        "cpu_only": "Runs on the CPU, from RAM.",
+        "too_large": "Does not fit in memory at this context.",
+    }.get(est.fit, est.fit)
+
+
+# -- the panel ------------------------------------------------------------------------
+
+QCOLS = ("Quant", "File", "Fit", "Decode", "Prefill", "Memory", "Quality", "")
+ROW_HEIGHT = 34
+
+
+class ModelDetail(QWidget):
+    download_requested = Signal(str, str)
+    chat_requested = Signal(str)
+    replanned = Signal()  # after any re-plan landed (tests, screenshots)
+    closed = Signal()  # the Close button
+
+    def __init__(self, ctx, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self.ranked: RankedModel | None = None
+        self.options: list[QuantOption] = []
+        self.current: QuantOption | None = None
+        self.estimate: Estimate | None = None
+        self._ctx_steps: list[int] = []
+        self._wanted_quant: str | None = None
+        self._quants_task = None
+        self._layers_task = None
+        self.setAccessibleName("Model detail")
+
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        outer.addWidget(scroll)
+        self.content = QFrame()
+        self.content.setProperty("role", "card")
+        scroll.setWidget(self.content)
+        col = QVBoxLayout(self.content)
+        col.setContentsMargins(16, 12, 16, 12)
+        col.setSpacing(8)
+
+        head = QHBoxLayout()
+        self.name = label("", "title")
+        self.meta = label("", "muted", wrap=True)
+        self.close_button = QPushButton("Close")
+        self.close_button.setAccessibleName("Close the model detail")
+        self.close_button.clicked.connect(self.closed)
+        head.addWidget(self.name)
+        head.addWidget(self.meta, 1)
+        head.addWidget(self.close_button, 0, Qt.AlignmentFlag.AlignTop)
+        col.addLayout(head)
+
+        columns = QHBoxLayout()
+        columns.setSpacing(18)
+        col.addLayout(columns, 1)
+
+        # left: every quant at the chosen context
+        left = QVBoxLayout()
+        left.setSpacing(8)
+        columns.addLayout(left, 3)
+        row = QHBoxLayout()
+        row.addWidget(label("Context", "heading"))
+        self.ctx_slider = QSlider(Qt.Orientation.Horizontal)
+        self.ctx_slider.setAccessibleName("Context length")
+        self.ctx_slider.setPageStep(1)
+        self.ctx_value = label("", "value")
+        self.ctx_value.setMinimumWidth(100)
+        self.ctx_value.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        row.addWidget(self.ctx_slider, 1)
+        row.addWidget(self.ctx_value)
+        left.addLayout(row)
+
+        self.table = QTableWidget(0, len(QCOLS))
+        self.table.setAccessibleName("Quantizations")
+        self.table.setHorizontalHeaderLabels(list(QCOLS))
+        self.table.verticalHeader().hide()
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setAlternatingRowColors(True)
+        self.table.setShowGrid(False)
+        self.table.setWordWrap(False)
+        self.table.setItemDelegateForColumn(2, FitBadgeDelegate(self.table))
+        hh = self.table.horizontalHeader()
+        hh.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        hh.setSectionResizeMode(5, QHeaderView.ResizeMode.Stretch)  # memory takes what is left
+        hh.setSectionResizeMode(len(QCOLS) - 1, QHeaderView.ResizeMode.Fixed)
+        self.table.setColumnWidth(len(QCOLS) - 1, 50)  # the Download / Chat button
+        hh.setStretchLastSection(False)
+        hh.setHighlightSections(False)
+        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        self.table.verticalHeader().setDefaultSectionSize(ROW_HEIGHT)
+        self.table.itemSelectionChanged.connect(self._quant_selected)
+        left.addWidget(self.table, 1)
+
+        # right: the chosen quant's memory per device, the GPU-layers slider, the speed
+        right = QVBoxLayout()
+        right.setSpacing(8)
+        columns.addLayout(right, 2)
+        sec = QHBoxLayout()
+        self.section = label("", "heading")
+        self.fit_badge = FitBadge()
+        sec.addWidget(self.section)
+        sec.addWidget(self.fit_badge)
+        sec.addStretch(1)
+        right.addLayout(sec)
+        self.fit_text = label("", "muted", wrap=True)
+        right.addWidget(self.fit_text)
+        self.memory = MemoryBar()
+        right.addWidget(self.memory)
+        lrow = QHBoxLayout()
+        lrow.addWidget(label("GPU layers", "heading"))
+        self.layers_slider = QSlider(Qt.Orientation.Horizontal)
+        self.layers_slider.setAccessibleName("GPU layers")
+        self.layers_value = label("", "value")
+        self.layers_value.setMinimumWidth(80)
+        self.layers_value.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        self.layers_auto = QCheckBox("Auto")
+        self.layers_auto.setAccessibleName("GPU layers automatic")
+        self.layers_auto.setToolTip("The largest offload that fits, as the runtime will load it")
+        self.layers_auto.setChecked(True)
+        lrow.addWidget(self.layers_slider, 1)
+        lrow.addWidget(self.layers_value)
+        lrow.addWidget(self.layers_auto)
+        right.addLayout(lrow)
+        self.speed = label("", "heading", wrap=True)
+        self.speed.setAccessibleName("Predicted speed")
+        self.config = label("", "muted", wrap=True, selectable=True)
+        self.config.setAccessibleName("Planned configuration")
+        right.addWidget(self.speed)
+        right.addWidget(self.config)
+        right.addStretch(1)
+
+        self._ctx_timer = QTimer(self, singleShot=True, interval=DEBOUNCE_MS)
+        self._ctx_timer.timeout.connect(self._replan_quants)
+        self._layers_timer = QTimer(self, singleShot=True, interval=DEBOUNCE_MS)
+        self._layers_timer.timeout.connect(self._replan_layers)
+        self.ctx_slider.valueChanged.connect(self._ctx_moved)
+        self.layers_slider.valueChanged.connect(self._layers_moved)
+        self.layers_auto.toggled.connect(self._auto_toggled)
+        ctx.actions.changed.connect(self._fill_table)
+        ctx.installed.changed.connect(self._fill_table)
+
+    # -- public ------------------------------------------------------------------------
+    @property
+    def n_ctx(self) -> int:
+        return self._ctx_steps[self.ctx_slider.value()] if self._ctx_steps else 0
+
+    def show_model(self, ranked: RankedModel | None) -> None:
+        """Show a ranking row (None: the placeholder). Keeps the chosen quant and context
+        when the same model is shown again for another machine."""
+        same = ranked is not None and self.ranked is not None and ranked.model.id == self.ranked.model.id
+        keep_quant = self.current.quant if same and self.current else None
+        keep_ctx = self.n_ctx if same else None
+        self.ranked = ranked
+        self.current = None
+        self.estimate = None
+        for task in (self._quants_task, self._layers_task):
+            if task is not None:
+                task.cancel()
+        if ranked is None:
+            return
+        m = ranked.model
+        self.name.setText(m.name)
+        active = f", {m.params_active:g}B active" if m.params_active < m.params_total else ""
+        self.meta.setText(f"{m.params_total:g}B parameters{active} · {m.architecture} · licence {m.license} · "
+                          f"{', '.join(m.tags)} · up to {ctx_label(m.hparams.context_length)} context")
+        self._ctx_steps = context_steps(m.hparams.context_length)
+        target = keep_ctx or ranked.best.estimate.config.n_ctx
+        self.ctx_slider.blockSignals(True)
+        self.ctx_slider.setRange(0, len(self._ctx_steps) - 1)
+        self.ctx_slider.setValue(min(range(len(self._ctx_steps)), key=lambda i: abs(self._ctx_steps[i] - target)))
+        self.ctx_slider.blockSignals(False)
+        self.ctx_value.setText(f"{ctx_label(self.n_ctx)} tokens")
+        self._wanted_quant = keep_quant or ranked.best.quant
+        if self.n_ctx == ranked.best.estimate.config.n_ctx:
+            self._set_options(list(ranked.options))
+        else:
+            self._replan_quants()
+
+    def select_quant(self, quant: str) -> None:
+        for row, o in enumerate(self.options):
+            if o.quant == quant:
+                self.table.selectRow(row)
+                return
+
+    def set_context(self, n_ctx: int) -> None:
+        """Move the context slider to the nearest step (re-plans after the debounce)."""
+        i = min(range(len(self._ctx_steps)), key=lambda k: abs(self._ctx_steps[k] - n_ctx))
+        self.ctx_slider.setValue(i)
+
+    def set_gpu_layers(self, n: int | None) -> None:
+        """None: automatic; else exactly n layers on the GPU(s)."""
+        if n is None:
+            self.layers_auto.setChecked(True)
+        else:
+            self.layers_auto.blockSignals(True)
+            self.layers_auto.setChecked(False)
+            self.layers_auto.blockSignals(False)
+            self.layers_slider.setValue(n)
+            self._layers_timer.start()
+
+    # -- context -------------------------------------------------------------------------
+    def _ctx_moved(self, _value: int) -> None:
+        self.ctx_value.setText(f"{ctx_label(self.n_ctx)} tokens")
+        self._ctx_timer.start()
+
+    def _replan_quants(self) -> None:
+        profile = self.ctx.machine.profile
+        if self.ranked is None or profile is None:
+            return
+        if self._quants_task is not None:
+            self._quants_task.cancel()
+        self._quants_task = self.ctx.runner.run(
+            plan_quants, self.ranked, profile, self.n_ctx, self.ctx.machine.calibration,
+            on_done=self._set_options, what="planning the quantizations")
+
+    def _set_options(self, options: list[QuantOption]) -> None:
+        self._quants_task = None
+        self.options = options
+        wanted = self.current.quant if self.current else self._wanted_quant
+        self._wanted_quant = wanted
+        self._fill_table()
+        self.select_quant(wanted or (options[0].quant if options else ""))
+        self.replanned.emit()
+
+    def _fill_table(self) -> None:
+        if self.ranked is None:
+            return
+        selected = self.current.quant if self.current else self._wanted_quant
+        installed = self.ctx.installed.quants_of(self.ranked.model)
+        self.table.blockSignals(True)
+        self.table.setRowCount(len(self.options))
+        for row, o in enumerate(self.options):
+            e = o.estimate
+            p = e.performance
+            avail = sum(d.available_bytes for d in e.memory.devices)
+            cells = [o.quant, gb(e.spec.file_bytes), FIT_BADGES.get(e.fit, e.fit),
+                     "—" if e.fit == "too_large" else tok_s(p.decode_tok_s),
+                     "—" if e.fit == "too_large" else tok_s(p.prefill_tok_s),
+                     f"{e.memory.total_bytes / 1e9:.1f} / {gb(avail)}", f"{o.quality:.0f}"]
+            for colno, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if colno == 2:
+                    item.setData(FIT_ROLE, e.fit)
+                    item.setToolTip(FIT_LABELS.get(e.fit, e.fit))
+                if colno in (3, 4, 6):
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                self.table.setItem(row, colno, item)
+            self.table.setCellWidget(row, len(QCOLS) - 1, self._buttons(o, installed.get(o.quant)))
+        self.table.clearSelection()
+        self.table.blockSignals(False)
+        if selected:
+            self.current = None
+            self.select_quant(selected)
+
+    def _buttons(self, option: QuantOption, local_path: str | None) -> QWidget:
+        """A Download button, or Chat when the file is on disk: compact icon buttons whose
+        accessible names and tooltips say what they do."""
+        w = QWidget()
+        row = QHBoxLayout(w)
+        row.setContentsMargins(4, 1, 4, 1)
+        row.setSpacing(4)
+        repo, file = self.ranked.model.file_for(option.quant)
+        if local_path:
+            button = QPushButton(theme.icon("chat", 16), "")
+            button.setAccessibleName(f"Chat with {option.quant}")
+            button.setEnabled(self.ctx.actions.can_chat)
+            button.setToolTip(f"Chat with {local_path}" if self.ctx.actions.can_chat else NO_CHAT)
+            button.clicked.connect(lambda _=False, p=local_path: self.chat_requested.emit(p))
+        else:
+            button = QPushButton(theme.icon("downloads", 16), "")
+            button.setAccessibleName(f"Download {option.quant}")
+            can = self.ctx.actions.can_download
+            button.setEnabled(can)
+            button.setToolTip(f"Download {repo}/{file} ({gb(option.estimate.spec.file_bytes)})" if can
+                              else NO_DOWNLOADS)
+            button.clicked.connect(lambda _=False, r=repo, f=file: self.download_requested.emit(r, f))
+        button.setProperty("compact", True)
+        button.setFixedWidth(36)
+        row.addWidget(button)
+        row.addStretch(1)
+        return w
+
+    def quant_buttons(self, quant: str) -> list[QPushButton]:
+        for row, o in enumerate(self.options):
+            if o.quant == quant:
+                return self.table.cellWidget(row, len(QCOLS) - 1).findChildren(QPushButton)
+        return []
+
+    # -- the chosen quant ------------------------------------------------------------------
+    def _quant_selected(self) -> None:
+        rows = self.table.selectionModel().selectedRows()
+        if not rows or rows[0].row() >= len(self.options):
+            return
+        option = self.options[rows[0].row()]
+        if self.current is not None and option.quant == self.current.quant and self.estimate is not None:
+            return
+        self.current = option
+        self._wanted_quant = option.quant
+        n_layer = option.estimate.spec.n_layer + 1
+        self.layers_slider.blockSignals(True)
+        self.layers_slider.setRange(0, n_layer)
+        self.layers_slider.blockSignals(False)
+        if self.layers_auto.isChecked():
+            self._show_estimate(option.estimate)
+        else:
+            self._replan_layers()
+
+    def _layers_moved(self, _value: int) -> None:
+        if self.layers_auto.isChecked():
+            self.layers_auto.blockSignals(True)
+            self.layers_auto.setChecked(False)
+            self.layers_auto.blockSignals(False)
+        self._update_layers_label(self.layers_slider.value())
+        self._layers_timer.start()
+
+    def _auto_toggled(self, on: bool) -> None:
+        if on and self.current is not None:
+            self._show_estimate(self.current.estimate)
+        else:
+            self._replan_layers()
+
+    def _replan_layers(self) -> None:
+        profile = self.ctx.machine.profile
+        if self.current is None or profile is None:
+            return
+        if self._layers_task is not None:
+            self._layers_task.cancel()
+        layers: int | str = "auto" if self.layers_auto.isChecked() else self.layers_slider.value()
+        self._layers_task = self.ctx.runner.run(
+            plan_layers, self.current, profile, self.n_ctx, layers, self.ctx.machine.calibration,
+            on_done=self._layers_planned, what="planning the GPU offload")
+
+    def _layers_planned(self, est: Estimate) -> None:
+        self._layers_task = None
+        self._show_estimate(est)
+        self.replanned.emit()
+
+    def _update_layers_label(self, n: int) -> None:
+        total = self.layers_slider.maximum()
+        self.layers_value.setText(f"{n} of {total}")
+
+    def _show_estimate(self, est: Estimate) -> None:
+        self.estimate = est
+        profile = self.ctx.machine.profile
+        s, cfg, p = est.spec, est.config, est.performance
+        self.section.setText(f"{s.file_type} at {ctx_label(cfg.n_ctx)} context")
+        self.fit_badge.set_fit(est.fit)
+        self.fit_text.setText(fit_sentence(est))
+        self.memory.set_devices(device_uses(est, profile))
+        self.layers_slider.blockSignals(True)
+        self.layers_slider.setValue(cfg.n_gpu_layers)
+        self.layers_slider.blockSignals(False)
+        self._update_layers_label(cfg.n_gpu_layers)
+        gpu = profile is not None and profile.backend != "cpu" and bool(profile.gpus)
+        self.layers_slider.setEnabled(gpu)
+        self.layers_auto.setEnabled(gpu)
+        tip = ("" if gpu else "No GPU that llama.cpp can use here; try “What if…” on the "
+               "This machine page to plan for one.")
+        self.layers_slider.setToolTip(tip or "Layers offloaded to the GPU(s); the rest run on the CPU")
+        lo, hi = p.decode_tok_s_range
+        if est.fit == "too_large":
+            self.speed.setText("Does not fit: no speed to predict. Try a smaller quant, a shorter "
+                               "context or fewer GPU layers.")
+        else:
+            self.speed.setText(f"Decode {tok_s(p.decode_tok_s)} tok/s (range {tok_s(lo)}–{tok_s(hi)}) · "
+                               f"prefill {tok_s(p.prefill_tok_s)} tok/s · first token in "
+                               f"{p.time_to_first_token_s:.2f} s")
+        self.config.setText(
+            f"Planned: {cfg.n_gpu_layers} of {s.n_layer + 1} layers on the GPU · KV cache {cfg.kv_type} · "
+            f"flash attention {'on' if cfg.flash_attn else 'off'} · {cfg.n_threads} threads · "
+            f"batch {cfg.n_batch}/{cfg.n_ubatch} · decode {p.bound}-bound"
+            + (" · calibrated on this machine" if p.calibrated else ""))

@@ -1,0 +1,77 @@
+"""The "what if" machine: this machine's CPU with another GPU, a second GPU, or more RAM.
+
+Plain functions over the core (no Qt): the profile is built through profile_from_dict, so
+the GPU figures come from the bundled table exactly as for `--hardware FILE`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from rooflight.hardware import HardwareProfile, gpu_table, profile_from_dict
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """What to change; None means "as detected"."""
+
+    gpu: str | None = None  # table name replacing the detected GPUs ("" removes them)
+    second_gpu: str | None = None  # table name of one more GPU
+    ram_total_bytes: int | None = None
+
+    @property
+    def is_empty(self) -> bool:
+        return self.gpu is None and self.second_gpu is None and self.ram_total_bytes is None
+
+    def describe(self) -> str:
+        parts = []
+        if self.gpu == "":
+            parts.append("no GPU")
+        elif self.gpu:
+            parts.append(self.gpu)
+        if self.second_gpu:
+            parts.append(f"+ {self.second_gpu}")
+        if self.ram_total_bytes:
+            parts.append(f"{self.ram_total_bytes / 1e9:.0f} GB RAM")
+        return " ".join(parts) or "this machine"
+
+
+def table_gpu_names() -> list[str]:
+    """Every GPU of the bundled table, in the table's order (vendor, then generation)."""
+    return [g["name"] for g in gpu_table()]
+
+
+def what_if_profile(detected: HardwareProfile, what: WhatIf) -> HardwareProfile:
+    """This machine with the changes in `what`. Hypothetical GPUs are assumed idle (all
+    VRAM free) and driven by their vendor's native llama.cpp build."""
+    if what.is_empty:
+        return detected
+    # the profile reader treats empty values as malformed: leave unknown fields out
+    cpu = {k: v for k, v in asdict(detected.cpu).items() if v not in (None, "")}
+    cpu["isa"] = list(detected.cpu.isa)
+    if what.ram_total_bytes:
+        # keep what other programs use now; the rest of the new RAM is free
+        in_use = detected.cpu.ram_total_bytes - detected.cpu.ram_available_bytes
+        cpu["ram_total_bytes"] = int(what.ram_total_bytes)
+        cpu["ram_available_bytes"] = max(0, int(what.ram_total_bytes) - in_use)
+    if what.gpu is None:
+        gpus = [_as_input(g) for g in detected.gpus]
+        backend = detected.backend if what.second_gpu is None else None
+    else:
+        gpus = [{"name": what.gpu}] if what.gpu else []
+        backend = None
+    if what.second_gpu:
+        gpus.append({"name": what.second_gpu})
+    for i, g in enumerate(gpus):
+        g["index"] = i
+    doc = {"cpu": cpu, "gpus": gpus}
+    if backend is not None:
+        doc["backend"] = backend
+    return profile_from_dict(doc, detect_cpu_if_missing=False, measure_bandwidth=False,
+                             origin="the what-if machine")
+
+
+def _as_input(g) -> dict:
+    d = {k: v for k, v in asdict(g).items() if v not in (None, "")}
+    d.pop("source", None)
+    return d

@@ -1,0 +1,105 @@
+"""This machine: real detection in a worker, cards, plain-word warnings, and the what-if
+selector whose machine every estimate in the app follows."""
+
+import pytest
+
+from rooflight.errors import BadInputError
+from rooflight.ui.whatif import WhatIf, table_gpu_names, what_if_profile
+from test_ui_support import GiB, cpu_box, make_window, profile, wait_ranked
+
+
+def test_real_detection_fills_the_cards(qtbot):
+    window = make_window(qtbot)
+    page = window.page("machine")
+    assert page.ctx.machine.profile is None and page.busy.parent() is not None
+    with qtbot.waitSignal(window.ctx.machine.changed, timeout=30000) as blocker:
+        window.ctx.machine.detect()
+    detected = blocker.args[0]
+    cards = page.cards()
+    assert len(cards) == len(detected.gpus) + 1
+    cpu = cards[-1]
+    assert cpu.heading.text() == f"CPU · {detected.cpu.name}"
+    assert f"{detected.cpu.cores} cores" in cpu.subtitle.text()
+    assert detected.cpu.name in window.machine_line.text()
+    # the ranking follows detection, with no click
+    models = wait_ranked(qtbot, window)
+    assert models.model.rows
+
+
+def test_gpu_card_and_plain_warnings(qtbot):
+    gpus = [{"name": "RTX 3060", "vram_total_bytes": 12 * GiB, "vram_free_bytes": 3 * GiB}]
+    cpu_build = ("llama-cpp-python here is a CPU-only build, so llama.cpp will not use the NVIDIA GPU "
+                 "(RTX 3060); install a GPU build with: CMAKE_ARGS=\"-DGGML_CUDA=on\" pip install ...")
+    hw = profile(gpus, backend="cpu", warnings=[cpu_build])
+    window = make_window(qtbot, hw)
+    page = window.page("machine")
+    gpu_card, cpu_card = page.cards()
+    assert gpu_card.heading.text() == "GPU 0 · RTX 3060"
+    texts = [n.text.text() for n in page._content.findChildren(type(page.what_if_note)) if n.isVisibleTo(page)]
+    assert any(t.startswith("Llama-cpp-python here is a CPU-only build") for t in texts)
+    assert any(t.startswith("Other programs are using 9.7 GB of GPU 0's memory (RTX 3060)") for t in texts)
+    values = {w.accessibleName(): w.text() for w in gpu_card.findChildren(type(gpu_card.heading))}
+    assert values["Bandwidth"] == "360 GB/s"
+    assert values["llama.cpp backend"] == "CPU only"
+
+
+def test_what_if_a_4090_makes_the_top_models_full_gpu(qtbot):
+    hw = cpu_box()
+    window = make_window(qtbot, hw)
+    models = wait_ranked(qtbot, window)
+    before = {r.model.id: r for r in models.visible_rows()}
+    assert all(r.fit != "full_gpu" for r in before.values())
+    machine = window.page("machine")
+    with qtbot.waitSignal(models.ranked, timeout=30000):
+        machine.gpu_combo.setCurrentIndex(machine.gpu_combo.findData("NVIDIA GeForce RTX 4090"))
+    assert window.ctx.machine.is_what_if
+    top = models.visible_rows()[:5]
+    assert all(r.fit == "full_gpu" for r in top)
+    for r in top:
+        if r.model.id in before and before[r.model.id].fit != "too_large":
+            assert r.best.estimate.performance.decode_tok_s > before[r.model.id].best.estimate.performance.decode_tok_s
+    assert window.machine_line.text() == "What if: NVIDIA GeForce RTX 4090"
+    assert machine.heading.text() == "What if" and machine.reset_button.isEnabled()
+    assert "what if: NVIDIA GeForce RTX 4090" in models.status.text()
+    assert window.ctx.machine.calibration is None  # this machine's measurements do not apply
+    # back to the detected machine
+    with qtbot.waitSignal(models.ranked, timeout=30000):
+        machine.reset_what_if()
+    assert not window.ctx.machine.is_what_if
+    assert [r.model.id for r in models.visible_rows()] == list(before)
+
+
+def test_what_if_profile_swaps_adds_and_grows():
+    hw = cpu_box()
+    names = table_gpu_names()
+    assert "NVIDIA GeForce RTX 3090" in names and len(names) > 60
+    assert what_if_profile(hw, WhatIf()) is hw
+    one = what_if_profile(hw, WhatIf(gpu="RTX 3090"))
+    assert [g.name for g in one.gpus] == ["RTX 3090"] and one.backend == "cuda"
+    assert one.gpus[0].vram_total_bytes > 23 * GiB and round(one.gpus[0].bandwidth_gbs) == 936
+    two = what_if_profile(one, WhatIf(second_gpu="RTX 3060"))
+    assert [(g.index, g.name) for g in two.gpus] == [(0, "RTX 3090"), (1, "RTX 3060")]
+    more = what_if_profile(hw, WhatIf(ram_total_bytes=128 * 10**9))
+    in_use = hw.cpu.ram_total_bytes - hw.cpu.ram_available_bytes
+    assert more.cpu.ram_total_bytes == 128 * 10**9
+    assert more.cpu.ram_available_bytes == 128 * 10**9 - in_use
+    assert more.cpu.ram_bandwidth_gbs == hw.cpu.ram_bandwidth_gbs
+    none = what_if_profile(one, WhatIf(gpu=""))
+    assert none.gpus == () and none.backend == "cpu"
+    assert WhatIf(gpu="RTX 3090", second_gpu="RTX 3060", ram_total_bytes=64 * 10**9).describe() == \
+        "RTX 3090 + RTX 3060 64 GB RAM"
+    with pytest.raises(BadInputError):
+        what_if_profile(hw, WhatIf(gpu="Voodoo 5 6000"))
+
+
+def test_what_if_more_ram_lets_a_big_model_fit(qtbot):
+    hw = cpu_box()
+    window = make_window(qtbot, hw)
+    models = wait_ranked(qtbot, window)
+    big = next(r for r in models.visible_rows() if r.model.id == "llama-3.3-70b")
+    assert big.fit == "too_large"
+    machine = window.page("machine")
+    with qtbot.waitSignal(models.ranked, timeout=30000):
+        machine.ram_combo.setCurrentIndex(machine.ram_combo.findData(128 * 10**9))
+    big = next(r for r in models.visible_rows() if r.model.id == "llama-3.3-70b")
+    assert big.fit == "cpu_only"
