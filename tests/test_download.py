@@ -478,3 +478,27 @@ def test_waits_for_another_download_of_the_same_blob_and_can_be_cancelled_meanwh
             download_model(REPO, "m.gguf", control=control, on_progress=on_progress, retry=FAST)
     assert notes and "another program" in notes[0]
     assert resolve_gets(hub_server, REPO, "m.gguf") == []
+
+
+def test_a_write_error_mid_download_keeps_the_partial_and_says_so(hub_server) -> None:
+    """A real write failure from the OS (a file-size limit: EFBIG), not a simulated one."""
+    resource = pytest.importorskip("resource")  # POSIX
+    import signal
+
+    data = blob(3 * MB)
+    hub_server.add_file(REPO, "m.gguf", data)
+    old_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # fail the write, not the process
+    resource.setrlimit(resource.RLIMIT_FSIZE, (MB, old_limit[1]))
+    try:
+        with pytest.raises(OperationFailedError) as e:
+            download_model(REPO, "m.gguf", retry=FAST)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, old_limit)
+        signal.signal(signal.SIGXFSZ, old_handler)
+    msg = str(e.value)
+    assert "Cannot write the download of m.gguf" in msg and "kept" in msg and "\n" not in msg
+    kept = partials()[0].stat().st_size
+    assert 0 < kept <= MB
+    r = download_model(REPO, "m.gguf", retry=FAST)
+    assert r.resumed_bytes == kept and Path(r.model.path).read_bytes() == data

@@ -220,6 +220,7 @@ def test_unfinished_downloads_come_back_paused_after_a_restart(hub_server, queue
     q2 = queue_factory(restore=True)  # the app starts again
     (job,) = q2.jobs()
     assert (job.repo_id, job.filename, job.state) == (REPO, "m.gguf", JobState.PAUSED)
+    assert (job.progress.done_bytes, job.progress.total_bytes) == (kept, len(data))
     q2.resume(job.id)
     job = q2.wait(job.id, TIMEOUT)
     assert job.state == JobState.DONE and job.result.resumed_bytes == kept

@@ -22,6 +22,7 @@ from rooflight.gguf.splits import split_part_names
 
 _REPO = re.compile(r"^[\w.-]+/[\w.-]+$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_HASH = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")  # git sha1 / sha256: also a blob's file name
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ def resolve(
     api = HfApi(token=token, library_name="rooflight", library_version=__version__)
     info = api.model_info(repo_id, revision=revision, files_metadata=True)
     commit = info.sha or (revision if _COMMIT.match(revision) else None)
-    if not commit:
+    if not commit or not _COMMIT.match(commit):
         raise OperationFailedError(
             f"The Hub did not say which commit {revision} of {repo_id} is; try again later."
         )
@@ -125,9 +126,12 @@ def resolve(
             raise OperationFailedError(
                 f"The Hub did not give the size and checksum of {name} in {repo_id}; try again later."
             )
-        sha256 = s.lfs.sha256 if s.lfs is not None else None
-        etag = sha256 or s.blob_id
-        assert etag is not None
+        sha256 = s.lfs.sha256.lower() if s.lfs is not None else None
+        etag = sha256 or (s.blob_id or "").lower()
+        if not _HASH.match(etag):  # it becomes a file name in the cache: nothing else allowed
+            raise OperationFailedError(
+                f"The Hub gave an unexpected checksum for {name} in {repo_id}; try again later."
+            )
         parts.append(HubFileInfo(repo_id, name, commit, int(s.size), etag, sha256, s.blob_id))
     return DownloadPlan(repo_id, wanted[0], revision, commit, tuple(parts))
 

@@ -196,6 +196,8 @@ def _run(
             for etag in held:  # only blobs whose lock is ours: others may be writing the rest
                 cache.partial(etag).unlink(missing_ok=True)
         raise
+    except OSError as e:  # reading back for the check, placing in the cache: a disk problem
+        raise _explain(e, plan.repo_id, plan.filename, plan.revision, token) from None
     finally:
         if finished or not any(cache.partial_size(p.etag) for p in plan.parts):
             store.clear_pending(plan.repo_id, plan.filename, plan.revision)

@@ -28,7 +28,7 @@ from rooflight.store.installed import InstalledStore
 from .control import DownloadControl, DownloadStopped
 from .hubfile import check_names, unit_filename
 from .job import DownloadResult, discard_partial, download_model
-from .progress import Progress
+from .progress import DOWNLOADING, Progress
 from .transfer import DEFAULT_RETRY, RetryPolicy
 
 log = logging.getLogger(__name__)
@@ -120,7 +120,13 @@ class DownloadQueue:
         self._closed = False
         if restore:
             for p in self.store.pending():
-                self.add(p.repo_id, p.filename, p.revision, paused=True)
+                job_id = self.add(p.repo_id, p.filename, p.revision, paused=True)
+                with self._cond:
+                    # what is on disk, so a restored row can show "1.2 GB of 4.1 GB" at once
+                    self._jobs[job_id].progress = Progress(
+                        DOWNLOADING, p.partial_bytes(), p.size_bytes, 0.0, None, p.filename,
+                        1, len(p.blobs),
+                    )
 
     # -- commands ---------------------------------------------------------------------
 
