@@ -70,12 +70,12 @@ def describe_http_error(ref: HubFile, status: int, headers: Mapping[str, str]) -
         if code == "RepoNotFound":
             return BadInputError(
                 f"{ref.uri}: the repository {ref.repo_id} does not exist on the Hub, or it is "
-                "private and needs a token (set HF_TOKEN or run `huggingface-cli login`)."
+                "private and needs a token (set HF_TOKEN or run `hf auth login`)."
             )
         return OperationFailedError(
             f"{ref.uri} cannot be read: the repository {ref.repo_id} is gated or private "
             f"(HTTP {status}). Accept its licence at {page} and give a token with access: "
-            "set HF_TOKEN or run `huggingface-cli login`."
+            "set HF_TOKEN or run `hf auth login`."
         )
     if status == 404:
         if code == "RepoNotFound":
