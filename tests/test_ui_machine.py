@@ -4,6 +4,7 @@ selector whose machine every estimate in the app follows."""
 import pytest
 
 from rooflight.errors import BadInputError
+from rooflight.ui.pages.machine import BACKEND_WORDS
 from rooflight.ui.whatif import WhatIf, table_gpu_names, what_if_profile
 from test_ui_support import GiB, cpu_box, make_window, profile, wait_ranked
 
@@ -15,9 +16,18 @@ def test_real_detection_fills_the_cards(qtbot):
     with qtbot.waitSignal(window.ctx.machine.changed, timeout=30000) as blocker:
         window.ctx.machine.detect()
     detected = blocker.args[0]
+    qtbot.waitUntil(lambda: page._build is not None)
     cards = page.cards()
-    assert len(cards) == len(detected.gpus) + 1
-    cpu = cards[-1]
+    assert len(cards) == len(detected.gpus) + 2  # GPUs, the CPU, the llama.cpp build
+    assert cards[-1].heading.text() == "llama.cpp"
+    build = {w.accessibleName(): w.text() for w in cards[-1].findChildren(type(cards[-1].heading))}
+    from rooflight.hardware.backend import inspect_build
+
+    installed = inspect_build()  # this machine's llama-cpp-python, whatever it is
+    assert build["Build"] == ("CPU-only build" if not installed.backends else
+                              "GPU build: " + ", ".join(BACKEND_WORDS[b] for b in sorted(installed.backends)))
+    assert build["GPU offload"] == {True: "yes", False: "no", None: "not reported"}[installed.gpu_offload]
+    cpu = cards[-2]
     assert cpu.heading.text() == f"CPU · {detected.cpu.name}"
     assert f"{detected.cpu.cores} cores" in cpu.subtitle.text()
     assert detected.cpu.name in window.machine_line.text()
@@ -33,7 +43,7 @@ def test_gpu_card_and_plain_warnings(qtbot):
     hw = profile(gpus, backend="cpu", warnings=[cpu_build])
     window = make_window(qtbot, hw)
     page = window.page("machine")
-    gpu_card, cpu_card = page.cards()
+    gpu_card, cpu_card = page.cards()[:2]
     assert gpu_card.heading.text() == "GPU 0 · RTX 3060"
     texts = [n.text.text() for n in page._content.findChildren(type(page.what_if_note)) if n.isVisibleTo(page)]
     assert any(t.startswith("Llama-cpp-python here is a CPU-only build") for t in texts)
@@ -58,9 +68,9 @@ def test_what_if_a_4090_makes_the_top_models_full_gpu(qtbot):
     for r in top:
         if r.model.id in before and before[r.model.id].fit != "too_large":
             assert r.best.estimate.performance.decode_tok_s > before[r.model.id].best.estimate.performance.decode_tok_s
-    assert window.machine_line.text() == "What if: NVIDIA GeForce RTX 4090"
+    assert window.machine_line.text() == "What if: RTX 4090"
     assert machine.heading.text() == "What if" and machine.reset_button.isEnabled()
-    assert "what if: NVIDIA GeForce RTX 4090" in models.status.text()
+    assert "ranked for what if: RTX 4090 at 8K context" in models.status.text()
     assert window.ctx.machine.calibration is None  # this machine's measurements do not apply
     # back to the detected machine
     with qtbot.waitSignal(models.ranked, timeout=30000):

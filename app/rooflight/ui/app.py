@@ -24,12 +24,23 @@ ORG_NAME = "Rooflight"
 
 
 def connect_services(window: MainWindow) -> None:
-    """Where the pieces that are not pages plug into the window (one line each):
-    the live Hub search, the provider of installed files, the handlers of actions.
+    """Where the pieces that are not pages plug into the window (one line each): the
+    provider of installed files, the live Hub search, the handlers of actions, e.g.
 
         window.page("models").set_search_provider(search_and_rank)
-        window.ctx.installed.set_provider(find_installed_files)
     """
+    from rooflight.ui.installed import installed_catalog_files
+
+    ctx = window.ctx
+    ctx.installed.set_provider(lambda: installed_catalog_files(ctx.settings.models_dir))
+    folder = [ctx.settings.models_dir]
+
+    def settings_changed(settings) -> None:
+        if settings.models_dir != folder[0]:  # another folder: look again
+            folder[0] = settings.models_dir
+            ctx.installed.refresh()
+
+    ctx.settings_changed.connect(settings_changed)
 
 
 def build_window(ctx: AppContext | None = None) -> MainWindow:

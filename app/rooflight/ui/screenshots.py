@@ -71,6 +71,9 @@ def take(outdir: Path, *, theme_name: str = "light", hardware: str | None = None
                 if not window.grab().save(str(path)):
                     raise OSError(f"could not write {path}")
                 saved.append(path)
+                if shot.after is not None:
+                    shot.after(wait_until)
+                    wait_until(lambda: ctx.runner.active == 0)
     finally:
         window.close()
     return saved

@@ -80,8 +80,23 @@ def _resource_text(name: str) -> str:
         return (Path(__file__).resolve().parents[3] / "resources" / name).read_text(encoding="utf-8")
 
 
+def _resource_path(name: str) -> str:
+    """A resource as a file path (style sheets name images by path)."""
+    try:
+        path = resources.files("rooflight.resources") / name
+        if isinstance(path, Path) and path.is_file():
+            return path.as_posix()
+    except ModuleNotFoundError:
+        pass
+    return (Path(__file__).resolve().parents[3] / "resources" / name).as_posix()
+
+
 def _fill(template: str, colors: Colors) -> str:
+    images = {"check_icon": _resource_path("icon-check.svg")}
+
     def sub(m: re.Match[str]) -> str:
+        if m.group(1) in images:
+            return images[m.group(1)]
         value = getattr(colors, m.group(1), None)
         return value if isinstance(value, str) else m.group(0)
 
@@ -181,15 +196,5 @@ def icon(name: str, size: int = 20, color: str | None = None) -> QIcon:
 
 def app_icon() -> QIcon:
     """The application icon (resources/icons/rooflight.svg, from the packaging work)."""
-    for candidate in (
-        Path(__file__).resolve().parents[3] / "resources" / "icons" / "rooflight.svg",
-    ):
-        if candidate.is_file():
-            return QIcon(str(candidate))
-    try:
-        path = resources.files("rooflight.resources") / "icons" / "rooflight.svg"
-        if path.is_file():
-            return QIcon(str(path))
-    except (ModuleNotFoundError, OSError):
-        pass
-    return QIcon()
+    path = Path(_resource_path("icons/rooflight.svg"))
+    return QIcon(str(path)) if path.is_file() else QIcon()

@@ -23,17 +23,27 @@ class WhatIf:
     def is_empty(self) -> bool:
         return self.gpu is None and self.second_gpu is None and self.ram_total_bytes is None
 
-    def describe(self) -> str:
+    def describe(self, short: bool = False) -> str:
+        name = short_gpu if short else str
         parts = []
         if self.gpu == "":
             parts.append("no GPU")
         elif self.gpu:
-            parts.append(self.gpu)
+            parts.append(name(self.gpu))
         if self.second_gpu:
-            parts.append(f"+ {self.second_gpu}")
+            parts.append(f"+ {name(self.second_gpu)}")
         if self.ram_total_bytes:
             parts.append(f"{self.ram_total_bytes / 1e9:.0f} GB RAM")
         return " ".join(parts) or "this machine"
+
+
+def short_gpu(name: str) -> str:
+    """"NVIDIA GeForce RTX 4090" -> "RTX 4090": the vendor words say nothing new."""
+    for prefix, keep in (("NVIDIA GeForce ", ""), ("NVIDIA ", ""), ("AMD Radeon ", "Radeon "),
+                         ("AMD Instinct ", "Instinct ")):
+        if name.startswith(prefix):
+            return keep + name[len(prefix):]
+    return name
 
 
 def table_gpu_names() -> list[str]:

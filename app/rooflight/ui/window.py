@@ -24,6 +24,7 @@ from rooflight.ui import theme
 from rooflight.ui.context import AppContext
 from rooflight.ui.pages import START_PAGE, page_classes
 from rooflight.ui.pages.base import Page
+from rooflight.ui.whatif import short_gpu
 from rooflight.ui.widgets import Note, label
 
 INFO_SECONDS = 8  # info banners go away by themselves; errors and warnings stay
@@ -176,10 +177,8 @@ class MainWindow(QMainWindow):
         if profile is None:
             self.machine_line.setText("Detecting this machine…" if m.detecting else "Machine unknown")
             return
-        gpus = ", ".join(g.name.replace("NVIDIA GeForce ", "").replace("NVIDIA ", "") for g in profile.gpus)
-        where = gpus or "no GPU"
-        cpu = profile.cpu.name
-        text = f"What if: {m.what_if.describe()}" if m.is_what_if else f"{cpu} · {where}"
+        where = " + ".join(short_gpu(g.name) for g in profile.gpus) or "no GPU"
+        text = f"What if: {m.what_if.describe(short=True)}" if m.is_what_if else f"{profile.cpu.name} · {where}"
         self.machine_line.setText(text)
         self.machine_line.setToolTip(text)
 

@@ -17,10 +17,12 @@ if TYPE_CHECKING:
 class Shot:
     """One screenshot of a page: `prepare(wait_until)` puts the page in the state to show
     (select a row, open a chat...) and may wait for workers with
-    wait_until(predicate, timeout_s); the window is grabbed afterwards."""
+    wait_until(predicate, timeout_s); the window is grabbed afterwards, then `after(wait_until)`
+    undoes what later shots should not see."""
 
     file: str
     prepare: Callable[[Callable[..., None]], None] | None = None
+    after: Callable[[Callable[..., None]], None] | None = None
 
 
 class Page(QWidget):

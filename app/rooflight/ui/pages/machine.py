@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
 
 from rooflight.hardware import GPUInfo, HardwareProfile
 from rooflight.ui.pages.base import Page, Shot
-from rooflight.ui.whatif import WhatIf, table_gpu_names
+from rooflight.ui.whatif import WhatIf, short_gpu, table_gpu_names
 from rooflight.ui.widgets import Card, Note, UsageBar, gb, label
 
 RAM_CHOICES_GB = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 512)
@@ -35,8 +35,6 @@ SOURCE_WORDS = {
 }
 
 
-def short_gpu(name: str) -> str:
-    return name.replace("NVIDIA GeForce ", "").replace("NVIDIA ", "").replace("AMD Radeon ", "Radeon ")
 
 
 def low_vram_warnings(profile: HardwareProfile) -> list[str]:
@@ -120,6 +118,35 @@ def cpu_card(profile: HardwareProfile) -> Card:
     return card
 
 
+def read_build() -> tuple[object, str | None]:
+    """Worker side: what the installed llama-cpp-python can do, and its version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from rooflight.hardware.backend import inspect_build
+
+    try:
+        v = version("llama-cpp-python")
+    except PackageNotFoundError:
+        v = None
+    return inspect_build(), v
+
+
+def build_card(build, version: str | None) -> Card:
+    """The llama.cpp that will run the models: this machine's install, whatever the what-if."""
+    card = Card("llama.cpp", f"llama-cpp-python {version}" if version else "llama-cpp-python")
+    card.setAccessibleName("llama.cpp build")
+    if not build.importable:
+        card.body.addWidget(label(f"Not usable: {build.error}", wrap=True, selectable=True))
+        return card
+    backends = sorted(build.backends)
+    kind = "GPU build: " + ", ".join(BACKEND_WORDS.get(b, b) for b in backends) if backends else "CPU-only build"
+    offload = {True: "yes", False: "no", None: "not reported"}[build.gpu_offload]
+    libs = sorted({name.split(".so")[0].split(".dylib")[0].split(".dll")[0] for name in build.libraries})
+    card.body.addLayout(_figures([("Build", kind), ("GPU offload", offload),
+                                  ("Libraries", ", ".join(libs) or "none found")]))
+    return card
+
+
 class MachinePage(Page):
     key = "machine"
     title = "This machine"
@@ -155,9 +182,15 @@ class MachinePage(Page):
         self.busy.setAccessibleName("detecting")
         self.busy.setTextVisible(False)
 
+        self._build: tuple[object, str | None] | None = None
         ctx.machine.changed.connect(self._show)
         ctx.machine.detecting_changed.connect(lambda _on: self._show(ctx.machine.profile))
         self._show(ctx.machine.profile)
+        ctx.runner.run(read_build, on_done=self._build_read, what="reading the llama.cpp build")
+
+    def _build_read(self, result) -> None:
+        self._build = result
+        self._show(self.ctx.machine.profile)
 
     # -- what if ----------------------------------------------------------------------
     def _what_if_panel(self) -> QFrame:
@@ -228,10 +261,10 @@ class MachinePage(Page):
         while self._content_layout.count():
             item = self._content_layout.takeAt(0)
             w = item.widget()
-            if w is not None and w is not self.busy:
-                w.deleteLater()
-            elif w is self.busy:
+            if w is self.busy:
                 w.setParent(None)
+            elif w is not None:
+                _discard(w)
             elif item.layout() is not None:
                 _delete_layout(item.layout())
 
@@ -270,6 +303,8 @@ class MachinePage(Page):
         grid = QGridLayout()
         grid.setSpacing(12)
         cards = [gpu_card(g, profile.backend) for g in profile.gpus] + [cpu_card(profile)]
+        if self._build is not None:
+            cards.append(build_card(*self._build))
         self._cards = cards
         for i, card in enumerate(cards):
             # a lone last card spans the row rather than leave half of it empty
@@ -284,14 +319,27 @@ class MachinePage(Page):
         return list(self._cards)
 
     def screenshots(self) -> list[Shot]:
-        return [Shot("machine.png", lambda wait: wait(lambda: self.ctx.machine.profile is not None))]
+        def what_if(wait) -> None:
+            wait(lambda: self.ctx.machine.profile is not None)
+            self.set_what_if(WhatIf(gpu="NVIDIA GeForce RTX 4090"))
+
+        return [Shot("machine.png", lambda wait: wait(lambda: self.ctx.machine.profile is not None)),
+                Shot("what_if.png", what_if, lambda wait: self.reset_what_if())]
+
+
+def _discard(w: QWidget) -> None:
+    # hidden and detached at once: deleteLater alone leaves it drawn until the event loop
+    # it was called from runs again
+    w.hide()
+    w.setParent(None)
+    w.deleteLater()
 
 
 def _delete_layout(layout) -> None:
     while layout.count():
         item = layout.takeAt(0)
         if item.widget() is not None:
-            item.widget().deleteLater()
+            _discard(item.widget())
         elif item.layout() is not None:
             _delete_layout(item.layout())
     layout.deleteLater()

@@ -399,7 +399,7 @@ class ModelsPage(Page):
             self.status.setText("Ranking the catalog for this machine…")
             return
         total, shown = len(self.model.all()), self.proxy.rowCount()
-        machine = f"what if: {m.what_if.describe()}" if m.is_what_if else "this machine"
+        machine = f"what if: {m.what_if.describe(short=True)}" if m.is_what_if else "this machine"
         count = f"{shown} of {total} models" if shown != total else f"{total} models"
         parts = [f"{count} ranked for {machine} at {ctx_label(self.n_ctx)} context", "speeds in tokens/s"]
         if self._ranking:
