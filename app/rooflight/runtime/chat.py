@@ -465,6 +465,7 @@ class ChatSession:
             t_end = time.perf_counter()
         except BaseException:
             writer.flush()  # keep what was shown; the message stays marked incomplete
+            reply_msg.content = "".join(parts)
             raise
         finally:
             sampler.close()
@@ -530,6 +531,7 @@ class ChatSession:
                     prompt_tokens=st.prefill_tokens, gen_tokens=n_decode,
                     predicted_decode=raw_decode.decode_tok_s, measured_decode=st.decode_tok_s,
                     predicted_prefill=raw_prefill.prefill_tok_s, measured_prefill=st.prefill_tok_s,
+                    n_threads=lp.config.n_threads, model_bytes=lp.spec.file_bytes,
                 ))
             finally:
                 store.close()

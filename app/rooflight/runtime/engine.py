@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import io
 import threading
 import time
@@ -55,6 +56,7 @@ def _once(notice: str | None) -> list[str]:
     return [notice]
 
 
+@functools.cache
 def _llama_class():
     """Llama with llama.cpp's load-progress callback set on its model parameters.
 
@@ -197,7 +199,9 @@ class Engine:
     # ---- lifetime ---------------------------------------------------------------------
 
     def close(self) -> None:
-        llm, self.llm = self.llm, None
+        """Free the model; waits for a running generation (set its stop event first)."""
+        with self.lock:
+            llm, self.llm = self.llm, None
         if llm is not None:
             llm.close()
 
@@ -226,18 +230,14 @@ def _model_info(llm, engine_like: Engine, path: Path) -> ModelInfo:
     )
 
 
-def check_memory_now(lp: LoadPlan, probe: MemoryProbe | None = None, *, force_hint: str) -> list[str]:
-    """Re-read free memory; refuse a plan that fit when made but does not fit now.
-
-    Returns notices (nothing when all is well).
-    """
+def check_memory_now(lp: LoadPlan, probe: MemoryProbe | None = None, *, force_hint: str) -> None:
+    """Re-read free memory; refuse a plan that fit when made but does not fit now."""
     if probe is None and not lp.live_hardware:
-        return []  # a hand-written profile: nothing to re-read
+        return  # a hand-written profile: nothing to re-read
     now = (probe or refresh_free_memory)(lp.hardware)
     mem = memory_now(lp, now)
     if mem.fit == "too_large" and lp.fits:
         raise LoadRefusedError(refusal(lp, mem, since_planning=True, force_hint=force_hint))
-    return []
 
 
 def load_engine(
@@ -262,7 +262,7 @@ def load_engine(
         raise LoadRefusedError(refusal(lp, force_hint=force_hint))
     notices = _once(lp.cpu_only_build)
     if not force:
-        notices += check_memory_now(lp, memory_probe, force_hint=force_hint)
+        check_memory_now(lp, memory_probe, force_hint=force_hint)
 
     import llama_cpp
 
