@@ -220,3 +220,25 @@ def test_sampling_defaults_per_model():
     assert default_sampling("unknown", {"general.sampling.top_p": "7"}).top_p == 0.95  # nonsense ignored
     with pytest.raises(BadInputError):
         Sampling(top_p=0)
+
+
+@pytest.mark.parametrize(
+    ("pieces", "reply", "stopped"),
+    [
+        ([b" The", b" capital", b" is", b" Paris", b".", b"\n\n", b"User", b":"], "The capital is Paris.", True),
+        ([b"\n", b"User", b":", b" hi"], "", True),  # a stop string at the very start
+        ([b"\n", b"Use", b"d", b" it"], "Used it", False),  # held back, then released
+        ([b"caf", "é".encode()[:1], "é".encode()[1:], b"!"], "café!", False),  # UTF-8 split over tokens
+        ([b" a", b"\n", b"\n", b"b", b"  "], "a\n\nb", False),
+    ],
+)
+def test_text_stream_releases_only_final_text(pieces, reply, stopped):
+    out: list[str] = []
+    stream = chat_mod._TextStream(("\nUser:", "\nAssistant:"), out.append)
+    hit = False
+    for p in pieces:
+        if stream.feed(p):
+            hit = True
+            break
+        assert "User:" not in "".join(out)
+    assert stream.finish() == reply and "".join(out) == reply and hit == stopped

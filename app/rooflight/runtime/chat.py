@@ -124,7 +124,7 @@ class _TextStream:
             self.start = self.emitted = len(self.text) - len(self.text.lstrip())
             self.started = self.start < len(self.text)
         if self.stops:
-            search_from = max(self.start, before - self.longest + 1)
+            search_from = max(0, before - self.longest + 1)  # a stop may begin in skipped whitespace
             hits = [i for i in (self.text.find(s, search_from) for s in self.stops) if i >= 0]
             if hits:
                 self.text = self.text[: min(hits)]
@@ -136,7 +136,7 @@ class _TextStream:
 
     def _safe_end(self) -> int:
         end = len(self.text)
-        for k in range(min(self.longest - 1, end - self.emitted), 0, -1):
+        for k in range(min(self.longest - 1, end), 0, -1):
             tail = self.text[end - k:]
             if any(s.startswith(tail) for s in self.stops):
                 end -= k
