@@ -133,3 +133,36 @@ def test_ctrl_c_stops_the_reply_and_a_second_one_exits(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL needs POSIX signals")
+def test_reply_in_progress_survives_sigkill(tmp_path):
+    from rooflight.store.chats import ChatStore
+
+    model = write_model(tmp_path / "slow.gguf", n_layer=4, n_embd=512, n_head=8, n_head_kv=8, n_ff=1024,
+                        n_vocab=2000, context_length=8192)
+    data = tmp_path / "data"
+    env = {**os.environ, "PYTHONPATH": str(APP), "ROOFLIGHT_DATA_DIR": str(data)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rooflight", "chat", str(model), "--ctx", "8192", "--max-tokens", "8000",
+         "--temperature", "0"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    try:
+        proc.stdin.write(b"hello there\n")
+        proc.stdin.flush()
+        shown = _read_until(proc.stdout, lambda got: len(got) > 200, 60)  # well past the first 0.25 s batch
+        assert len(shown) > 200, "the reply did not stream"
+        time.sleep(0.6)
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    with ChatStore(data / "chats.sqlite3") as store:
+        (chat,) = store.list_chats()
+        user, reply = store.messages(chat.id)
+        assert (user.role, user.content, user.complete) == ("user", "hello there", True)
+        assert reply.role == "assistant" and not reply.complete and reply.stats is None
+        assert len(reply.content) >= 100  # what streamed before the kill, at most one batch lost
+        assert shown.decode("utf-8", errors="replace").startswith(reply.content[:100])
