@@ -80,3 +80,25 @@ def test_token_is_saved_in_a_worker_and_never_shown(qtbot, hub_server):
     page.remove_token.click()
     qtbot.waitUntil(lambda: page.token_source is None, timeout=10000)
     assert get_token() is None
+
+
+def test_system_theme_is_followed_live(qtbot, monkeypatch):
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QGuiApplication
+
+    window = make_window(qtbot)
+    app = QApplication.instance()
+    applied = []
+    follower = theme.SystemThemeFollower(app, lambda: window.ctx.settings.theme, applied.append)
+    try:
+        # the desktop turns dark (offscreen Qt cannot switch, so the hint is stood in for)
+        monkeypatch.setattr(theme, "system_is_dark", lambda: True)
+        QGuiApplication.styleHints().colorSchemeChanged.emit(Qt.ColorScheme.Dark)
+        assert applied == [theme.DARK] and theme.current() is theme.DARK
+        # an explicit choice is not overridden
+        window.ctx.update_settings(theme="light")
+        QGuiApplication.styleHints().colorSchemeChanged.emit(Qt.ColorScheme.Dark)
+        assert applied == [theme.DARK] and theme.current() is theme.LIGHT
+    finally:
+        follower.deleteLater()
+        theme.apply(app, "light")
