@@ -113,8 +113,9 @@ def test_quant_labels_and_grouping_from_names():
 def test_rank_reads_one_header_remotely_and_ranks_like_the_catalog(hub_server, tiny):
     publish(hub_server, tiny)
     hw = hw_big()
-    result = search_and_rank("tiny", hw, ctx=2048)
+    result = search_and_rank("tiny", hw, 2048)  # the GUI's provider signature
     assert not result.offline and not result.skipped
+    assert list(result) == result.models and len(result) == 1 and result[0] is result.models[0]
     (r,) = result.models
     assert r.origin == "hub" and r.model.id == REPO and r.quality_source == "size"
     # only the Q4_K_M file's header was read, and not all of it

@@ -11,7 +11,7 @@ prior is quality.size_prior (the catalog blends its figure with that same prior)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +51,17 @@ class HubRanking:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (repo, one sentence)
     offline: bool = False  # some answers came from the cache because the Hub could not be asked
     query: str | None = None
+
+    # a sequence of its models, so it serves where a list of RankedModel is expected
+    # (the GUI's search provider: fn(query, hardware, n_ctx) -> Sequence[RankedModel])
+    def __len__(self) -> int:
+        return len(self.models)
+
+    def __iter__(self) -> Iterator[RankedModel]:
+        return iter(self.models)
+
+    def __getitem__(self, i):
+        return self.models[i]
 
     def to_dict(self) -> dict[str, Any]:
         return {"query": self.query, "offline": self.offline,
@@ -167,16 +178,17 @@ def rank_hub_results(
 def search_and_rank(
     query: str,
     hardware,
+    ctx: int | None = None,
     *,
     limit: int = 10,
-    ctx: int | None = None,
     use_case: str = "chat",
     calibration=None,
     exact: bool = False,
     installed: Sequence[Any] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> HubRanking:
-    """search_hub + rank_hub_results: what `rooflight search` and the GUI's search box do."""
+    """search_hub + rank_hub_results: what `rooflight search` and the GUI's search box do
+    (its provider signature: search_and_rank(query, hardware, n_ctx))."""
     found = search_hub(query, limit=limit)
     result = rank_hub_results(hardware, found.repos, ctx=ctx, use_case=use_case, calibration=calibration,
                               exact=exact, installed=installed, progress=progress)
