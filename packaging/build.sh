@@ -62,5 +62,6 @@ if (( CHECK )); then
     (cd "$WORK" && env -u PYTHONPATH "$ROOT/$EXE" --version)
     (cd "$WORK" && env -u PYTHONPATH "$ROOT/$EXE" hardware --json > hardware.json && "$PY" -m json.tool hardware.json > /dev/null)
     (cd "$WORK" && env -u PYTHONPATH "$ROOT/$EXE" estimate tiny.gguf --json > estimate.json && "$PY" -m json.tool estimate.json > /dev/null)
+    "$PY" packaging/smoke_extra.py "$ROOT/$EXE" "$WORK"
     echo "== smoke test passed"
 fi
