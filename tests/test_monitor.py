@@ -196,3 +196,30 @@ def test_monitor_command_rejects_a_bad_interval(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["monitor", "--interval", "0"])
     assert exc.value.code == 2
+
+
+def test_monitor_command_stops_cleanly_on_ctrl_c(tmp_path):
+    """Ctrl-C (SIGINT) ends the live output with exit code 0 and no traceback."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = dict(os.environ, ROOFLIGHT_DATA_DIR=str(tmp_path))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rooflight", "monitor", "--interval", "0.2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        # a shell without job control starts background children with SIGINT ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 20
+        first = proc.stdout.readline()  # wait for the first live line
+        assert "RAM" in first and time.monotonic() < deadline
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0
+    assert "Traceback" not in err

@@ -25,7 +25,7 @@ import logging
 import re
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from rooflight.errors import RooflightError
@@ -181,7 +181,6 @@ class StressResult:
     points: tuple[StressPoint, ...]
     stopped: StressStop | None
     stored: bool = False
-    notes: tuple[str, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict:
         return {
