@@ -87,6 +87,8 @@ def test_unknown_model_and_catalog_model_not_downloaded(monkeypatch, capsys):
     assert rc == 2 and "neither a .gguf file nor a catalog model id" in err
     rc, _, err = chat(monkeypatch, capsys, "", "qwen2.5-0.5b")
     assert rc == 2 and "not downloaded yet" in err and "rooflight download" in err
+    rc, _, err = chat(monkeypatch, capsys, "", str(gemma_270m_path()), "--top-p", "5")
+    assert rc == 2 and "top-p" in err and "loaded" not in err  # refused before loading
 
 
 def _read_until(stream, done_when, timeout: float) -> bytes:

@@ -212,6 +212,9 @@ def cmd_chat(args) -> int:
     from rooflight.runtime.chat import ChatSession
     from rooflight.runtime.engine import load_engine
 
+    from rooflight.runtime.sampling import Sampling
+
+    _sampling(args, Sampling())  # a bad setting is reported before the model is loaded
     interactive = sys.stdin.isatty() and not args.json
     lp = plan_best(resolve_model(args.model), _wishes(args))
     print(plan_summary(lp), file=sys.stderr)
