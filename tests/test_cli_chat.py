@@ -168,3 +168,23 @@ def test_reply_in_progress_survives_sigkill(tmp_path):
         assert reply.role == "assistant" and not reply.complete and reply.stats is None
         assert len(reply.content) >= 100  # what streamed before the kill, at most one batch lost
         assert shown.decode("utf-8", errors="replace").startswith(reply.content[:100])
+
+
+def test_catalog_id_chats_with_the_largest_installed_file(tmp_path, monkeypatch, capsys):
+    from rooflight.store.installed import InstalledModel, InstalledPart, InstalledStore
+
+    repo = "bartowski/Qwen2.5-0.5B-Instruct-GGUF"
+    files = {}
+    with InstalledStore() as store:
+        for quant, n_embd in (("Q4_K_M", 64), ("Q8_0", 128)):
+            name = f"Qwen2.5-0.5B-Instruct-{quant}.gguf"
+            path = write_model(tmp_path / "snap" / name, n_embd=n_embd, n_vocab=600, name=f"stand-in {quant}")
+            files[quant] = path
+            size = path.stat().st_size
+            store.add(InstalledModel(repo, name, "main", "0" * 40, "1" * 64, size, str(path), 0.0,
+                                     (InstalledPart(name, "1" * 64, "1" * 64, size, str(path)),)))
+    rc, out, err = chat(monkeypatch, capsys, "hello\n", "qwen2.5-0.5b", "--ctx", "512", "--max-tokens", "4",
+                        "--json", "--no-save")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["model"]["name"] == "stand-in Q8_0" and len(doc["replies"]) == 1
