@@ -211,7 +211,6 @@ def _read_line(interactive: bool) -> str | None:
 def cmd_chat(args) -> int:
     from rooflight.runtime.chat import ChatSession
     from rooflight.runtime.engine import load_engine
-
     from rooflight.runtime.sampling import Sampling
 
     _sampling(args, Sampling())  # a bad setting is reported before the model is loaded
