@@ -141,6 +141,9 @@ def test_cpu_machine_disables_the_gpu_layers_slider(qtbot):
 def test_download_and_chat_buttons_follow_the_handlers(qtbot):
     hw = cpu_box()
     window = make_window(qtbot, hw)
+    # as in a build without the Downloads and Chat pages, which register these handlers
+    window.ctx.actions.set_download_handler(None)
+    window.ctx.actions.set_chat_handler(None)
     page = wait_ranked(qtbot, window)
     page.select_model("qwen3-0.6b")
     detail = page.detail

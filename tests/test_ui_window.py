@@ -33,15 +33,16 @@ class DemoPage(Page):
 def test_pages_come_from_the_registry_in_order(qtbot):
     window = make_window(qtbot)
     titles = [window.nav.item(i).text() for i in range(window.nav.count())]
-    assert titles == ["This machine", "Models", "Settings"]
+    assert titles[:2] == ["This machine", "Models"] and titles[-1] == "Settings"
+    assert "Downloads" in titles
     assert window.current_page().key == "models"  # first start opens on the answer
 
 
 def test_adding_a_page_is_one_line(qtbot, monkeypatch):
-    monkeypatch.setattr(pages, "PAGES", (*pages.PAGES[:2], "test_ui_window:DemoPage", pages.PAGES[2]))
+    monkeypatch.setattr(pages, "PAGES", (*pages.PAGES[:2], "test_ui_window:DemoPage", *pages.PAGES[2:]))
     window = make_window(qtbot)
-    assert [window.nav.item(i).text() for i in range(window.nav.count())] == \
-        ["This machine", "Models", "Demo", "Settings"]
+    titles = [window.nav.item(i).text() for i in range(window.nav.count())]
+    assert titles[:3] == ["This machine", "Models", "Demo"] and titles[-1] == "Settings"
     window.ctx.show_page("demo")
     assert window.current_page().key == "demo" and window.stack.currentWidget() is window.page("demo")
     assert not window.nav.item(2).icon().isNull()

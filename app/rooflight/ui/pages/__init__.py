@@ -13,6 +13,7 @@ import importlib
 PAGES: tuple[str, ...] = (
     "rooflight.ui.pages.machine:MachinePage",
     "rooflight.ui.pages.models:ModelsPage",
+    "rooflight.ui.pages.downloads:DownloadsPage",
     "rooflight.ui.pages.settings:SettingsPage",
 )
 
