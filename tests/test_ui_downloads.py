@@ -221,3 +221,42 @@ def test_words():
     p = Progress("downloading", 412_000_000, 1_200_000_000, 8_300_000.0, 95.0, "m.gguf", 1, 1)
     job = DownloadJob("1", "o/r", "m.gguf", "main", JobState.RUNNING, p, None, None)
     assert status_text(job) == "412.0 MB of 1.2 GB · 8.3 MB/s · 1 min 35 s left"
+
+
+def test_hub_search_results_join_the_models_table(qtbot, hub_server, gguf_files):
+    from rooflight.store.settings import Settings
+    from rooflight.ui.app import build_window
+    from rooflight.ui.context import AppContext
+
+    small, _big, _other = gguf_files
+    hub_server.add_file("someone/Zebra-Tiny-GGUF", "zebra-tiny-Q8_0.gguf", small)
+    ctx = AppContext(Settings())
+    window = build_window(ctx)  # with the app's services: the live Hub search
+    qtbot.addWidget(window)
+    window.show()
+    ctx.machine.set_detected(cpu_box())
+    page = wait_ranked(qtbot, window)
+    page.search.setText("zebra-tiny")
+    qtbot.waitUntil(lambda: bool(page.model.extra), timeout=20000)
+    rows = page.visible_rows()
+    assert [r.model.id for r in rows] == ["someone/Zebra-Tiny-GGUF"]
+    assert page.proxy.index(0, 0).data() == "Hub" and rows[0].origin == "hub"
+    assert rows[0].best.estimate.config.n_ctx <= page.n_ctx
+    assert any(r.path == "/api/models" for r in hub_server.requests)
+
+    # offline: the same search comes from the cache, and a banner says so
+    ctx.update_settings(offline=True)
+    try:
+        page.search.clear()
+        page.search.setText("zebra-tiny")
+        qtbot.waitUntil(lambda: bool(page.model.extra), timeout=20000)
+        assert [r.model.id for r in page.visible_rows()] == ["someone/Zebra-Tiny-GGUF"]
+        assert any(t.startswith("Offline: the Hub results for 'zebra-tiny' come from the cache")
+                   for t in window.banners.texts())
+        # a search never made before: one sentence, no rows
+        page.search.setText("never-asked")
+        qtbot.waitUntil(lambda: any(t.startswith("Cannot get Hub results for 'never-asked'")
+                                    for t in window.banners.texts()), timeout=20000)
+        assert page.model.extra == []
+    finally:
+        ctx.update_settings(offline=False)

@@ -29,10 +29,12 @@ def connect_services(window: MainWindow) -> None:
 
         window.page("models").set_search_provider(search_and_rank)
     """
+    from rooflight.ui.hub_search import make_search_provider
     from rooflight.ui.installed import installed_catalog_files
 
     ctx = window.ctx
     ctx.installed.set_provider(lambda: installed_catalog_files(ctx.settings.models_dir))
+    window.page("models").set_search_provider(make_search_provider(ctx))
     folder = [ctx.settings.models_dir]
 
     def settings_changed(settings) -> None:
