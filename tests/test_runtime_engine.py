@@ -100,6 +100,16 @@ def test_refusal_suggests_a_smaller_quant_beside_the_file(models):
     assert "Q8_0 (wide-Q8_0.gguf, in the same folder)" in msg
 
 
+def test_chat_format_is_chosen_at_load_and_can_be_switched(models):
+    from rooflight.runtime.engine import with_format
+
+    with load_engine(plan_load(models["tiny"], Wishes(n_ctx=512), hardware=HOST)) as eng:
+        assert eng.format.name == "transcript"  # no template, no instruct name: a base model
+        assert with_format(eng, "chatml").format.name == "chatml" and eng.format.source == "user"
+    with load_engine(plan_load(models["tiny"], Wishes(n_ctx=512), hardware=HOST), chat_format="llama3") as eng:
+        assert eng.format.name == "llama3"
+
+
 def test_force_loads_a_refused_plan(models):
     lp = plan_load(models["tiny"], Wishes(n_ctx=1024), hardware=small_ram(0.0))
     assert lp.estimate.fit == "too_large"
