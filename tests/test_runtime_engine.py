@@ -110,6 +110,19 @@ def test_chat_format_is_chosen_at_load_and_can_be_switched(models):
         assert eng.format.name == "llama3"
 
 
+def test_model_template_from_gguf_metadata_and_hostile_one_refused(tmp_path):
+    chatml = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n' }}"
+              "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    good = write_model(tmp_path / "good.gguf", n_vocab=600, chat_template=chatml)
+    with load_engine(plan_load(good, Wishes(n_ctx=512), hardware=HOST)) as eng:
+        assert eng.format.source == "model" and "<|im_end|>" in eng.format.stop and eng.notices == []
+    hostile = write_model(tmp_path / "hostile.gguf", n_vocab=600, name="evil-chat",
+                          chat_template="{{ cycler.__init__.__globals__.os.system('echo owned') }}")
+    with load_engine(plan_load(hostile, Wishes(n_ctx=512), hardware=HOST)) as eng:
+        assert eng.format.source == "builtin" and eng.format.name == "llama2"
+        assert len(eng.notices) == 1 and "template" in eng.notices[0]
+
+
 def test_force_loads_a_refused_plan(models):
     lp = plan_load(models["tiny"], Wishes(n_ctx=1024), hardware=small_ram(0.0))
     assert lp.estimate.fit == "too_large"
