@@ -14,6 +14,7 @@ PAGES: tuple[str, ...] = (
     "rooflight.ui.pages.machine:MachinePage",
     "rooflight.ui.pages.models:ModelsPage",
     "rooflight.ui.pages.downloads:DownloadsPage",
+    "rooflight.ui.pages.chat:ChatPage",
     "rooflight.ui.pages.settings:SettingsPage",
 )
 
