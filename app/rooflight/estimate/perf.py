@@ -141,11 +141,12 @@ class Calibration:
         weight type where there are any; all measurements when none has the count."""
         chosen = [r for r in self.ratios if r[1] == n_threads]
         if not chosen:
-            return self.decode_factor, self.prefill_factor
+            return _bounded(self.decode_factor), _bounded(self.prefill_factor)
         for keep in (lambda r: r[2] > 0 and abs(math.log(max(model_bytes, 1) / r[2])) <= math.log(4),
                      lambda r: r[0] == file_type.upper()):
             chosen = [r for r in chosen if keep(r)] or chosen
-        return statistics.median(r[3] for r in chosen), statistics.median(r[4] for r in chosen)
+        return (_bounded(statistics.median(r[3] for r in chosen)),
+                _bounded(statistics.median(r[4] for r in chosen)))
 
     def preferred_threads(self, model_bytes: int) -> int | None:
         """The fastest thread count measured for the model nearest in size, if within 8x.
@@ -159,6 +160,12 @@ class Calibration:
             if dist <= best_dist:
                 best, best_dist = n_threads, dist
         return best
+
+
+def _bounded(factor: float) -> float:
+    """Calibration corrects the roofline, it does not replace it: a factor beyond 4x either
+    way says more about the measurements (a busy machine) than about the hardware."""
+    return min(4.0, max(0.25, factor))
 
 
 # A thread preference measured on one model applies to models within this size factor.

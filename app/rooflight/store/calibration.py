@@ -132,7 +132,7 @@ class CalibrationStore:
             " FROM measurements WHERE machine = ? AND backend = ? ORDER BY id DESC LIMIT ?",
             (machine, backend, RECENT),
         ).fetchall()
-        rows = [r for r in rows if min(r[:4]) > 0]
+        rows = [r for r in rows if min(r[:4]) > 0 and _plausible(r[1] / r[0]) and _plausible(r[3] / r[2])]
         threads = self.thread_choices(machine, backend)
         if not rows:
             return Calibration(threads=threads)
@@ -167,3 +167,14 @@ def machine_key(profile) -> str:
     gpus = ",".join(g.name for g in profile.gpus)
     ram_gb = round(profile.cpu.ram_total_bytes / 1e9)
     return f"{profile.cpu.name}|{profile.cpu.cores}c|{ram_gb}GB|{gpus}"
+
+
+# A measurement more than this factor away from the roofline is not a property of the
+# machine but of the run: a process fighting others for the cores, or a model so small that
+# Python and llama.cpp's per-call overheads dominate. Such rows would drag every estimate
+# on the machine; they are kept in the table (for `rooflight bench` history) but not used.
+PLAUSIBLE_RATIO = 8.0
+
+
+def _plausible(ratio: float) -> bool:
+    return 1 / PLAUSIBLE_RATIO <= ratio <= PLAUSIBLE_RATIO
