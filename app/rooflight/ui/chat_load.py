@@ -146,7 +146,7 @@ class LoadPanel(QFrame):
         top.addWidget(label("Model", "heading"))
         self.model = QComboBox()
         self.model.setAccessibleName("Model file")
-        self.model.setMinimumContentsLength(24)
+        self.model.setMinimumContentsLength(16)
         self.model.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.model.activated.connect(self._model_activated)
         top.addWidget(self.model, 1)
@@ -185,7 +185,7 @@ class LoadPanel(QFrame):
         cells = [("GPU layers", self.gpu_layers), ("Context", self.n_ctx), ("Threads", self.threads),
                  ("KV cache", self.kv_type), ("Flash attention", self.flash), ("Batch", self.batch)]
         for i, (text, w) in enumerate(cells):
-            r, c = divmod(i, 3)
+            r, c = divmod(i, 2)  # two columns: the page keeps room for the chats and settings
             grid.addWidget(label(text, "muted"), r, 2 * c, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             grid.addWidget(w, r, 2 * c + 1)
             grid.setColumnStretch(2 * c + 1, 1)

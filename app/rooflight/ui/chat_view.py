@@ -169,7 +169,7 @@ class MessageWidget(QFrame):
         self.setStyleSheet(
             f"QFrame#message {{ background: {bg}; border: 1px solid {c.border}; border-radius: 10px; }}"
             f"QLabel#messageAuthor {{ font-weight: 600; color: {c.text}; }}"
-            f"QToolButton {{ color: {c.accent}; border: none; padding: 1px 6px; background: transparent; }}"
+            f"QToolButton {{ color: {c.info_text}; border: none; padding: 1px 6px; background: transparent; }}"
             f"QToolButton:hover {{ text-decoration: underline; }}"
             f"QToolButton:disabled {{ color: {c.muted}; }}")
         self.body.restyle()

@@ -14,9 +14,6 @@ it: shutdown() stops the reply, waits for its worker and closes the engine.
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -29,119 +26,27 @@ from PySide6.QtWidgets import (
     QInputDialog,
     QListWidget,
     QListWidgetItem,
-    QMenu,
     QMessageBox,
     QPushButton,
     QSplitter,
     QTabWidget,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
-from rooflight.errors import BadInputError, OperationFailedError, RooflightError
+from rooflight.errors import BadInputError, RooflightError
 from rooflight.hardware.monitor import Monitor
-from rooflight.ui.chat_load import FORCE_HINT, LoadPanel
+from rooflight.ui import theme
+from rooflight.ui.chat_load import LoadPanel
 from rooflight.ui.chat_settings import SamplingPanel
 from rooflight.ui.chat_view import Composer, ConversationView
+from rooflight.ui.chat_workers import load_model, run_turn, write_export
 from rooflight.ui.monitor_panel import MonitorPanel
 from rooflight.ui.pages.base import Page, Shot
 from rooflight.ui.widgets import Note, label, tok_s
 
-LIVE_RATE_S = 0.25  # how often the reply's decode rate goes to the monitor and the view
 SHUTDOWN_WAIT_S = 10.0
-SCREENSHOT_QUESTION = "What is the capital of France?"
-
-
-# ---- worker side (no Qt) -------------------------------------------------------------------
-
-
-def load_model(task, lp, force: bool, cancel: threading.Event, previous, holder: list):
-    """Free the model loaded before (if any), then load `lp`'s at its plan."""
-    from rooflight.runtime.engine import LoadCancelledError, load_engine
-
-    if previous is not None:
-        previous.close()  # waits for a reply still running on it (stopped first)
-    engine = load_engine(lp, force=force, on_progress=task.progress, cancel=cancel, force_hint=FORCE_HINT)
-    holder.append(engine)  # the page closes it if it shuts down before the result lands
-    if cancel.is_set():
-        engine.close()
-        raise LoadCancelledError()
-    return engine
-
-
-class _LiveRate:
-    """The reply's decode rate as it streams, measured on the engine (tokens evaluated
-    since the first token over the time since), for the view and the monitor."""
-
-    def __init__(self, engine, task, monitor: Monitor | None) -> None:
-        self.engine, self.task, self.monitor = engine, task, monitor
-        self.t0: float | None = None
-        self.n0 = 0
-        self.last = 0.0
-
-    def tick(self) -> None:
-        now = time.perf_counter()
-        n = self.engine.llm.n_tokens
-        if self.t0 is None:
-            self.t0, self.n0, self.last = now, n, now
-            self.task.progress((1, None))
-            return
-        if now - self.last >= LIVE_RATE_S and now > self.t0:
-            self.last = now
-            rate = (n - self.n0) / (now - self.t0)
-            if self.monitor is not None:
-                self.monitor.record_speed("decode", rate)
-            self.task.progress((n - self.n0 + 1, rate))
-
-
-def run_turn(task, session, op: str, index: int, text: str, system_prompt: str, sampling,
-             stop: threading.Event, monitor: Monitor | None):
-    """One reply: send a message, regenerate the last reply, or edit message `index` and
-    reply again. Text streams through task.stream; returns the runtime's Reply."""
-    if session.system_prompt != system_prompt:
-        session.set_system_prompt(system_prompt)
-    if session.sampling != sampling:
-        session.set_sampling(**sampling.to_dict())
-    live = _LiveRate(session.engine, task, monitor)
-
-    def on_token(chunk: str) -> None:
-        task.stream(chunk)
-        live.tick()
-
-    if op == "send":
-        reply = session.send(text, on_token=on_token, stop_event=stop)
-    elif op == "regenerate":
-        reply = session.regenerate(on_token=on_token, stop_event=stop)
-    else:
-        reply = session.edit_and_resend(index, text, on_token=on_token, stop_event=stop)
-    if monitor is not None:
-        if reply.stats.prefill_tok_s:
-            monitor.record_speed("prompt", reply.stats.prefill_tok_s)
-        if reply.stats.decode_tok_s:
-            monitor.record_speed("decode", reply.stats.decode_tok_s)
-    return reply
-
-
-def write_export(store, chat_id: int, path: str, fmt: str) -> str:
-    """The chat as Markdown or JSON, written atomically (temp file, fsync, rename)."""
-    text = (store.export_markdown(chat_id) if fmt == "markdown"
-            else json.dumps(store.export_json(chat_id), indent=2, ensure_ascii=False) + "\n")
-    target = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, target)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
-    except OSError as exc:
-        raise OperationFailedError(f"Could not write {target} ({exc.strerror or exc}); "
-                                   "choose a folder you can write to.") from exc
-    return str(target)
+SCREENSHOT_QUESTIONS = ("What is the capital of France?", "And what is the capital of Germany?")
 
 
 # ---- the page --------------------------------------------------------------------------------
@@ -167,6 +72,7 @@ class ChatPage(Page):
         self._load_holder: list = []
         self._edit_index: int | None = None
         self._closed = False
+        self._sizes: list[int] = []
         self.monitor = Monitor(interval_s=0.5)
 
         outer = QVBoxLayout(self)
@@ -192,14 +98,14 @@ class ChatPage(Page):
         self.splitter.addWidget(self._chats_pane())
         self.splitter.addWidget(self._center())
         self.sampling = SamplingPanel()
-        self.sampling.setMinimumWidth(220)
+        self.sampling.setMinimumWidth(230)
         self.sampling.defaults_requested.connect(self._sampling_defaults)
-        self.settings_button.toggled.connect(self.sampling.setVisible)
+        self.settings_button.toggled.connect(lambda _on: self._tab_changed(self.tabs.currentIndex()))
         self.splitter.addWidget(self.sampling)
         self.splitter.setStretchFactor(0, 0)
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setStretchFactor(2, 0)
-        self.splitter.setSizes([210, 600, 250])
+        self.splitter.setSizes([230, 560, 250])
         outer.addWidget(self.splitter, 1)
 
         esc = QShortcut(QKeySequence(Qt.Key.Key_Escape), self)
@@ -207,13 +113,14 @@ class ChatPage(Page):
         esc.activated.connect(self._escape)
 
         ctx.actions.set_chat_handler(self.chat_with)
+        self._style_list()
         self.refresh_chats()
         self._update_controls()
 
     # -- building ---------------------------------------------------------------------------
     def _chats_pane(self) -> QWidget:
         pane = QWidget()
-        pane.setMinimumWidth(170)
+        pane.setMinimumWidth(230)
         col = QVBoxLayout(pane)
         col.setContentsMargins(0, 0, 0, 0)
         col.setSpacing(6)
@@ -222,8 +129,10 @@ class ChatPage(Page):
         self.new_button.clicked.connect(self.new_chat)
         col.addWidget(self.new_button)
         self.chat_list = QListWidget()
+        self.chat_list.setObjectName("chatList")
         self.chat_list.setAccessibleName("Chats")
         self.chat_list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.chat_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.chat_list.currentItemChanged.connect(self._chat_selected)
         self.chat_list.itemDoubleClicked.connect(lambda _item: self._rename_clicked())
         col.addWidget(self.chat_list, 1)
@@ -235,16 +144,12 @@ class ChatPage(Page):
         self.delete_button = QPushButton("Delete")
         self.delete_button.setAccessibleName("Delete the chat")
         self.delete_button.clicked.connect(self._delete_clicked)
-        self.export_button = QToolButton()
-        self.export_button.setText("Export")
+        self.export_button = QPushButton("Export")
         self.export_button.setAccessibleName("Export the chat")
-        self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        menu = QMenu(self.export_button)
-        menu.addAction("As Markdown…", lambda: self._export_clicked("markdown"))
-        menu.addAction("As JSON…", lambda: self._export_clicked("json"))
-        self.export_button.setMenu(menu)
+        self.export_button.setToolTip("Save the chat as Markdown or JSON")
+        self.export_button.clicked.connect(self._export_clicked)
         for b in (self.rename_button, self.delete_button, self.export_button):
-            row.addWidget(b)
+            row.addWidget(b, 1)
         col.addLayout(row)
         return pane
 
@@ -299,6 +204,7 @@ class ChatPage(Page):
         self.monitor_panel = MonitorPanel(self.monitor)
         self.monitor_panel.setAccessibleName("Live monitor")
         self.tabs.addTab(self.monitor_panel, "Live monitor")
+        self.tabs.currentChanged.connect(self._tab_changed)
         col.addWidget(self.tabs, 1)
         return center
 
@@ -347,17 +253,20 @@ class ChatPage(Page):
                                      else "Loading the model…")
         else:
             self.view.set_empty_text(f"Ask {self.engine.model_name} anything. Enter sends, "
-                                     "Shift+Enter starts a new line, Esc stops a reply.")
+                                     "Shift+Enter starts a new line, Esc stops a reply.\n\n"
+                                     f"Chat format: {self.engine.format.describe()}.")
 
     def _set_status(self) -> None:
         e = self.engine
         if e is None:
             self.status.setText("No model loaded")
+            self.status.setToolTip("")
             return
         cfg = e.config
         where = f"{cfg.n_gpu_layers} GPU layers" if e.plan.hardware.backend != "cpu" else "CPU"
         self.status.setText(f"{e.model_name} ({e.spec.file_type}) · {where} · {e.n_ctx}-token context · "
-                            f"loaded in {e.load_s:.1f} s · {e.format.describe()}")
+                            f"loaded in {e.load_s:.1f} s")
+        self.status.setToolTip(f"Chat format: {e.format.describe()}")
 
     # -- conversations ------------------------------------------------------------------------------
     def refresh_chats(self, select: int | None = None) -> None:
@@ -495,15 +404,16 @@ class ChatPage(Page):
         if chat_id is not None and not self.generating:
             self.delete_chat(chat_id)
 
-    def _export_clicked(self, fmt: str) -> None:
+    def _export_clicked(self) -> None:
         chat_id = self._current_chat()
         if chat_id is None or self.store is None:
             return
-        suffix, kind = (".md", "Markdown (*.md)") if fmt == "markdown" else (".json", "JSON (*.json)")
         name = "".join(ch if ch.isalnum() or ch in " -_" else "_" for ch in self.chat_list.currentItem().text())
-        path, _ = QFileDialog.getSaveFileName(self, "Export chat", str(Path.home() / f"{name.strip() or 'chat'}{suffix}"),
-                                              kind)
+        markdown, as_json = "Markdown (*.md)", "JSON (*.json)"
+        path, chosen = QFileDialog.getSaveFileName(
+            self, "Export chat", str(Path.home() / f"{name.strip() or 'chat'}.md"), f"{markdown};;{as_json}")
         if path:
+            fmt = "json" if chosen == as_json or path.lower().endswith(".json") else "markdown"
             self.export_chat(chat_id, path, fmt)
 
     # -- loading -------------------------------------------------------------------------------------
@@ -736,8 +646,30 @@ class ChatPage(Page):
         if self.session is not None:
             self.composer.setFocus()
 
+    def _tab_changed(self, index: int) -> None:
+        # the monitor's charts need the width: the chat settings step aside meanwhile
+        monitor = self.tabs.widget(index) is self.monitor_panel
+        show = self.settings_button.isChecked() and not monitor
+        if show == (not self.sampling.isHidden()):
+            return
+        if not show:
+            self._sizes = self.splitter.sizes()
+        self.sampling.setVisible(show)
+        if show and self._sizes and self._sizes[2] > 0:
+            self.splitter.setSizes(self._sizes)  # the chats keep their width
+
+    def _style_list(self) -> None:
+        c = theme.current()
+        self.chat_list.setStyleSheet(
+            f"QListWidget#chatList {{ background: {c.base}; border: 1px solid {c.border}; border-radius: 8px;"
+            f" padding: 4px; outline: 0; }}"
+            f"QListWidget#chatList::item {{ padding: 6px 8px; border-radius: 6px; color: {c.text}; }}"
+            f"QListWidget#chatList::item:hover {{ background: {c.alt_base}; }}"
+            f"QListWidget#chatList::item:selected {{ background: {c.selection}; color: {c.text}; }}")
+
     def theme_changed(self) -> None:
         self.view.restyle()
+        self._style_list()
         super().theme_changed()
 
     def save_state(self, state) -> None:
@@ -797,8 +729,21 @@ class ChatPage(Page):
             wait(lambda: self.session is not None or not self.loading, 120)
             if self.session is None:
                 raise RuntimeError("the Gemma-3-270M model did not load")
-            self.composer.setPlainText(SCREENSHOT_QUESTION)
-            self.send()
-            wait(lambda: not self.generating, 120)
+            # greedy (shown in the settings): a 270M base model answers best that way,
+            # and the screenshot shows the same replies every run
+            self.sampling.temperature.setValue(0.0)
+            for question in SCREENSHOT_QUESTIONS:
+                self.composer.setPlainText(question)
+                self.send()
+                wait(lambda: not self.generating, 120)
 
-        return [Shot("chat.png", conversation)]
+        def monitor(wait) -> None:
+            if self.engine is None:
+                conversation(wait)
+            self.tabs.setCurrentWidget(self.monitor_panel)
+            wait(lambda: len(self.monitor.samples()) >= 10, 30)  # a few seconds of history
+
+        def back(_wait) -> None:
+            self.tabs.setCurrentIndex(0)
+
+        return [Shot("chat.png", conversation), Shot("chat_monitor.png", monitor, back)]

@@ -1,0 +1,108 @@
+"""What the Chat page runs in workers (plain callables, no Qt): loading a model, one
+reply with its live decode rate, and exporting a chat. Each takes the runner's Task
+first (ui/tasks.py): task.progress for the load bar and the live rate, task.stream for
+the reply's text, in order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from rooflight.errors import OperationFailedError
+from rooflight.hardware.monitor import Monitor
+from rooflight.ui.chat_load import FORCE_HINT
+
+LIVE_RATE_S = 0.25  # how often the reply's decode rate goes to the monitor and the view
+
+
+def load_model(task, lp, force: bool, cancel: threading.Event, previous, holder: list):
+    """Free the model loaded before (if any), then load `lp`'s at its plan."""
+    from rooflight.runtime.engine import LoadCancelledError, load_engine
+
+    if previous is not None:
+        previous.close()  # waits for a reply still running on it (stopped first)
+    engine = load_engine(lp, force=force, on_progress=task.progress, cancel=cancel, force_hint=FORCE_HINT)
+    holder.append(engine)  # the page closes it if it shuts down before the result lands
+    if cancel.is_set():
+        engine.close()
+        raise LoadCancelledError()
+    return engine
+
+
+class _LiveRate:
+    """The reply's decode rate as it streams, measured on the engine (tokens evaluated
+    since the first token over the time since), for the view and the monitor."""
+
+    def __init__(self, engine, task, monitor: Monitor | None) -> None:
+        self.engine, self.task, self.monitor = engine, task, monitor
+        self.t0: float | None = None
+        self.n0 = 0
+        self.last = 0.0
+
+    def tick(self) -> None:
+        now = time.perf_counter()
+        n = self.engine.llm.n_tokens
+        if self.t0 is None:
+            self.t0, self.n0, self.last = now, n, now
+            self.task.progress((1, None))
+            return
+        if now - self.last >= LIVE_RATE_S and now > self.t0:
+            self.last = now
+            rate = (n - self.n0) / (now - self.t0)
+            if self.monitor is not None:
+                self.monitor.record_speed("decode", rate)
+            self.task.progress((n - self.n0 + 1, rate))
+
+
+def run_turn(task, session, op: str, index: int, text: str, system_prompt: str, sampling,
+             stop: threading.Event, monitor: Monitor | None):
+    """One reply: send a message, regenerate the last reply, or edit message `index` and
+    reply again. Text streams through task.stream; returns the runtime's Reply."""
+    if session.system_prompt != system_prompt:
+        session.set_system_prompt(system_prompt)
+    if session.sampling != sampling:
+        session.set_sampling(**sampling.to_dict())
+    live = _LiveRate(session.engine, task, monitor)
+
+    def on_token(chunk: str) -> None:
+        task.stream(chunk)
+        live.tick()
+
+    if op == "send":
+        reply = session.send(text, on_token=on_token, stop_event=stop)
+    elif op == "regenerate":
+        reply = session.regenerate(on_token=on_token, stop_event=stop)
+    else:
+        reply = session.edit_and_resend(index, text, on_token=on_token, stop_event=stop)
+    if monitor is not None:
+        if reply.stats.prefill_tok_s:
+            monitor.record_speed("prompt", reply.stats.prefill_tok_s)
+        if reply.stats.decode_tok_s:
+            monitor.record_speed("decode", reply.stats.decode_tok_s)
+    return reply
+
+
+def write_export(store, chat_id: int, path: str, fmt: str) -> str:
+    """The chat as Markdown or JSON, written atomically (temp file, fsync, rename)."""
+    text = (store.export_markdown(chat_id) if fmt == "markdown"
+            else json.dumps(store.export_json(chat_id), indent=2, ensure_ascii=False) + "\n")
+    target = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+    except OSError as exc:
+        raise OperationFailedError(f"Could not write {target} ({exc.strerror or exc}); "
+                                   "choose a folder you can write to.") from exc
+    return str(target)
