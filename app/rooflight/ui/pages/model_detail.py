@@ -1,8 +1,17 @@
 """One model in detail: every quantization at a chosen context with fit and speed, the
 memory of the chosen one per device against capacity, and a GPU-layers slider that shows
-how memory and speed move. Each quant has a Download button (Chat when it is on disk)."""
+how memory and speed move. Each quant has a Download button (Chat when it is on disk).
+
+Three tabs: Plan (the above), Advice (the optimization advisor, ui/advice_panel.py: its
+"Use these settings" puts a card's settings into the plan) and Plots (memory and speed
+against the context, the quant comparison: ui/detail_plots.py). The settings besides
+context and GPU layers (KV cache type, flash attention, threads, batch sizes, SWA cache)
+are `tuning`: the defaults until the advisor changes them, per model.
+"""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
@@ -13,9 +22,11 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QPushButton,
     QScrollArea,
+    QSizePolicy,
     QSlider,
     QTableWidget,
     QTableWidgetItem,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -25,6 +36,10 @@ from rooflight.estimate import Calibration, Estimate, Wishes, plan
 from rooflight.format import FIT_BADGES, FIT_LABELS
 from rooflight.hardware import HardwareProfile
 from rooflight.ui import theme
+from rooflight.ui.advice_panel import AdvicePanel
+from rooflight.ui.detail_plots import DetailPlots
+from rooflight.ui.pages.base import Shot
+from rooflight.ui.stack_page import StackPage
 from rooflight.ui.widgets import (
     FIT_ROLE,
     DeviceUse,
@@ -46,16 +61,35 @@ NO_CHAT = "Chatting needs the Chat page, which this build does not have."
 # -- worker side (plain functions over the core) ------------------------------------------
 
 def plan_quants(ranked: RankedModel, hardware: HardwareProfile, n_ctx: int,
-                calibration: Calibration | None) -> list[QuantOption]:
-    """Every quant of the model re-planned at this context (auto GPU layers)."""
-    return [QuantOption(o.quant, plan(o.estimate.spec, hardware, Wishes(n_ctx=n_ctx), calibration=calibration),
-                        o.quality) for o in ranked.options]
+                calibration: Calibration | None, tuning: Wishes | None = None) -> list[QuantOption]:
+    """Every quant of the model re-planned at this context (auto GPU layers) with the
+    tuning settings (KV cache, flash attention, threads, batches)."""
+    wishes = replace(tuning or Wishes(), n_ctx=n_ctx, n_gpu_layers="auto")
+    return [replace(o, estimate=plan(o.estimate.spec, hardware, wishes, calibration=calibration))
+            for o in ranked.options]
 
 
 def plan_layers(option: QuantOption, hardware: HardwareProfile, n_ctx: int, n_gpu_layers: int | str,
-                calibration: Calibration | None) -> Estimate:
-    return plan(option.estimate.spec, hardware, Wishes(n_ctx=n_ctx, n_gpu_layers=n_gpu_layers),
+                calibration: Calibration | None, tuning: Wishes | None = None) -> Estimate:
+    return plan(option.estimate.spec, hardware, replace(tuning or Wishes(), n_ctx=n_ctx, n_gpu_layers=n_gpu_layers),
                 calibration=calibration)
+
+
+def tuning_text(tuning: Wishes) -> str:
+    """The tuning settings that differ from the defaults, in words ("" when none do)."""
+    d = Wishes()
+    parts = []
+    if tuning.kv_type != d.kv_type:
+        parts.append(f"KV cache {tuning.kv_type}")
+    if tuning.flash_attn != d.flash_attn:
+        parts.append(f"flash attention {tuning.flash_attn}")
+    if tuning.swa_full != d.swa_full:
+        parts.append("full-size sliding-window cache" if tuning.swa_full else "windowed sliding-window cache")
+    if tuning.n_threads != d.n_threads:
+        parts.append(f"{tuning.n_threads} threads")
+    if (tuning.n_batch, tuning.n_ubatch) != (d.n_batch, d.n_ubatch):
+        parts.append(f"batch {tuning.n_batch}/{tuning.n_ubatch}")
+    return ", ".join(parts)
 
 
 def context_steps(max_ctx: int) -> list[int]:
@@ -116,6 +150,7 @@ class ModelDetail(QWidget):
         self._wanted_quant: str | None = None
         self._quants_task = None
         self._layers_task = None
+        self.tuning = Wishes()  # settings besides context and GPU layers (the advisor's)
         self.setAccessibleName("Model detail")
 
         outer = QVBoxLayout(self)
@@ -142,9 +177,22 @@ class ModelDetail(QWidget):
         head.addWidget(self.close_button, 0, Qt.AlignmentFlag.AlignTop)
         col.addLayout(head)
 
-        columns = QHBoxLayout()
+        self.tabs = QTabWidget()
+        self.tabs.setAccessibleName("Model detail views")
+        self.tabs.setDocumentMode(True)
+        col.addWidget(self.tabs, 1)
+        plan_tab = StackPage()
+        columns = QHBoxLayout(plan_tab)
+        columns.setContentsMargins(0, 8, 0, 0)
         columns.setSpacing(18)
-        col.addLayout(columns, 1)
+        self.tabs.addTab(plan_tab, "Plan")
+        self.advice = AdvicePanel(ctx)
+        self.advice.apply_requested.connect(self.apply_card)
+        self.tabs.addTab(StackPage(self.advice), "Advice")
+        self.plots = DetailPlots(ctx)
+        self.tabs.addTab(StackPage(self.plots), "Plots")
+        self.tabs.currentChanged.connect(self._tab_changed)
+        self._tab_changed(0)
 
         # left: every quant at the chosen context
         left = QVBoxLayout()
@@ -221,6 +269,17 @@ class ModelDetail(QWidget):
         self.config.setAccessibleName("Planned configuration")
         right.addWidget(self.speed)
         right.addWidget(self.config)
+        trow = QHBoxLayout()
+        self.tuning_note = label("", "muted", wrap=True)
+        self.tuning_note.setAccessibleName("Settings from the advisor")
+        self.tuning_reset = QPushButton("Reset")
+        self.tuning_reset.setAccessibleName("Reset the settings to the defaults")
+        self.tuning_reset.setToolTip("Back to the default KV cache, flash attention, threads and batch sizes")
+        self.tuning_reset.clicked.connect(self.reset_tuning)
+        trow.addWidget(self.tuning_note, 1)
+        trow.addWidget(self.tuning_reset, 0, Qt.AlignmentFlag.AlignTop)
+        right.addLayout(trow)
+        self._show_tuning()
         right.addStretch(1)
 
         self._ctx_timer = QTimer(self, singleShot=True, interval=DEBOUNCE_MS)
@@ -238,6 +297,12 @@ class ModelDetail(QWidget):
     def n_ctx(self) -> int:
         return self._ctx_steps[self.ctx_slider.value()] if self._ctx_steps else 0
 
+    @property
+    def wishes(self) -> Wishes:
+        """The settings the plan shown was made with (context, GPU layers, tuning)."""
+        layers: int | str = "auto" if self.layers_auto.isChecked() else self.layers_slider.value()
+        return replace(self.tuning, n_ctx=self.n_ctx, n_gpu_layers=layers)
+
     def show_model(self, ranked: RankedModel | None) -> None:
         """Show a ranking row (None: the placeholder). Keeps the chosen quant and context
         when the same model is shown again for another machine."""
@@ -250,6 +315,12 @@ class ModelDetail(QWidget):
         for task in (self._quants_task, self._layers_task):
             if task is not None:
                 task.cancel()
+        if not same:  # advisor settings belong to one model
+            self.tuning = Wishes()
+            self._show_tuning()
+            self.advice.clear()
+            self.advice.applied.hide()
+            self.plots.clear()
         if ranked is None:
             return
         m = ranked.model
@@ -265,7 +336,7 @@ class ModelDetail(QWidget):
         self.ctx_slider.blockSignals(False)
         self.ctx_value.setText(f"{ctx_label(self.n_ctx)} tokens")
         self._wanted_quant = keep_quant or ranked.best.quant
-        if self.n_ctx == ranked.best.estimate.config.n_ctx:
+        if self.n_ctx == ranked.best.estimate.config.n_ctx and self.tuning == Wishes():
             self._set_options(list(ranked.options))
         else:
             self._replan_quants()
@@ -292,6 +363,61 @@ class ModelDetail(QWidget):
             self.layers_slider.setValue(n)
             self._layers_timer.start()
 
+    def _tab_changed(self, index: int) -> None:
+        # a tab widget is as tall as its tallest page (the advice cards): size the detail
+        # by the page shown, so a short page does not scroll and the plots get the height
+        for i in range(self.tabs.count()):
+            policy = QSizePolicy.Policy.Preferred if i == index else QSizePolicy.Policy.Ignored
+            self.tabs.widget(i).setSizePolicy(policy, policy)
+        self.tabs.updateGeometry()
+        self.content.layout().invalidate()
+
+    # -- advisor settings ----------------------------------------------------------------
+    def apply_card(self, card) -> None:
+        """Use an advice card's settings: its file, context, GPU layers and tuning."""
+        if not card.runtime_supported or self.ranked is None:
+            return
+        from rooflight.estimate.advise import settings_wishes
+
+        w = card.candidate.wishes if card.candidate is not None else settings_wishes(card.settings)
+        self.apply_settings(card.settings["quant"], card.settings["n_ctx"], w)
+        self.advice.show_applied(card)
+        self.tabs.setCurrentIndex(0)  # the plan, with the new figures
+
+    def apply_settings(self, quant: str, n_ctx: int, wishes: Wishes) -> None:
+        """Plan `quant` at n_ctx with these settings (wishes.n_gpu_layers: "auto" or a number)."""
+        self.tuning = replace(wishes, n_ctx=None, n_gpu_layers="auto")
+        self._show_tuning()
+        if self._ctx_steps:
+            i = min(range(len(self._ctx_steps)), key=lambda k: abs(self._ctx_steps[k] - n_ctx))
+            self.ctx_slider.blockSignals(True)
+            self.ctx_slider.setValue(i)
+            self.ctx_slider.blockSignals(False)
+            self.ctx_value.setText(f"{ctx_label(self.n_ctx)} tokens")
+        auto = wishes.n_gpu_layers == "auto"
+        self.layers_auto.blockSignals(True)
+        self.layers_auto.setChecked(auto)
+        self.layers_auto.blockSignals(False)
+        if not auto:
+            self.layers_slider.blockSignals(True)
+            self.layers_slider.setValue(int(wishes.n_gpu_layers))
+            self.layers_slider.blockSignals(False)
+        self._wanted_quant = quant
+        self.current = None
+        self._replan_quants()
+
+    def reset_tuning(self) -> None:
+        self.tuning = Wishes()
+        self._show_tuning()
+        self.advice.applied.hide()
+        self._replan_quants()
+
+    def _show_tuning(self) -> None:
+        text = tuning_text(self.tuning)
+        self.tuning_note.setText(f"Settings from the advisor: {text}." if text else "")
+        self.tuning_note.setVisible(bool(text))
+        self.tuning_reset.setVisible(bool(text))
+
     # -- context -------------------------------------------------------------------------
     def _ctx_moved(self, _value: int) -> None:
         self.ctx_value.setText(f"{ctx_label(self.n_ctx)} tokens")
@@ -304,7 +430,7 @@ class ModelDetail(QWidget):
         if self._quants_task is not None:
             self._quants_task.cancel()
         self._quants_task = self.ctx.runner.run(
-            plan_quants, self.ranked, profile, self.n_ctx, self.ctx.machine.calibration,
+            plan_quants, self.ranked, profile, self.n_ctx, self.ctx.machine.calibration, self.tuning,
             on_done=self._set_options, what="planning the quantizations")
 
     def _set_options(self, options: list[QuantOption]) -> None:
@@ -421,7 +547,7 @@ class ModelDetail(QWidget):
             self._layers_task.cancel()
         layers: int | str = "auto" if self.layers_auto.isChecked() else self.layers_slider.value()
         self._layers_task = self.ctx.runner.run(
-            plan_layers, self.current, profile, self.n_ctx, layers, self.ctx.machine.calibration,
+            plan_layers, self.current, profile, self.n_ctx, layers, self.ctx.machine.calibration, self.tuning,
             on_done=self._layers_planned, what="planning the GPU offload")
 
     def _layers_planned(self, est: Estimate) -> None:
@@ -464,3 +590,63 @@ class ModelDetail(QWidget):
             f"flash attention {'on' if cfg.flash_attn else 'off'} · {cfg.n_threads} threads · "
             f"batch {cfg.n_batch}/{cfg.n_ubatch} · decode {p.bound}-bound"
             + (" · calibrated on this machine" if p.calibrated else ""))
+        self._update_panels()
+
+    def _update_panels(self) -> None:
+        """Tell the Advice and Plots tabs what the plan is now (they work when shown)."""
+        profile, current = self.ctx.machine.profile, self.current
+        if self.ranked is None or profile is None or current is None or not self.options:
+            return
+        m = self.ctx.machine
+        machine = f"what if: {m.what_if.describe(short=True)}" if m.is_what_if else "this machine"
+        sources = []
+        for o in self.options:
+            repo, file = (o.repo, o.filename) if o.filename else self.ranked.model.file_for(o.quant)
+            sources.append(f"hf:{repo}/{file}")
+        wishes = self.wishes
+        self.advice.set_subject(self.options, sources, current.quant, wishes, profile, m.calibration, machine)
+        shown = replace(current, estimate=self.estimate) if self.estimate is not None else current
+        self.plots.set_subject(self.ranked.model, shown, self.options, wishes, profile, m.calibration,
+                               m.is_what_if)
+
+    # -- screenshots -------------------------------------------------------------------------
+    def screenshots(self, page) -> list[Shot]:
+        """The Advice and Plots tabs of the Models page's detail: a 14B model at 32K context on
+        an RTX 3060 (a what-if machine, where the advisor has GPU levers to show)."""
+        from rooflight.ui.whatif import WhatIf
+
+        state: dict = {}
+
+        def open_tab(tab: int, wait) -> None:
+            wait(lambda: bool(page.model.rows) and self.ctx.machine.profile is not None)
+            if "sizes" not in state:
+                state["sizes"] = page.splitter.sizes()
+                state["what_if"] = self.ctx.machine.what_if
+                self.ctx.machine.set_what_if(WhatIf(gpu="NVIDIA GeForce RTX 3060"))
+                wait(lambda: page._rank_task is None and bool(page.model.rows))
+                page.select_model("qwen3-14b")
+                wait(lambda: self.estimate is not None)
+                self.set_context(32768)
+                wait(lambda: self.n_ctx == 32768 and self.estimate is not None
+                     and self.estimate.config.n_ctx == 32768 and self.ctx.runner.active == 0)
+                self.select_quant("Q4_K_M")  # the file most people download
+                wait(lambda: self.current is not None and self.current.quant == "Q4_K_M")
+            page.splitter.setSizes([110, 2000])
+            rows = page.table.selectionModel().selectedRows()
+            if rows:  # the model's own row in the little table left above the detail
+                page.table.scrollTo(rows[0], QAbstractItemView.ScrollHint.PositionAtTop)
+            if tab == 2:  # two charts side by side: the whole plot on screen
+                self.plots.kind_buttons["speed"].setChecked(True)
+            self.tabs.setCurrentIndex(tab)
+            panel = self.advice if tab == 1 else self.plots
+            wait(lambda: not panel.busy and self.ctx.runner.active == 0)
+
+        def done(wait) -> None:
+            self.plots.kind_buttons["memory"].setChecked(True)
+            self.tabs.setCurrentIndex(0)
+            page.splitter.setSizes(state.pop("sizes"))
+            self.ctx.machine.set_what_if(state.pop("what_if"))
+            wait(lambda: page._rank_task is None)
+
+        return [Shot("model_detail_advice.png", lambda wait: open_tab(1, wait)),
+                Shot("model_detail_plots.png", lambda wait: open_tab(2, wait), done)]

@@ -484,5 +484,5 @@ class ModelsPage(Page):
             self.select_model(pick.model.id)
             wait(lambda: self.detail.estimate is not None)
 
-        return [Shot("models.png", ranked), Shot("model_detail.png", detail)]
+        return [Shot("models.png", ranked), Shot("model_detail.png", detail), *self.detail.screenshots(self)]
 
