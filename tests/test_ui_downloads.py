@@ -52,7 +52,7 @@ def test_download_from_the_models_page_installs_and_offers_chat(qtbot, hub_serve
     small, big, _other = gguf_files
     model, repo, file = _catalog_file()
     hub_server.add_file(repo, file, big)
-    hub_server.throttle(f"{repo}/{file}", 2_500_000)  # ~2.5 s: several progress events
+    hub_server.throttle(f"{repo}/{file}", 5_000_000)  # ~2.5 s: several progress events
     window = make_window(qtbot, cpu_box())
     page = wait_ranked(qtbot, window)
     downloads = window.page("downloads")
@@ -244,6 +244,18 @@ def test_hub_search_results_join_the_models_table(qtbot, hub_server, gguf_files)
     assert rows[0].best.estimate.config.n_ctx <= page.n_ctx
     assert any(r.path == "/api/models" for r in hub_server.requests)
 
+    # a Hub result downloads like a catalog model, and then shows as installed
+    downloads = window.page("downloads")
+    downloads.chat_when_done.setChecked(False)
+    page.select_model("someone/Zebra-Tiny-GGUF")
+    qtbot.waitUntil(lambda: page.detail.estimate is not None)
+    (button,) = page.detail.quant_buttons(rows[0].best.quant)
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    row = downloads.row_for("zebra-tiny-Q8_0.gguf")
+    qtbot.waitUntil(lambda: row.job.state == JobState.DONE, timeout=15000)
+    assert row.job.repo_id == "someone/Zebra-Tiny-GGUF"
+    assert page.proxy.index(0, 10).data() == "✓"
+
     # offline: the same search comes from the cache, and a banner says so
     ctx.update_settings(offline=True)
     try:
@@ -260,3 +272,21 @@ def test_hub_search_results_join_the_models_table(qtbot, hub_server, gguf_files)
         assert page.model.extra == []
     finally:
         ctx.update_settings(offline=False)
+
+
+def test_the_event_loop_keeps_up_while_a_download_runs(qtbot, hub_server, gguf_files):
+    from test_ui_support import LoopLatency
+
+    _small, big, _other = gguf_files
+    hub_server.add_file("someone/public-GGUF", "model-F16.gguf", big)
+    hub_server.throttle("someone/public-GGUF/model-F16.gguf", 8_000_000)
+    window = make_window(qtbot)
+    downloads = window.page("downloads")
+    window.show_page("downloads")
+    latency = LoopLatency().start()
+    job_id = downloads.enqueue("someone/public-GGUF", "model-F16.gguf")
+    qtbot.waitUntil(lambda: downloads.rows[job_id].job.state == JobState.DONE, timeout=20000)
+    worst = latency.stop()
+    print(f"worst event-loop lateness {worst * 1000:.0f} ms over {latency.ticks} ticks")
+    assert latency.ticks > 50
+    assert worst < 0.100, f"the GUI thread stalled for {worst * 1000:.0f} ms"
