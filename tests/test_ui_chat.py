@@ -294,3 +294,24 @@ def test_closing_mid_reply_stops_it_and_the_chat_is_there_next_start(qtbot, tiny
     assert chat.chat_ids() == [chat_id] and chat.chat_id == chat_id  # the last chat is shown again
     assert chat.view.texts() == [("user", "a long reply please"), ("assistant", stored[1].content)]
     assert chat.load_panel.path == str(tiny)  # and its model is selected, ready to load
+
+
+def test_pyside_reference_leaks_cannot_abort_the_app(qtbot):
+    """PySide6 6.12 on Python 3.11 takes a reference to None per void call and to True per
+    emit: without rooflight.ui's guard this loop aborts the process (none_dealloc)."""
+    import sys
+
+    from PySide6.QtCore import QObject, Signal
+    from PySide6.QtWidgets import QLabel
+
+    from rooflight.ui.refcount_guard import leaking
+
+    class Pinger(QObject):
+        ping = Signal()
+
+    label, pinger = QLabel(), Pinger()
+    for _ in range(20000):
+        label.setText("x")
+        pinger.ping.emit()
+    if leaking():  # the bug is there: the guard made None, True and False immortal
+        assert min(sys.getrefcount(o) for o in (None, True, False)) > 1 << 59
