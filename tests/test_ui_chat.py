@@ -79,6 +79,8 @@ def test_models_chat_button_selects_the_model_and_fields_replan(qtbot, tiny):
 
 def test_tokens_stream_into_the_view_and_stop_within_one_token(qtbot, tiny):
     window = make_window(qtbot, cpu_box())
+    wait_ranked(qtbot, window)
+    latency = LoopLatency().start()  # loading, streaming, stopping, regenerating
     page = loaded(qtbot, window, tiny, max_tokens=3000)
     assert page.status.text().startswith("synthetic-llama-F16 (F16) · CPU · 4096-token context")
     page.composer.setFocus()
@@ -117,6 +119,8 @@ def test_tokens_stream_into_the_view_and_stop_within_one_token(qtbot, tiny):
     qtbot.mouseClick(page.stop_button, Qt.MouseButton.LeftButton)
     again = reply_done(qtbot, page)
     assert again.stats.stop_reason == "stopped" and engine.llm.n_tokens - page.stop_tokens <= 1
+    worst = latency.stop()
+    assert worst < 0.100, f"the GUI thread stalled for {worst * 1000:.0f} ms while streaming"
     assert [w.role for w in page.view.messages] == ["user", "assistant"]
     stored = ChatStore().messages(page.chat_id)
     assert [(m.role, m.complete) for m in stored] == [("user", True), ("assistant", True)]
@@ -170,6 +174,21 @@ def test_gemma_replies_with_stats_and_the_event_loop_never_stalls(qtbot):
     assert [m.role for m in stored] == ["user", "assistant", "user", "assistant"]
     assert stored[1].stats["decode_tok_s"] == pytest.approx(st.decode_tok_s, rel=1e-3)
     assert page.chat_list.count() == 1 and page.chat_list.item(0).text() == "What is the capital of France?"
+
+
+def test_a_load_can_be_cancelled(qtbot):
+    window = make_window(qtbot, cpu_box())
+    page = window.page("chat")
+    lp = planned(qtbot, page, gemma_270m_path())
+    page.load(lp)
+    assert page.loading and page.load_panel.cancel_button.isVisible()
+    assert not page.load_panel.load_button.isEnabled() and not page.composer.isEnabled()
+    qtbot.mouseClick(page.load_panel.cancel_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not page.loading, timeout=30000)
+    assert page.engine is None and page.session is None
+    assert all(e.closed for e in page._load_holder)  # nothing stays loaded
+    assert page.load_panel.progress_row.isHidden() and window.banners.texts() == []
+    assert page.load_panel.load_button.isEnabled() and not page.monitor.running
 
 
 def test_regenerate_and_edit_and_resend(qtbot, tiny):

@@ -4,11 +4,14 @@ follows the newest text, and the composer (Enter sends, Shift+Enter a new line).
 
 Streaming: tokens arrive many times a second; append() only collects them and a timer
 renders the growing reply at most FLUSH_HZ times a second, so a fast model never floods
-the event loop with Markdown layouts.
+the event loop with Markdown layouts. A long reply costs more to lay out (about 2 ms per
+2 KB here), so the timer also waits RENDER_SHARE times the last render's cost: the GUI
+thread spends at most a fifth of its time on the streaming reply, however long it grows.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,6 +33,8 @@ from rooflight.ui.markdown import MarkdownView
 from rooflight.ui.widgets import label, tok_s
 
 FLUSH_HZ = 30
+RENDER_SHARE = 4  # wait this many times the last render's duration before the next one
+MAX_FLUSH_MS = 500
 STOP_REASONS = {
     "eos": "the model ended its turn",
     "stop_string": "the model ended its turn",
@@ -273,7 +278,7 @@ class ConversationView(QScrollArea):
         w = self.add_message("assistant", "")
         w.set_stats(None, status="Thinking…")
         self._streaming, self._stream_text, self._dirty = w, "", False
-        self._timer.start()
+        self._timer.start(1000 // FLUSH_HZ)
         return w
 
     @property
@@ -298,8 +303,11 @@ class ConversationView(QScrollArea):
     def flush(self) -> None:
         if self._streaming is not None and self._dirty:
             self._dirty = False
+            started = time.perf_counter()
             self._streaming.set_text(self._stream_text)
             self.renders += 1
+            cost_ms = (time.perf_counter() - started) * 1000
+            self._timer.setInterval(int(min(MAX_FLUSH_MS, max(1000 / FLUSH_HZ, RENDER_SHARE * cost_ms))))
 
     def end_stream(self) -> MessageWidget | None:
         """Stop streaming; the reply widget (if any) is returned for its final text."""

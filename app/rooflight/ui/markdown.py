@@ -83,8 +83,9 @@ class MarkdownView(QTextBrowser):
 
     def _fit(self) -> None:
         doc = self.document()
-        if self.viewport().width() > 0:
-            doc.setTextWidth(self.viewport().width())
+        width = self.viewport().width()
+        if width > 0 and doc.textWidth() != width:  # setting it lays the text out again
+            doc.setTextWidth(width)
         margins = self.contentsMargins()
         height = math.ceil(doc.size().height()) + margins.top() + margins.bottom()
         if height != self.height():
