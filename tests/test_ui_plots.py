@@ -19,7 +19,7 @@ from rooflight.estimate.sweep import max_fitting_context, memory_vs_context
 from rooflight.gguf import load_model_spec
 from rooflight.gguf.synthetic import write_model
 from rooflight.hardware import profile_from_dict
-from rooflight.hardware.monitor import Monitor
+from rooflight.hardware.monitor import Monitor, SpeedBoard
 from rooflight.hardware.profile import CPUInfo, HardwareProfile
 from rooflight.runtime.stress import measured_speeds, run_stress
 from rooflight.ui.monitor_panel import MonitorPanel
@@ -77,12 +77,12 @@ def test_memory_plot_from_a_real_sweep(qtbot, tmp_path):
     assert f"fits up to {ctx_label(plot.fits_until)} tokens" in plot.caption()
     gpu = plot.charts()[1]
     names = [s.name() for s in gpu.series()]
-    for name in ("weights", "KV cache", "compute buffers", "GPU runtime overhead", "capacity",
-                 f"leaves the GPU after {ctx_label(plot.full_gpu_until)}",
-                 f"stops fitting after {ctx_label(plot.fits_until)}", "too large for this machine"):
+    for name in ("weights", "KV cache", "compute", "GPU overhead", "capacity",
+                 f"leaves GPU: {ctx_label(plot.full_gpu_until)}", f"fits to {ctx_label(plot.fits_until)}",
+                 "too large"):
         assert name in names
     # the stacked top is the planned total at every context, the capacity line the usable memory
-    top = by_name(gpu, "GPU runtime overhead").upperSeries().points()
+    top = by_name(gpu, "GPU overhead").upperSeries().points()
     cap = by_name(gpu, "capacity").points()
     for p, t, c in zip(plot.points, top, cap, strict=True):
         d = p.estimate.memory.device("gpu0")
@@ -99,7 +99,7 @@ def test_memory_plot_set_points_cpu_only(qtbot):
     plot.set_points(points, fits_until=32768, title="t")
     assert len(plot.charts()) == 1
     names = [s.name() for s in plot.charts()[0].series()]
-    assert "GPU runtime overhead" not in names and "too large for this machine" not in names
+    assert "GPU overhead" not in names and "too large" not in names
     assert "the whole range" in plot.caption()
     assert len(series_of(plot.charts()[0], QAreaSeries)) == 3
 
@@ -163,6 +163,7 @@ def test_quant_plot_from_catalog_estimates(qtbot, tmp_path):
 def test_monitor_panel_follows_a_running_monitor(qtbot, tmp_path):
     nvml = fake_pynvml([RTX_4090])
     monitor = Monitor(interval_s=0.05, nvml=nvml)
+    monitor.speeds = SpeedBoard(hold_s=60.0)  # the rates below stay current for the whole test
     panel = MonitorPanel(window_s=10.0)
     qtbot.addWidget(panel)
     panel.resize(1100, 620)

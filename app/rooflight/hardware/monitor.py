@@ -32,9 +32,10 @@ log = logging.getLogger(__name__)
 
 SPEED_KINDS = ("decode", "prompt")
 
-# A reported rate stays on the chart this long; after that the model is idle and the
-# sample says None rather than repeating a stale figure.
-SPEED_HOLD_S = 3.0
+# A reported rate counts as current this long (at least one and a half sampling
+# intervals, so a rate reported once between two samples is not missed); after that the
+# model is idle and the sample says None rather than repeating a stale figure.
+SPEED_HOLD_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -254,7 +255,7 @@ class Monitor:
         self._thread: threading.Thread | None = None
         self._cpu_s = 0.0
         self._run_s = 0.0
-        self.speeds = sampler.speeds if sampler is not None else SpeedBoard()
+        self.speeds = sampler.speeds if sampler is not None else SpeedBoard(max(SPEED_HOLD_S, 1.5 * interval_s))
 
     # -- the model's rates ---------------------------------------------------------------
     def record_speed(self, kind: str, tok_s: float) -> None:

@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from PySide6.QtCharts import QChart, QLineSeries, QValueAxis
 from PySide6.QtCore import QObject, QPointF, Qt, Signal, Slot
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QWidget
 
 from rooflight.hardware.monitor import Monitor, Sample
@@ -43,6 +44,12 @@ CPU_COLOR = "#475569"
 # one colour per GPU (VRAM, utilisation, power share it)
 GPU_COLORS = ("#16a34a", "#db2777", "#ca8a04", "#0891b2")
 TEMP_COLOR = "#dc2626"
+
+
+def _color_axis(axis: QValueAxis, color: str) -> None:
+    """Axis labels and title in the colour of the line it measures."""
+    axis.setLabelsColor(QColor(color))
+    axis.setTitleBrush(QColor(color))
 
 
 class _Bridge(QObject):
@@ -128,10 +135,11 @@ class MonitorPanel(ChartPanel):
         has_power = any(g.power_watts is not None or g.temperature_c is not None for g in s.gpus)
         # speed across the top; memory, load (and GPU power) side by side below it
         self._columns = 3 if has_power else 2
-        self._chart("speed", "model speed", "tokens / s", (0, 0, self._columns), [
+        # decode on the left axis, prompt processing (often 10x faster) on its own right axis
+        self._chart("speed", "model speed", "decode tokens / s", (0, 0, self._columns), [
             ("decode", "decode", make_pen(DECODE_COLOR, 2.2)),
-            ("prompt", "prompt processing", make_pen(PREFILL_COLOR, 2.2)),
-        ])
+            ("prompt", "prompt processing (right axis)", make_pen(PREFILL_COLOR, 2.2)),
+        ], right={"prompt": ("prompt", "prompt tokens / s", PREFILL_COLOR)}, left_color=DECODE_COLOR)
         memory = [("ram", "RAM used", make_pen(RAM_COLOR, 2.2)),
                   ("ram_total", "RAM size", make_pen(RAM_COLOR, 1.5, Qt.PenStyle.DashLine)),
                   ("rss", "this app", make_pen(PROCESS_COLOR, 1.8))]
@@ -154,7 +162,10 @@ class MonitorPanel(ChartPanel):
         if power:
             self._chart("gpu", "GPU power and temperature", "W / °C", (1, 2, 1), power)
 
-    def _chart(self, key: str, title: str, unit: str, cell: tuple[int, int, int], lines: list) -> QChart:
+    def _chart(self, key: str, title: str, unit: str, cell: tuple[int, int, int], lines: list, *,
+               right: dict[str, tuple[str, str, str]] | None = None, left_color: str | None = None) -> QChart:
+        """A running chart; `right` puts some lines on a second axis at the right:
+        {line name: (axis key, axis title, colour)}."""
         pal = self.palette()
         chart = self._new_chart(title, cell)
         x_axis = QValueAxis()
@@ -180,13 +191,22 @@ class MonitorPanel(ChartPanel):
         if cell[2] == 1:
             # narrow charts: one legend entry per line, at the side, so none is cut short
             chart.legend().setAlignment(Qt.AlignmentFlag.AlignRight)
+        if left_color:
+            _color_axis(y_axis, left_color)
+        right_axes: dict[str, QValueAxis] = {}
+        for axis_key, axis_title, color in (right or {}).values():
+            if axis_key not in right_axes:
+                axis = value_axis(0.0, 1.0, pal, axis_title)
+                _color_axis(axis, color)
+                chart.addAxis(axis, Qt.AlignmentFlag.AlignRight)
+                right_axes[axis_key] = self._axes[axis_key] = axis
         for name, label, pen in lines:
             series = QLineSeries()
             series.setName(label)
             chart.addSeries(series)
             series.setPen(pen)  # after addSeries: adding applies the theme's colours
             series.attachAxis(x_axis)
-            series.attachAxis(y_axis)
+            series.attachAxis(right_axes[right[name][0]] if right and name in right else y_axis)
             self._series[name] = series
         return chart
 
@@ -219,7 +239,8 @@ class MonitorPanel(ChartPanel):
                 put(f"temp{i}", x, g.temperature_c)
         for name, points in values.items():
             self._series[name].replace(points)
-        self._fit_axis("speed", [p.y() for n in ("decode", "prompt") for p in values.get(n, [])], 10.0)
+        self._fit_axis("speed", [p.y() for p in values.get("decode", [])], 10.0)
+        self._fit_axis("prompt", [p.y() for p in values.get("prompt", [])], 10.0)
         self._fit_axis("memory", [p.y() for n, pts in values.items()
                                   if n.startswith(("ram", "rss", "vram")) for p in pts], 1.0)
         self._fit_axis("gpu", [p.y() for n, pts in values.items() if n.startswith(("power", "temp")) for p in pts], 100.0)

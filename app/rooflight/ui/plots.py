@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +55,7 @@ GB = 1e9
 # Memory kinds: the same hues as the app's stacked bars (ui/theme.py), readable on light
 # and dark backgrounds alike.
 KIND_COLORS = {"weights": "#3b6fe0", "kv": "#8a5cf0", "compute": "#12a594", "overhead": "#98a1ae"}
-KIND_LABELS = {"weights": "weights", "kv": "KV cache", "compute": "compute buffers", "overhead": "GPU runtime overhead"}
+KIND_LABELS = {"weights": "weights", "kv": "KV cache", "compute": "compute", "overhead": "GPU overhead"}
 CAPACITY_COLOR = "#d62828"
 GPU_LIMIT_COLOR = "#e08a00"
 DECODE_COLOR = "#2563eb"
@@ -323,12 +323,12 @@ class ChartPanel(QWidget):
 
 
 def _atomic_write(path: Path, write) -> Path:
+    """write(tmp) into a temporary name beside `path`, fsync, rename over `path`. The
+    writer creates the file itself, so it gets the usual permissions (umask), not 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
+    tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex[:12]}.tmp{path.suffix}")
     try:
-        if not write(tmp) or tmp.stat().st_size == 0:
+        if not write(tmp) or not tmp.is_file() or tmp.stat().st_size == 0:
             raise OSError(f"Could not write {path.name}; check that the folder is writable.")
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
@@ -426,7 +426,7 @@ class MemoryContextPlot(ChartPanel):
             start = _x(self.fits_until) if self.fits_until is not None else _x(lo)
             band_hi = _line([(start, y_top), (_x(hi), y_top)], "", QPen(Qt.PenStyle.NoPen))
             band_lo = _line([(start, 0.0), (_x(hi), 0.0)], "", QPen(Qt.PenStyle.NoPen))
-            band = _area(band_hi, band_lo, "too large for this machine", CAPACITY_COLOR, 38)
+            band = _area(band_hi, band_lo, "too large", CAPACITY_COLOR, 38)
             band.setPen(QPen(Qt.PenStyle.NoPen))
             _attach(chart, band, x_axis, y_axis)
 
@@ -444,11 +444,11 @@ class MemoryContextPlot(ChartPanel):
                     "capacity", make_pen(CAPACITY_COLOR, 2.0, Qt.PenStyle.DashLine))
         _attach(chart, cap, x_axis, y_axis)
         if device != "cpu" and self.full_gpu_until is not None and lo <= self.full_gpu_until < hi:
-            marker = _vertical(_x(self.full_gpu_until), y_top, f"leaves the GPU after {ctx_label(self.full_gpu_until)}",
+            marker = _vertical(_x(self.full_gpu_until), y_top, f"leaves GPU: {ctx_label(self.full_gpu_until)}",
                                GPU_LIMIT_COLOR)
             _attach(chart, marker, x_axis, y_axis)
         if self.fits_until is not None and lo <= self.fits_until < hi:
-            marker = _vertical(_x(self.fits_until), y_top, f"stops fitting after {ctx_label(self.fits_until)}",
+            marker = _vertical(_x(self.fits_until), y_top, f"fits to {ctx_label(self.fits_until)}",
                                CAPACITY_COLOR)
             _attach(chart, marker, x_axis, y_axis)
         # the empty-name helper series (band edges) stay out of the legend
