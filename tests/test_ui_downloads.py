@@ -29,6 +29,13 @@ def gguf_files(tmp_path_factory):
     return small, big, other
 
 
+def downloads_of(qtbot, window):
+    """The Downloads page once its queue is open (a worker opens it after start-up)."""
+    page = window.page("downloads")
+    qtbot.waitUntil(lambda: page.queue is not None, timeout=10000)
+    return page
+
+
 def _catalog_file():
     model = find_model(MODEL_ID)
     return model, *model.file_for(QUANT)
@@ -55,7 +62,7 @@ def test_download_from_the_models_page_installs_and_offers_chat(qtbot, hub_serve
     hub_server.throttle(f"{repo}/{file}", 5_000_000)  # ~2.5 s: several progress events
     window = make_window(qtbot, cpu_box())
     page = wait_ranked(qtbot, window)
-    downloads = window.page("downloads")
+    downloads = downloads_of(qtbot, window)
     chats = []
     window.ctx.actions.set_chat_handler(chats.append)
     downloads.chat_when_done.setChecked(False)
@@ -111,7 +118,7 @@ def test_pause_resume_and_cancel_from_the_page(qtbot, hub_server, gguf_files):
     key = f"{repo}/{file}"
     hub_server.throttle(key, 1_000_000)
     window = make_window(qtbot)
-    downloads = window.page("downloads")
+    downloads = downloads_of(qtbot, window)
     downloads.chat_when_done.setChecked(False)
     job_id = downloads.enqueue(repo, file)
     row = downloads.rows[job_id]
@@ -156,7 +163,7 @@ def test_errors_are_plain_sentences_in_the_row_and_a_banner(qtbot, hub_server, g
     hub_server.add_file("someone/gated-GGUF", "model-Q8_0.gguf", small)
     hub_server.require_token("someone/gated-GGUF")
     window = make_window(qtbot)
-    downloads = window.page("downloads")
+    downloads = downloads_of(qtbot, window)
     missing = downloads.enqueue("someone/public-GGUF", "no-such-file.gguf")
     gated = downloads.enqueue("someone/gated-GGUF", "model-Q8_0.gguf")
     qtbot.waitUntil(lambda: all(downloads.rows[i].job.state == JobState.FAILED for i in (missing, gated)),
@@ -175,7 +182,7 @@ def test_errors_are_plain_sentences_in_the_row_and_a_banner(qtbot, hub_server, g
 
 def test_offline_mode_refuses_with_a_sentence(qtbot, hub_server, gguf_files):
     window = make_window(qtbot)
-    downloads = window.page("downloads")
+    downloads = downloads_of(qtbot, window)
     window.ctx.update_settings(offline=True)
     try:
         assert not downloads.offline_note.isHidden()
@@ -194,7 +201,7 @@ def test_closing_pauses_and_the_next_start_resumes(qtbot, hub_server, gguf_files
     key = f"{repo}/{file}"
     hub_server.throttle(key, 1_000_000)
     window = make_window(qtbot)
-    downloads = window.page("downloads")
+    downloads = downloads_of(qtbot, window)
     downloads.chat_when_done.setChecked(False)
     job_id = downloads.enqueue(repo, file)
     row = downloads.rows[job_id]
@@ -204,7 +211,7 @@ def test_closing_pauses_and_the_next_start_resumes(qtbot, hub_server, gguf_files
     hub_server.throttle(key, None)
 
     again = make_window(qtbot)
-    restored = again.page("downloads")
+    restored = downloads_of(qtbot, again)
     (row,) = restored.rows.values()
     assert row.job.filename == file
     qtbot.waitUntil(lambda: row.job.state == JobState.DONE, timeout=15000)
@@ -245,7 +252,7 @@ def test_hub_search_results_join_the_models_table(qtbot, hub_server, gguf_files)
     assert any(r.path == "/api/models" for r in hub_server.requests)
 
     # a Hub result downloads like a catalog model, and then shows as installed
-    downloads = window.page("downloads")
+    downloads = downloads_of(qtbot, window)
     downloads.chat_when_done.setChecked(False)
     page.select_model("someone/Zebra-Tiny-GGUF")
     qtbot.waitUntil(lambda: page.detail.estimate is not None)
@@ -281,7 +288,7 @@ def test_the_event_loop_keeps_up_while_a_download_runs(qtbot, hub_server, gguf_f
     hub_server.add_file("someone/public-GGUF", "model-F16.gguf", big)
     hub_server.throttle("someone/public-GGUF/model-F16.gguf", 8_000_000)
     window = make_window(qtbot)
-    downloads = window.page("downloads")
+    downloads = downloads_of(qtbot, window)
     window.show_page("downloads")
     latency = LoopLatency().start()
     job_id = downloads.enqueue("someone/public-GGUF", "model-F16.gguf")

@@ -92,6 +92,7 @@ def downloads_shot(page) -> Shot:
         from rooflight.download import JobState
         from rooflight.gguf.synthetic import write_model
 
+        wait(lambda: page.queue is not None or page._opening is None, 30)
         server_class = _hub_server_class()
         if server_class is None or page.queue is None:
             return  # an installed package: the page as it is

@@ -9,7 +9,9 @@ buttons), marks finished files installed in ctx.installed (the Models page then 
 Chat), and, with "Open a chat when done", asks for a chat with what it just downloaded.
 
 Closing the window pauses every download (the partial files stay); the next start lists
-them again from the installed store and resumes those that were running.
+them again from the installed store and resumes those that were running. The queue (and
+its store) is opened in a worker after the first paint: rooflight.download is imported
+there, not at start-up.
 """
 
 from __future__ import annotations
@@ -31,9 +33,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from rooflight.download import DownloadEvent, DownloadJob, DownloadQueue, JobState
-from rooflight.download.diskspace import format_bytes
-from rooflight.download.progress import DONE, DOWNLOADING, RESOLVING, VERIFYING, WAITING
 from rooflight.errors import RooflightError
 from rooflight.ui.pages.base import Page, Shot
 from rooflight.ui.widgets import Note, label
@@ -42,6 +41,35 @@ log = logging.getLogger(__name__)
 
 BAR_STEPS = 1000
 SHUTDOWN_WAIT_S = 10.0  # a transfer notices a pause between two chunks: well under a second
+
+
+class JobState:
+    """download.queue.JobState's values (a StrEnum, so equal to these strings): the page
+    compares states without importing rooflight.download on the GUI thread."""
+
+    QUEUED, RUNNING, PAUSED = "queued", "running", "paused"
+    DONE, FAILED, CANCELLED = "done", "failed", "cancelled"
+
+
+# download.progress phases
+RESOLVING, WAITING, DOWNLOADING, VERIFYING, DONE = "resolving", "waiting", "downloading", "verifying", "done"
+ACTIVE = (JobState.QUEUED, JobState.RUNNING)
+
+
+def format_bytes(n: int) -> str:
+    from rooflight.download.diskspace import format_bytes as fmt  # loaded with the queue
+
+    return fmt(n)
+
+
+def open_queue(on_event, opened: list):
+    """Worker side: the download queue, with last time's unfinished downloads listed
+    (paused, bytes on disk). `opened` also gets it, for a window closed meanwhile."""
+    from rooflight.download import DownloadQueue
+
+    queue = DownloadQueue(on_event, restore=True)
+    opened.append(queue)
+    return queue
 
 
 # -- words (plain functions, tested without widgets) -----------------------------------------
@@ -77,13 +105,13 @@ PHASE_WORDS = {RESOLVING: "Starting", WAITING: "Waiting", DOWNLOADING: "Download
                VERIFYING: "Verifying", DONE: "Installing"}
 
 
-def state_word(job: DownloadJob) -> str:
+def state_word(job) -> str:
     if job.state == JobState.RUNNING and job.progress is not None:
         return PHASE_WORDS.get(job.progress.phase, "Downloading")
     return STATE_WORDS[job.state]
 
 
-def status_text(job: DownloadJob, *, partial_removed: bool = False) -> str:
+def status_text(job, *, partial_removed: bool = False) -> str:
     """One line under the bar: how far, how fast, how long; or what happened."""
     p = job.progress
     if job.state == JobState.QUEUED:
@@ -133,7 +161,7 @@ def status_text(job: DownloadJob, *, partial_removed: bool = False) -> str:
     return "Cancelled."
 
 
-def bar_fraction(job: DownloadJob) -> float | None:
+def bar_fraction(job) -> float | None:
     """The bar's fill (0..1), or None for a busy bar (asking the Hub, waiting)."""
     p = job.progress
     if job.state == JobState.DONE:
@@ -152,7 +180,7 @@ class DownloadRow(QFrame):
 
     action = Signal(str, str)  # (what: pause | resume | retry | cancel | forget | chat, job id)
 
-    def __init__(self, job: DownloadJob, parent: QWidget | None = None) -> None:
+    def __init__(self, job, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.job = job
         self.partial_removed = False
@@ -202,7 +230,7 @@ class DownloadRow(QFrame):
         col.addWidget(self.error)
         self.update_job(job)
 
-    def update_job(self, job: DownloadJob, *, can_chat: bool = False) -> None:
+    def update_job(self, job, *, can_chat: bool = False) -> None:
         self.job = job
         word = state_word(job)
         self.state.setText(word)
@@ -240,7 +268,7 @@ class DownloadRow(QFrame):
 class _Events(QObject):
     """Download threads emit this; Qt queues the call to the GUI thread."""
 
-    event = Signal(object)  # DownloadEvent
+    event = Signal(object)  # download.DownloadEvent
 
 
 # -- the page ------------------------------------------------------------------------------
@@ -251,13 +279,14 @@ class DownloadsPage(Page):
     icon = "downloads"
 
     changed = Signal()  # a row was added, changed or removed (tests, screenshots)
+    ready = Signal()  # the queue is open (restored rows listed)
 
     def __init__(self, ctx, parent: QWidget | None = None) -> None:
         super().__init__(ctx, parent)
         self.rows: dict[str, DownloadRow] = {}
         self._asked_here: set[str] = set()  # ids enqueued in this session (chat when done)
         self._finished: set[str] = set()
-        self._resume_keys: list[tuple[str, str, str]] = []
+        self._resume_keys: set[tuple[str, str, str]] = set()
 
         outer = QVBoxLayout(self)
         outer.setContentsMargins(24, 18, 24, 12)
@@ -305,13 +334,13 @@ class DownloadsPage(Page):
 
         self._events = _Events(self)
         self._events.event.connect(self._on_event)
-        self.queue: DownloadQueue | None = None
-        try:
-            # restore: downloads left unfinished last time come back paused (bytes on disk)
-            self.queue = DownloadQueue(self._events.event.emit, restore=True)
-        except Exception as exc:  # an unreadable store must not take the window down
-            ctx.report(exc, "opening the list of downloads")
-        ctx.actions.set_download_handler(self.enqueue if self.queue is not None else None)
+        self.queue = None  # download.DownloadQueue, once opened
+        self._waiting: list[tuple[str, str, str | None]] = []  # asked for before it was open
+        self._opened: list = []
+        self._opening = ctx.runner.run(open_queue, self._events.event.emit, self._opened,
+                                       on_done=self._queue_opened, on_error=self._queue_failed,
+                                       what="opening the list of downloads")
+        ctx.actions.set_download_handler(self.enqueue)
         ctx.actions.changed.connect(self._refresh_rows)
         ctx.settings_changed.connect(self._settings_changed)
         self.offline_note.setVisible(ctx.settings.offline)
@@ -319,14 +348,17 @@ class DownloadsPage(Page):
 
     # -- public ------------------------------------------------------------------------------
     def enqueue(self, repo: str, file: str, revision: str | None = None) -> str | None:
-        """The download handler: queue (repo, file) and show this page; None if refused."""
+        """The download handler: queue (repo, file) and show this page. Returns its id;
+        None if refused, or while the queue is still being opened (it is queued then)."""
         name = Path(file).name
-        if self.queue is None:
-            self.ctx.show_error("Downloads are not available: the list of downloads could not be opened.")
-            return None
         if self.ctx.settings.offline:
             self.ctx.show_error(f"Offline mode is on, so {name} cannot be downloaded; switch it off in "
                                 "Settings, then press Download again.")
+            return None
+        if self.queue is None:
+            if self._opening is not None:  # a click in the first moments: queued once open
+                self._waiting.append((repo, file, revision))
+                self.ctx.show_page(self.key)
             return None
         try:
             job_id = self.queue.add(repo, file, revision)
@@ -341,7 +373,28 @@ class DownloadsPage(Page):
         self.ctx.show_page(self.key)
         return job_id
 
-    def jobs(self) -> list[DownloadJob]:
+    def _queue_opened(self, queue) -> None:
+        self._opening = None
+        self.queue = queue
+        self._update_status()
+        if self._resume_keys and not self.ctx.settings.offline:
+            for job in self.jobs():
+                if job.state == JobState.PAUSED and (job.repo_id, job.filename, job.revision) in self._resume_keys:
+                    queue.resume(job.id)
+        self._resume_keys = set()
+        waiting, self._waiting = self._waiting, []
+        for repo, file, revision in waiting:
+            self.enqueue(repo, file, revision)
+        self.ready.emit()
+
+    def _queue_failed(self, exc: BaseException) -> None:
+        # an unreadable store must not take the window down: no downloads this time
+        self._opening = None
+        self._waiting = []
+        self.ctx.actions.set_download_handler(None)
+        self.ctx.report(exc, "opening the list of downloads")
+
+    def jobs(self) -> list:
         return [r.job for r in self.rows.values()]
 
     def row_for(self, filename: str) -> DownloadRow | None:
@@ -390,7 +443,7 @@ class DownloadsPage(Page):
                 self.forget(job.id)
 
     # -- events (GUI thread) ---------------------------------------------------------------------
-    def _on_event(self, ev: DownloadEvent) -> None:
+    def _on_event(self, ev) -> None:
         job = ev.job
         if ev.kind == "forgotten":
             row = self.rows.pop(job.id, None)
@@ -413,7 +466,7 @@ class DownloadsPage(Page):
         self._update_status()
         self.changed.emit()
 
-    def _state_changed(self, job: DownloadJob) -> None:
+    def _state_changed(self, job) -> None:
         if job.state == JobState.DONE and job.result is not None and job.id not in self._finished:
             self._finished.add(job.id)
             path = job.result.model.path
@@ -445,7 +498,7 @@ class DownloadsPage(Page):
         except RuntimeError:  # the queue was shut down: the window is closing
             pass
 
-    def _ask_remove_partial(self, job: DownloadJob) -> bool | None:
+    def _ask_remove_partial(self, job) -> bool | None:
         """True: delete the partial data; False: keep it; None: do not cancel."""
         p = job.progress
         on_disk = p.done_bytes if p is not None and p.phase in (DOWNLOADING, VERIFYING) else 0
@@ -483,7 +536,7 @@ class DownloadsPage(Page):
     def _settings_changed(self, settings) -> None:
         self.offline_note.setVisible(settings.offline)
         if settings.offline and self.queue is not None:
-            active = [j for j in self.jobs() if j.active]
+            active = [j for j in self.jobs() if j.state in ACTIVE]
             for job in active:
                 self.queue.pause(job.id)
             if active:
@@ -510,7 +563,7 @@ class DownloadsPage(Page):
     # -- state and shutdown ------------------------------------------------------------------------
     def save_state(self, state) -> None:
         # what was running or queued resumes at the next start; what the user paused stays paused
-        active = [[j.repo_id, j.filename, j.revision] for j in self.jobs() if j.active]
+        active = [[j.repo_id, j.filename, j.revision] for j in self.jobs() if j.state in ACTIVE]
         state.setValue("downloads/resume", json.dumps(active))
         state.setValue("downloads/chat_when_done", self.chat_when_done.isChecked())
 
@@ -522,16 +575,18 @@ class DownloadsPage(Page):
             wanted = json.loads(str(state.value("downloads/resume") or "[]"))
         except ValueError:
             wanted = []
-        if not isinstance(wanted, list) or self.queue is None or self.ctx.settings.offline:
-            return
-        keys = {tuple(str(x) for x in k) for k in wanted if isinstance(k, (list, tuple)) and len(k) == 3}
-        for job in self.jobs():
-            if job.state == JobState.PAUSED and (job.repo_id, job.filename, job.revision) in keys:
-                self.queue.resume(job.id)
+        if isinstance(wanted, list):  # resumed once the queue is open
+            self._resume_keys = {tuple(str(x) for x in k) for k in wanted
+                                 if isinstance(k, (list, tuple)) and len(k) == 3}
 
     def shutdown(self) -> None:
         """Pause everything cleanly: partial files and their records stay for next time."""
         self.ctx.actions.set_download_handler(None)
+        if self._opening is not None:  # still opening: wait for it, then close it too
+            self._opening.wait(SHUTDOWN_WAIT_S)
+            self._opening = None
+        if self.queue is None and self._opened:
+            self.queue = self._opened[0]
         if self.queue is not None:
             queue, self.queue = self.queue, None
             try:
