@@ -118,6 +118,7 @@ class DetailPlots(QWidget):
         self.group.idToggled.connect(self._kind_toggled)
         self._timer = QTimer(self, singleShot=True, interval=DEBOUNCE_MS)
         self._timer.timeout.connect(self._run)
+        ctx.theme_changed.connect(self._theme_changed)
 
     # -- input -------------------------------------------------------------------------------
     def set_subject(self, model, option, options, wishes: Wishes, hardware, calibration, what_if: bool) -> None:
@@ -132,6 +133,12 @@ class DetailPlots(QWidget):
         if self._task is not None:
             self._task.cancel()
             self._task = None
+
+    def _theme_changed(self, _colors) -> None:
+        # charts take the palette when they are made: make them again
+        self._drawn = None
+        if self.isVisible():
+            self._timer.start()
 
     @property
     def kind(self) -> str:
