@@ -283,12 +283,12 @@ def load_engine(
             callback_error.append(exc)
             return False
 
+    if cancel is not None and cancel.is_set():
+        raise LoadCancelledError()  # before the Llama exists: one never initialised breaks in __del__
     c_progress = llama_cpp.llama_progress_callback(progress)
     cls = _llama_class()
     llm = cls.__new__(cls)
     llm._rooflight_progress = c_progress  # the callback must outlive the load
-    if cancel is not None and cancel.is_set():
-        raise LoadCancelledError()
     t0 = time.perf_counter()
     # verbose=True so llama.cpp's log carries the buffer sizes (captured, not printed);
     # llama-cpp-python's own prints (system info, metadata) go to a buffer, not the terminal

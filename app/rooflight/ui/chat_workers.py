@@ -12,10 +12,13 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rooflight.errors import OperationFailedError
-from rooflight.hardware.monitor import Monitor
 from rooflight.ui.chat_load import FORCE_HINT
+
+if TYPE_CHECKING:
+    from rooflight.hardware.monitor import Monitor
 
 LIVE_RATE_S = 0.25  # how often the reply's decode rate goes to the monitor and the view
 

@@ -35,13 +35,11 @@ from PySide6.QtWidgets import (
 )
 
 from rooflight.errors import BadInputError, RooflightError
-from rooflight.hardware.monitor import Monitor
 from rooflight.ui import theme
 from rooflight.ui.chat_load import LoadPanel
 from rooflight.ui.chat_settings import SamplingPanel
 from rooflight.ui.chat_view import Composer, ConversationView
 from rooflight.ui.chat_workers import load_model, run_turn, write_export
-from rooflight.ui.monitor_panel import MonitorPanel
 from rooflight.ui.pages.base import Page, Shot
 from rooflight.ui.widgets import Note, label, tok_s
 
@@ -73,7 +71,8 @@ class ChatPage(Page):
         self._edit_index: int | None = None
         self._closed = False
         self._sizes: list[int] = []
-        self.monitor = Monitor(interval_s=0.5)
+        self.monitor = None  # hardware.monitor.Monitor, made with its panel when first needed
+        self.monitor_panel = None
 
         outer = QVBoxLayout(self)
         outer.setContentsMargins(24, 18, 24, 12)
@@ -201,9 +200,12 @@ class ChatPage(Page):
         row.addLayout(buttons)
         tcol.addLayout(row)
         self.tabs.addTab(talk, "Conversation")
-        self.monitor_panel = MonitorPanel(self.monitor)
-        self.monitor_panel.setAccessibleName("Live monitor")
-        self.tabs.addTab(self.monitor_panel, "Live monitor")
+        # the charts (QtCharts) are made when a model first loads or the tab opens:
+        # the window's start does not wait for them
+        self.monitor_tab = QWidget()
+        self.monitor_tab.setAccessibleName("Live monitor")
+        QVBoxLayout(self.monitor_tab).setContentsMargins(0, 0, 0, 0)
+        self.tabs.addTab(self.monitor_tab, "Live monitor")
         self.tabs.currentChanged.connect(self._tab_changed)
         col.addWidget(self.tabs, 1)
         return center
@@ -434,6 +436,7 @@ class ChatPage(Page):
         self._load_cancel = threading.Event()
         self._load_holder = []
         self.load_panel.set_loading(True, f"Loading {lp.path.name}…")
+        self._ensure_monitor()
         if not self.monitor.running:
             self.monitor.start()
         self._load_task = self.ctx.runner.run(
@@ -451,7 +454,7 @@ class ChatPage(Page):
         self._load_task = None
         self._load_cancel = None
         self.load_panel.set_loading(False)
-        if self.engine is None:
+        if self.engine is None and self.monitor is not None:
             self.monitor.stop()
         self._update_controls()
 
@@ -493,7 +496,8 @@ class ChatPage(Page):
             self.stop()
         engine, self.engine, self.session = self.engine, None, None
         self.load_panel.set_loaded(None)
-        self.monitor.stop()
+        if self.monitor is not None:
+            self.monitor.stop()
         if engine is not None:
             # close waits for a reply still finishing: in a worker, never here
             self.ctx.runner.run(engine.close, what="unloading the model")
@@ -646,9 +650,22 @@ class ChatPage(Page):
         if self.session is not None:
             self.composer.setFocus()
 
+    def _ensure_monitor(self) -> None:
+        if self.monitor is not None:
+            return
+        from rooflight.hardware.monitor import Monitor
+        from rooflight.ui.monitor_panel import MonitorPanel
+
+        self.monitor = Monitor(interval_s=0.5)
+        self.monitor_panel = MonitorPanel(self.monitor)
+        self.monitor_panel.setAccessibleName("Live monitor charts")
+        self.monitor_tab.layout().addWidget(self.monitor_panel)
+
     def _tab_changed(self, index: int) -> None:
         # the monitor's charts need the width: the chat settings step aside meanwhile
-        monitor = self.tabs.widget(index) is self.monitor_panel
+        monitor = self.tabs.widget(index) is self.monitor_tab
+        if monitor:
+            self._ensure_monitor()
         show = self.settings_button.isChecked() and not monitor
         if show == (not self.sampling.isHidden()):
             return
@@ -712,8 +729,9 @@ class ChatPage(Page):
         for engine in engines:
             if engine is not None:
                 engine.close()
-        self.monitor.stop()
-        self.monitor_panel.detach()
+        if self.monitor is not None:
+            self.monitor.stop()
+            self.monitor_panel.detach()
         if self.store is not None:
             self.store.close()
             self.store = None
@@ -740,7 +758,7 @@ class ChatPage(Page):
         def monitor(wait) -> None:
             if self.engine is None:
                 conversation(wait)
-            self.tabs.setCurrentWidget(self.monitor_panel)
+            self.tabs.setCurrentWidget(self.monitor_tab)
             wait(lambda: len(self.monitor.samples()) >= 10, 30)  # a few seconds of history
 
         def back(_wait) -> None:
