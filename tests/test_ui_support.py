@@ -88,4 +88,6 @@ class LoopLatency:
 
     def stop(self) -> float:
         self._timer.stop()
+        if self._last is not None:  # a stall just before stop() has no tick after it
+            self.worst = max(self.worst, time.perf_counter() - self._last - self.interval)
         return self.worst
