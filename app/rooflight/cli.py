@@ -12,6 +12,7 @@ import sys
 
 from rooflight import __version__
 from rooflight.commands import register_all
+from rooflight.commands.common import calibration_for
 from rooflight.commands.common import emit_json as _emit_json
 from rooflight.commands.common import gpu_layers as _gpu_layers
 from rooflight.commands.common import load_hardware as _hardware
@@ -28,16 +29,6 @@ def cmd_hardware(args) -> int:
     else:
         print(format_profile(profile))
     return 0
-
-
-def _calibration(profile):
-    from rooflight.store.calibration import CalibrationStore, machine_key
-
-    store = CalibrationStore()
-    try:
-        return store.calibration(machine_key(profile), profile.backend)
-    finally:
-        store.close()
 
 
 def _wishes(args):
@@ -64,7 +55,7 @@ def cmd_estimate(args) -> int:
     spec = load_model_spec(args.model)
     profile = _hardware(args)
     # calibration only describes this machine: never apply it to a --hardware profile
-    calibration = None if args.hardware else _calibration(profile)
+    calibration = calibration_for(args, profile)
     est = plan(spec, profile, _wishes(args), calibration=calibration)
     if args.json:
         _emit_json(est.to_dict())
@@ -83,7 +74,7 @@ def cmd_rank(args) -> int:
     from rooflight.catalog.local import find_installed
 
     profile = _hardware(args)
-    calibration = None if args.hardware else _calibration(profile)
+    calibration = calibration_for(args, profile)
     offline = False
     if args.refresh:  # ask the Hub for the catalog's current files (cached answers otherwise)
         refreshed = refresh_catalog_files()

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 import os
 
-from rooflight.commands.common import emit_json, gpu_layers, load_hardware, positive_int
+from rooflight.commands.common import (
+    calibration_for,
+    emit_json,
+    gpu_layers,
+    load_hardware,
+    positive_int,
+)
 from rooflight.errors import BadInputError
 
 
@@ -57,18 +63,6 @@ def _variants(model: str, quant: str | None):
     return (Variant(spec.file_type, spec, model),), spec.file_type
 
 
-def _calibration(args, profile):
-    if args.hardware:  # calibration describes this machine only
-        return None
-    from rooflight.store.calibration import CalibrationStore, machine_key
-
-    store = CalibrationStore()
-    try:
-        return store.calibration(machine_key(profile), profile.backend)
-    finally:
-        store.close()
-
-
 def cmd_advise(args) -> int:
     from rooflight.estimate import Wishes
     from rooflight.estimate.advise import advise
@@ -80,7 +74,7 @@ def cmd_advise(args) -> int:
         n_threads=args.threads, n_batch=args.batch, n_ubatch=args.ubatch, swa_full=args.swa_full,
         prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens,
     )
-    result = advise(variants, profile, wishes, current=current, calibration=_calibration(args, profile))
+    result = advise(variants, profile, wishes, current=current, calibration=calibration_for(args, profile))
     if args.json:
         emit_json(result.to_dict(model=args.model))
     else:

@@ -42,3 +42,13 @@ def load_hardware(args):
     if getattr(args, "hardware", None):
         return load_profile(args.hardware)
     return detect()
+
+
+def calibration_for(args, profile):
+    """This machine's calibration, or None for a --hardware profile: measurements taken here
+    describe this machine only."""
+    if getattr(args, "hardware", None):
+        return None
+    from rooflight.store.calibration import machine_calibration
+
+    return machine_calibration(profile)

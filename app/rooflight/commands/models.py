@@ -46,7 +46,7 @@ def format_installed(ranked) -> str:
 def cmd_models(args) -> int:
     from rooflight.catalog.local import default_model_dirs, find_installed, rank_installed
     from rooflight.catalog.rank import USE_CASES
-    from rooflight.commands.search import calibration_for
+    from rooflight.commands.common import calibration_for
     from rooflight.errors import BadInputError
 
     if args.use_case not in USE_CASES:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 
-from rooflight.commands.common import emit_json, load_hardware, positive_int
+from rooflight.commands.common import calibration_for, emit_json, load_hardware, positive_int
 
 
 def register(subparsers) -> None:
@@ -24,19 +24,6 @@ def register(subparsers) -> None:
                    help="read every file's header (more downloads) instead of resizing one header")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(func=cmd_search)
-
-
-def calibration_for(args, profile):
-    """Calibration describes this machine only: never apply it to a --hardware profile."""
-    if getattr(args, "hardware", None):
-        return None
-    from rooflight.store.calibration import CalibrationStore, machine_key
-
-    store = CalibrationStore()
-    try:
-        return store.calibration(machine_key(profile), profile.backend)
-    finally:
-        store.close()
 
 
 def offline_note(result) -> None:

@@ -21,6 +21,7 @@ from rooflight.estimate.memory import MemoryPlan, plan_memory
 from rooflight.gguf import load_model_spec
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
+from rooflight.store.calibration import machine_calibration
 
 log = logging.getLogger(__name__)
 GB = 1e9
@@ -69,16 +70,6 @@ def _this_machine() -> HardwareProfile:
     return detect()
 
 
-def _calibration(hardware: HardwareProfile) -> Calibration:
-    from rooflight.store.calibration import CalibrationStore, machine_key
-
-    store = CalibrationStore()
-    try:
-        return store.calibration(machine_key(hardware), hardware.backend)
-    finally:
-        store.close()
-
-
 def gpu_offload_supported() -> bool:
     import llama_cpp
 
@@ -122,7 +113,7 @@ def plan_load(
     hw = _this_machine() if hardware is None else hardware
     hw, cpu_only = effective_hardware(hw)
     if calibration is None:
-        calibration = _calibration(hw) if live else Calibration()
+        calibration = machine_calibration(hw) if live else Calibration()
     spec = spec or load_model_spec(str(path))
     wishes = wishes or Wishes()
     est = plan(spec, hw, wishes, calibration=calibration)

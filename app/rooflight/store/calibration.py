@@ -178,3 +178,12 @@ PLAUSIBLE_RATIO = 8.0
 
 def _plausible(ratio: float) -> bool:
     return 1 / PLAUSIBLE_RATIO <= ratio <= PLAUSIBLE_RATIO
+
+
+def machine_calibration(profile) -> Calibration:
+    """The calibration stored for this machine (profile as detected here), read and closed."""
+    store = CalibrationStore()
+    try:
+        return store.calibration(machine_key(profile), profile.backend)
+    finally:
+        store.close()
