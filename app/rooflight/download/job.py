@@ -159,7 +159,13 @@ def _run(
         blobs=tuple(p.etag for p in plan.parts), cache_dir=cache.cache_dir,
     )
     headers = hub_headers(token)
-    cache.prepare()
+    try:
+        cache.prepare()
+    except OSError as e:  # a read-only or foreign-owned cache: nothing was written yet
+        raise OperationFailedError(
+            f"Cannot write to the Hugging Face cache at {cache.cache_dir} ({e.strerror or e}); "
+            "make it writable or point HF_HUB_CACHE at a folder you can write to."
+        ) from None
     held: list[str] = []
     finished = False
     try:
