@@ -130,9 +130,13 @@ def test_flash_attention_and_threads_on_a_cpu_only_machine():
     a = _advise("llama-3.2-1b", "Q4_K_M", CPU_ONLY, n_ctx=8192, flash_attn="off", n_threads=2)
     kinds = {c.kind for c in a.cards}
     assert not kinds & {"gpu_layers", "experts"}
-    fa = _card(a, "flash_attn")
-    assert fa.settings["flash_attn"] is True and fa.after["compute_bytes"] < fa.before["compute_bytes"]
-    assert "exact attention" in fa.source
+    # on a CPU flash attention saves compute buffers but walks the cache row by row, which
+    # decodes slower than two batched mat-muls (measured: perf._ATTENTION_CYCLES_PER_MAC);
+    # a card, where the memory is worth it, must say both
+    for fa in (c for c in a.cards if c.kind == "flash_attn"):
+        assert fa.settings["flash_attn"] is True and fa.after["compute_bytes"] < fa.before["compute_bytes"]
+        assert fa.after["decode_tok_s"] <= fa.before["decode_tok_s"]
+        assert "exact attention" in fa.source
     th = _card(a, "threads")
     assert th.settings["n_threads"] == 8 and th.after["decode_tok_s"] > 1.3 * th.before["decode_tok_s"]
     assert th.after["prefill_tok_s"] > 3 * th.before["prefill_tok_s"]

@@ -106,3 +106,29 @@ def test_ranking_speed_many_plans_are_cheap():
             plan(s, hw, Wishes(n_ctx=ctx))
     # 12 full plans with auto GPU layers; generous bound (the bench/ figure is the real one)
     assert time.perf_counter() - t0 < 2.0
+
+
+def test_cpu_decode_slows_with_context_and_gqa_costs_less():
+    # measured on this project's CPU (perf._ATTENTION_CYCLES): at 4k positions attention
+    # took 4-10x the weights' time on a small model; the estimate must fall with context
+    hw = machine(ram=64 * GiB, backend="cpu")
+    mha, gqa = llama(n_head_kv=32), llama(n_head_kv=8)
+
+    def decode(spec, prompt, flash="on"):
+        w = Wishes(n_ctx=32768, n_threads=8, prompt_tokens=prompt, flash_attn=flash)
+        return plan(spec, hw, w).performance.decode_tok_s
+
+    assert decode(mha, 16384) < 0.8 * decode(mha, 512)
+    assert decode(gqa, 16384) > decode(mha, 16384)  # fewer KV rows to walk
+    # without flash attention the cache goes through batched mat-muls: faster decode on a CPU
+    assert decode(mha, 16384, "off") > decode(mha, 16384, "on")
+
+
+def test_decode_time_includes_cpu_attention_at_the_position():
+    spec = llama()
+    hw = machine(ram=64 * GiB, backend="cpu")
+    cfg = RunConfig(n_ctx=8192, n_gpu_layers=0, n_threads=8, flash_attn=True)
+    mem = plan_memory(spec, hw, cfg)
+    short, _ = decode_time_s(spec, hw, cfg, mem, 100)
+    long, _ = decode_time_s(spec, hw, cfg, mem, 8000)
+    assert long > short

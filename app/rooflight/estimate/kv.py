@@ -98,6 +98,15 @@ def kv_bytes_by_layer(spec: ModelSpec, cfg: RunConfig) -> tuple[int, ...]:
     return _kv_table(spec, cfg)[2]
 
 
+def kv_cells_seen(spec: ModelSpec, cfg: RunConfig, position: int, *, padded: bool = True) -> tuple[int, ...]:
+    """Per layer, how many cached positions attention visits when generating at `position`
+    (padded to 256 like llama.cpp's get_n_kv unless padded=False; at most the layer's cache;
+    0 without a cache)."""
+    cells, _, _ = _kv_table(spec, cfg)
+    seen = padded_ctx(max(position, 1)) if padded else max(position, 1)
+    return tuple(map(min, cells, itertools.repeat(seen)))
+
+
 def kv_reads_by_layer(spec: ModelSpec, cfg: RunConfig, position: int) -> tuple[float, ...]:
     """kv_bytes_read_per_token for every layer at once."""
     cells, rows, _ = _kv_table(spec, cfg)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from rooflight.estimate.compute import micro_batch
 from rooflight.estimate.config import RunConfig
-from rooflight.estimate.kv import kv_reads_by_layer
+from rooflight.estimate.kv import kv_cells_seen, kv_reads_by_layer
 from rooflight.estimate.layers import layer_table
 from rooflight.estimate.memory import MemoryPlan
 from rooflight.estimate.placement import CPU, device_runs, gpu_name
@@ -248,14 +248,19 @@ def decode_parts_s(
     reads = dict(weight_reads)
     kv_reads = kv_reads_by_layer(spec, cfg, position)
     kv_runs = device_runs(devices[: spec.n_layer]) if cfg.offload_kqv else ((CPU, 0, spec.n_layer),)
+    attention_cycles = 0.0
     for dev, start, end in kv_runs:
         reads[dev] = sum(kv_reads[start:end], reads.get(dev, 0.0))
+        if dev == CPU:
+            attention_cycles += _cpu_attention_cycles(spec, cfg, position, start, end)
     parts = {"memory": 0.0, "compute": 0.0, "overhead": overhead}
     for dev, nbytes in reads.items():
         c = _device_constants(hardware, dev)
         t_mem = nbytes / (_device_bandwidth_gbs(hardware, dev) * 1e9 * c.decode_efficiency)
-        # few CPU cores cannot dequantize and multiply as fast as RAM delivers
-        t_cmp = cycles / (_cpu_threads(hardware, cfg) * _cpu_hz(hardware)) if dev == CPU else 0.0
+        # few CPU cores cannot dequantize and multiply as fast as RAM delivers, nor walk a
+        # long cache one row at a time
+        t_cmp = ((cycles + attention_cycles) / (_cpu_threads(hardware, cfg) * _cpu_hz(hardware))
+                 if dev == CPU else 0.0)
         if t_cmp > t_mem:
             parts["compute"] += t_cmp
         else:
@@ -269,6 +274,32 @@ def decode_time_s(
     """(seconds for one token at `position`, of which fixed overhead)."""
     parts = decode_parts_s(spec, hardware, cfg, mem, position)
     return sum(parts.values()), parts["overhead"]
+
+
+# CPU cycles for decode attention (one query row against the cache), by flash attention
+# on/off: per cached K/V element visited, and per multiply-add. llama.cpp's CPU flash-attention
+# kernel walks the cache one K/V row at a time (vec_dot, online softmax, vec_mad); the cost
+# follows the rows it streams more than the arithmetic, so query heads sharing a KV head
+# (GQA) add little. Without flash attention K and V go through two batched mat-muls, about
+# half the cost. Fitted here (2-core AVX-512 EPYC, f16 cache, 4 layers, positions 256-12k,
+# 1 and 2 threads): 16 query / 16 KV heads cost ~1.0 cycle per element, 16 / 4 heads ~1.3
+# per element -> 0.9 per element + 0.1 per multiply-add; flash attention off ~0.55 per
+# multiply-add without GQA, split the same way.
+_ATTENTION_CYCLES = {True: (0.9, 0.1), False: (0.5, 0.05)}  # (per KV element, per MAC)
+
+
+def _cpu_attention_cycles(spec: ModelSpec, cfg: RunConfig, position: int, start: int, end: int) -> float:
+    """Cycles for attention over the cached positions of layers [start, end) for one token."""
+    # the kernel skips masked cells (padding, positions not yet written) before any work
+    seen = kv_cells_seen(spec, cfg, position, padded=False)
+    per_position = spec.head_dim_k + spec.head_dim_v
+    per_element, per_mac = _ATTENTION_CYCLES[bool(cfg.flash_attn)]
+    cycles = 0.0
+    for il in range(start, end):
+        if seen[il]:
+            n_kv = spec.n_head_kv[il] or spec.n_head[il]
+            cycles += seen[il] * per_position * (n_kv * per_element + spec.n_head[il] * per_mac)
+    return cycles
 
 
 def _cpu_hz(hardware: HardwareProfile) -> float:
