@@ -19,6 +19,14 @@ def model(tmp_path_factory):
                        n_head_kv=2, n_ff=256, ftype="Q8_0", context_length=4096)
 
 
+@pytest.fixture(scope="module")
+def bench_model(tmp_path_factory):
+    # big enough (13M parameters) that the roofline, not per-token overheads, sets its speed:
+    # a bench of it is a measurement calibration may use (a tiny model's is not)
+    return write_model(tmp_path_factory.mktemp("b") / "small.gguf", n_layer=4, n_embd=512, n_head=8,
+                       n_head_kv=4, n_ff=1408, ftype="Q8_0", context_length=4096)
+
+
 def test_version():
     r = run("--version")
     assert r.returncode == 0 and r.stdout.startswith("rooflight ")
@@ -104,7 +112,8 @@ def test_bad_option_is_exit_2(model):
     assert r.returncode == 2 and "flash attention" in r.stderr
 
 
-def test_bench_measures_and_calibrates(model, tmp_path):
+def test_bench_measures_and_calibrates(bench_model, tmp_path):
+    model = bench_model
     env_dir = tmp_path / "data"
     import os
 
@@ -114,14 +123,15 @@ def test_bench_measures_and_calibrates(model, tmp_path):
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["measured"]["decode_tok_s"] > 0 and doc["measured"]["prefill_tok_s"] > 0
-    assert doc["stored"] is True
+    assert doc["stored"] is True and doc["used_for_calibration"] is True
     # the next estimate on this machine is calibrated by that measurement
     r = subprocess.run([sys.executable, "-m", "rooflight", "estimate", str(model), "--json"],
                        capture_output=True, text=True, env=env, timeout=120)
     assert json.loads(r.stdout)["performance"]["calibrated"] is True
 
 
-def test_bench_threads_sweep_keeps_the_fastest_for_later_plans(model, tmp_path):
+def test_bench_threads_sweep_keeps_the_fastest_for_later_plans(bench_model, tmp_path):
+    model = bench_model
     import os
 
     env = dict(os.environ, ROOFLIGHT_DATA_DIR=str(tmp_path / "data"))

@@ -56,7 +56,13 @@ def cmd_bench(args) -> int:
     from rooflight.gguf import load_model_spec
     from rooflight.runtime.measure import measure
     from rooflight.runtime.threads import store_sweep, sweep_threads
-    from rooflight.store.calibration import CalibrationStore, Measurement, machine_key
+    from rooflight.store.calibration import (
+        PLAUSIBLE_RATIO,
+        CalibrationStore,
+        Measurement,
+        machine_key,
+        plausible_ratio,
+    )
 
     if args.model.startswith("hf:"):
         raise BadInputError("bench needs a local .gguf file; download the model first.")
@@ -122,6 +128,9 @@ def cmd_bench(args) -> int:
         "ratio": {"decode": round(got.decode_tok_s / p.decode_tok_s, 3),
                   "prefill": round(got.prefill_tok_s / p.prefill_tok_s, 3)},
         "stored": True,
+        # a run far off the roofline is kept but not used (store/calibration.py)
+        "used_for_calibration": plausible_ratio(got.decode_tok_s / p.decode_tok_s)
+        and plausible_ratio(got.prefill_tok_s / p.prefill_tok_s),
         "threads_sweep": sweep.to_dict() if sweep else None,
     }
     if args.json:
@@ -136,5 +145,10 @@ def cmd_bench(args) -> int:
     print(f"{'':10}{'predicted':>12}{'measured':>12}{'ratio':>8}  (median of {len(runs)} runs)")
     print(f"{'decode':10}{p.decode_tok_s:12.1f}{got.decode_tok_s:12.1f}{doc['ratio']['decode']:8.2f}  tok/s")
     print(f"{'prefill':10}{p.prefill_tok_s:12.1f}{got.prefill_tok_s:12.1f}{doc['ratio']['prefill']:8.2f}  tok/s")
-    print("Stored for calibration: later estimates on this machine use it.")
+    if doc["used_for_calibration"]:
+        print("Stored for calibration: later estimates on this machine use it.")
+    else:
+        print(f"Stored, but not used for calibration: it is more than {PLAUSIBLE_RATIO:g}x off the "
+              "estimate, which says more about this run (a busy machine, or a model so small that "
+              "per-token overheads dominate) than about the hardware.")
     return 0

@@ -8,6 +8,8 @@ count is exact. Times are wall-clock; llama.cpp's reported buffers are captured 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +58,9 @@ def measure(
             f"A {prompt_tokens}+{gen_tokens}-token benchmark does not fit a {config.n_ctx}-token context."
         )
     t0 = time.perf_counter()
-    with capture_llama_log() as cap:
+    # verbose=True makes llama.cpp log its buffer sizes (captured); the Python-side prints it
+    # also turns on (metadata, CPU features, chat format) are noise for our callers
+    with capture_llama_log() as cap, contextlib.redirect_stderr(io.StringIO()):
         try:
             llm = llama_cpp.Llama(model_path=str(model_path), verbose=True, seed=seed, **config.runtime_kwargs())
         except (ValueError, RuntimeError) as exc:

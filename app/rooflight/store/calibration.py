@@ -132,7 +132,7 @@ class CalibrationStore:
             " FROM measurements WHERE machine = ? AND backend = ? ORDER BY id DESC LIMIT ?",
             (machine, backend, RECENT),
         ).fetchall()
-        rows = [r for r in rows if min(r[:4]) > 0 and _plausible(r[1] / r[0]) and _plausible(r[3] / r[2])]
+        rows = [r for r in rows if min(r[:4]) > 0 and plausible_ratio(r[1] / r[0]) and plausible_ratio(r[3] / r[2])]
         threads = self.thread_choices(machine, backend)
         if not rows:
             return Calibration(threads=threads)
@@ -176,7 +176,7 @@ def machine_key(profile) -> str:
 PLAUSIBLE_RATIO = 8.0
 
 
-def _plausible(ratio: float) -> bool:
+def plausible_ratio(ratio: float) -> bool:
     return 1 / PLAUSIBLE_RATIO <= ratio <= PLAUSIBLE_RATIO
 
 
