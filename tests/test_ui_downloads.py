@@ -64,7 +64,7 @@ def test_download_from_the_models_page_installs_and_offers_chat(qtbot, hub_serve
     page = wait_ranked(qtbot, window)
     downloads = downloads_of(qtbot, window)
     chats = []
-    window.ctx.actions.set_chat_handler(chats.append)
+    window.ctx.actions.set_chat_handler(lambda path, _wishes: chats.append(path))
     downloads.chat_when_done.setChecked(False)
 
     page.select_model(MODEL_ID)
@@ -103,7 +103,7 @@ def test_chat_opens_when_a_requested_download_finishes(qtbot, hub_server, gguf_f
     hub_server.add_file(repo, file, small)
     window = make_window(qtbot)
     chats = []
-    window.ctx.actions.set_chat_handler(chats.append)
+    window.ctx.actions.set_chat_handler(lambda path, _wishes: chats.append(path))
     assert window.ctx.actions.request_download(repo, file)
     qtbot.waitUntil(lambda: bool(chats), timeout=15000)
     assert chats == [window.page("downloads").row_for(file).job.result.model.path]

@@ -166,10 +166,10 @@ def test_download_and_chat_buttons_follow_the_handlers(qtbot):
     (button,) = detail.quant_buttons(quant)
     assert button.accessibleName() == f"Chat with {quant}" and not button.isEnabled()
     chats = []
-    window.ctx.actions.set_chat_handler(chats.append)
+    window.ctx.actions.set_chat_handler(lambda path, wishes: chats.append((path, wishes)))
     (button,) = detail.quant_buttons(quant)
     qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
-    assert chats == ["/models/qwen3-0.6b.gguf"]
+    assert chats == [("/models/qwen3-0.6b.gguf", detail.wishes)]  # with the plan's settings
     row = next(i for i, r in enumerate(page.visible_rows()) if r.model.id == "qwen3-0.6b")
     assert page.proxy.index(row, 10).data() == "✓"
 

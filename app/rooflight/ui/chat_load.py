@@ -1,6 +1,11 @@
 """The Chat page's model bar: pick an installed model (or any .gguf), see the planned
 configuration and its estimate, change any field and see the estimate follow, then load.
 
+A model comes planned at the default context of the settings (a plan not loaded yet
+follows that default when it changes), or with the settings the model detail showed
+(select_path(path, wishes): its context, GPU layers, KV cache, flash attention, threads
+and batch sizes), so "Chat" there loads the plan that was on screen.
+
 Planning reads the file's header and runs the estimator: both in workers, newest request
 wins (a field changed twice quickly plans once more, not twice). A plan that does not fit
 shows the runtime's own refusal sentence and a "Load anyway" button; loading itself is
@@ -51,15 +56,18 @@ def is_this_machine(profile) -> bool:
             and all(g.source.startswith("detected") for g in profile.gpus))
 
 
-def plan_model(path: str, default_ctx: int, hardware, calibration, live: bool) -> Planned:
-    """Worker side: the plan for a .gguf at the default context (capped at the model's)."""
+def plan_model(path: str, default_ctx: int, hardware, calibration, live: bool, wishes=None) -> Planned:
+    """Worker side: the plan for a .gguf with `wishes` (an estimate.Wishes; None: the
+    defaults), at their context or else the default one, capped at the model's."""
     from rooflight.estimate import Calibration, Wishes
     from rooflight.gguf import load_model_spec
     from rooflight.runtime.loader import plan_load
 
     spec = load_model_spec(str(path))
-    n_ctx = min(default_ctx, spec.context_length or default_ctx)
-    lp = plan_load(path, Wishes(n_ctx=n_ctx), hardware=hardware, spec=spec,
+    wishes = wishes or Wishes()
+    wanted = wishes.n_ctx or default_ctx
+    n_ctx = min(wanted, spec.context_length or wanted)
+    lp = plan_load(path, replace(wishes, n_ctx=n_ctx), hardware=hardware, spec=spec,
                    calibration=calibration or Calibration())
     return _planned(replace(lp, live_hardware=live))
 
@@ -136,6 +144,8 @@ class LoadPanel(QFrame):
         self._loaded_path: str | None = None
         self._loaded_config = None
         self._loading = False
+        self._requested = None  # the Wishes the model was asked for with (None: defaults)
+        self._ubatch = 512  # the micro-batch asked for (no field: kept under the batch size)
 
         col = QVBoxLayout(self)
         col.setContentsMargins(14, 10, 14, 10)
@@ -245,6 +255,8 @@ class LoadPanel(QFrame):
         self._timer.timeout.connect(self._replan)
         ctx.installed.changed.connect(self.refresh_models)
         ctx.machine.changed.connect(self._machine_changed)
+        ctx.settings_changed.connect(self._settings_changed)
+        self._default_ctx = ctx.settings.default_ctx
         self.refresh_models()
         self._update_buttons()
 
@@ -280,9 +292,12 @@ class LoadPanel(QFrame):
         if self.model.currentIndex() < 0:
             self.model.setPlaceholderText("Choose a model" if seen else "No models installed: open a .gguf file")
 
-    def select_path(self, path: str) -> None:
-        """Show `path` selected and plan it (a file not installed joins the list)."""
+    def select_path(self, path: str, wishes=None) -> None:
+        """Show `path` selected and plan it with `wishes` (an estimate.Wishes, e.g. the
+        model detail's; None: the default context and settings). A file not installed
+        joins the list."""
         path = str(path)
+        self._requested = wishes
         if self.model.findData(path) < 0:
             if path not in self._extra:
                 self._extra.append(path)
@@ -299,11 +314,13 @@ class LoadPanel(QFrame):
             else:
                 self.refresh_models()
             return
+        self._requested = None  # another model: its own default plan
         self.plan()
 
     # -- planning -----------------------------------------------------------------------------
     def plan(self) -> None:
-        """Plan the selected file from scratch (the default configuration)."""
+        """Plan the selected file from scratch: with the settings it was asked for, or
+        the default configuration."""
         path = self.path
         machine = self.ctx.machine.detected
         self._timer.stop()
@@ -314,8 +331,9 @@ class LoadPanel(QFrame):
             return
         self.lp = None
         self._planned_for = machine
+        self._ubatch = self._requested.n_ubatch if self._requested is not None else 512
         self._start(plan_model, path, self.ctx.settings.default_ctx, machine, self.ctx.machine.calibration,
-                    is_this_machine(machine))
+                    is_this_machine(machine), self._requested)
 
     def _field_changed(self, *_args) -> None:
         if self.lp is not None:
@@ -330,7 +348,7 @@ class LoadPanel(QFrame):
             "kv_type": self.kv_type.currentData(),
             "flash_attn": self.flash.currentData(),
             "n_batch": batch,
-            "n_ubatch": min(512, batch),
+            "n_ubatch": min(self._ubatch, batch),
         }
 
     def _replan(self) -> None:
@@ -389,6 +407,22 @@ class LoadPanel(QFrame):
         self.batch.setValue(lp.wishes.n_batch)
         for w in widgets:
             w.blockSignals(False)
+
+    def _settings_changed(self, settings) -> None:
+        """A new default context: a plan made at the old default (not loaded yet, its
+        context not chosen by hand or by the model detail) is made again at the new one."""
+        old, self._default_ctx = self._default_ctx, settings.default_ctx
+        lp = self.lp
+        if old == settings.default_ctx or lp is None or self._loading or self._task is not None:
+            return
+        if self._loaded_path == self.path and lp.config == self._loaded_config:
+            return  # the plan shown is the model running now
+        trained = lp.spec.context_length or None
+        if lp.wishes.n_ctx != min(old, trained or old):
+            return  # a context someone chose
+        n_ctx = min(settings.default_ctx, trained or settings.default_ctx)
+        self._requested = None if self._requested is None else replace(self._requested, n_ctx=n_ctx)
+        self._start(replan_model, lp, {"n_ctx": n_ctx})
 
     def _machine_changed(self, _profile) -> None:
         # what-if machines change every estimate elsewhere; a load runs on this machine

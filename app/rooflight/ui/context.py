@@ -23,6 +23,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QSettings, Signal
 
 from rooflight.errors import RooflightError
+from rooflight.estimate import Wishes
 from rooflight.store.settings import Settings, save_settings, validated
 from rooflight.ui.state import MachineState
 from rooflight.ui.tasks import TaskRunner
@@ -30,22 +31,26 @@ from rooflight.ui.tasks import TaskRunner
 log = logging.getLogger(__name__)
 
 DownloadHandler = Callable[[str, str], None]  # (repo, file in repo)
-ChatHandler = Callable[[str], None]  # (path of a local .gguf)
+ChatHandler = Callable[[str, Wishes | None], None]  # (path of a local .gguf, settings or None)
 InstalledProvider = Callable[[], Mapping[tuple[str, str], str]]
 
 
 class Actions(QObject):
     """Requests that one page makes and another serves.
 
-    The Models page emits download_requested(repo, file) / chat_requested(path); the window
-    routes them here. The page that can serve them registers a handler (the Downloads page:
-    set_download_handler(self.enqueue)); until one is registered the buttons are disabled
-    with a tooltip. `changed` fires when a handler comes or goes.
+    The Models page emits download_requested(repo, file) / chat_requested(path, wishes);
+    the window routes them here. The page that can serve them registers a handler (the
+    Downloads page: set_download_handler(self.enqueue)); until one is registered the
+    buttons are disabled with a tooltip. `changed` fires when a handler comes or goes.
+
+    A chat request may carry the settings to plan the load with (an estimate.Wishes: the
+    context, GPU layers, KV cache, flash attention, threads and batch sizes the model
+    detail showed); None lets the Chat page plan its default.
     """
 
     changed = Signal()
     download_requested = Signal(str, str)
-    chat_requested = Signal(str)
+    chat_requested = Signal(str, object)  # path, Wishes or None
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -76,11 +81,13 @@ class Actions(QObject):
         self._download(repo, file)
         return True
 
-    def request_chat(self, path: str) -> bool:
+    def request_chat(self, path: str, wishes: Wishes | None = None) -> bool:
+        """Hand a chat with `path` (planned with `wishes`, if given) to its handler; False
+        when none is registered."""
         if self._chat is None:
             return False
-        self.chat_requested.emit(path)
-        self._chat(path)
+        self.chat_requested.emit(path, wishes)
+        self._chat(path, wishes)
         return True
 
 

@@ -3,7 +3,8 @@ quant comparison of ui/plots.py, for the chosen quant and settings on the machin
 each exportable as PNG or SVG.
 
 The sweeps (a few dozen plans) and the stored measurements are read in a worker; the
-charts are drawn on the GUI thread. QtCharts is imported when the tab is first shown, so
+charts are drawn on the GUI thread. A stress test run from the detail adds its points as
+they are measured (add_measured), so they show before the store is read again. QtCharts is imported when the tab is first shown, so
 it costs nothing at start-up.
 """
 
@@ -83,6 +84,8 @@ class DetailPlots(QWidget):
         self._pages: dict[str, StackPage] = {}
         self._subject: tuple | None = None
         self._drawn: tuple | None = None
+        self._data: PlotData | None = None
+        self._extra: dict[tuple, list] = {}  # (model id, quant) -> MeasuredSpeed from stress runs
         self._task = None
         self.setAccessibleName("Plots")
         col = QVBoxLayout(self)
@@ -128,8 +131,25 @@ class DetailPlots(QWidget):
         if self.isVisible():
             self._timer.start()
 
+    def add_measured(self, key: tuple, point) -> None:
+        """A stress point (runtime.stress.StressPoint) measured for (model id, quant): a
+        measured dot on its speed plot, drawn at once when that plot is the one shown."""
+        from rooflight.runtime.stress import MeasuredSpeed
+
+        speed = MeasuredSpeed(point.prompt_tokens + point.gen_tokens, point.measured.decode_tok_s,
+                              point.measured.prefill_tok_s, point.planned.n_gpu_layers)
+        self._extra.setdefault(key, []).append(speed)
+        drawn = self._drawn
+        if (drawn is not None and self._data is not None and self._task is None
+                and (drawn[0].id, drawn[1].quant) == key):  # (a sweep on its way draws it too)
+            self._draw(drawn, self._data)
+
+    def measured_for(self, model, quant: str, stored: list) -> list:
+        """The stored measurements and this session's stress points, each once."""
+        return stored + [m for m in self._extra.get((model.id, quant), []) if m not in stored]
+
     def clear(self) -> None:
-        self._subject = self._drawn = None
+        self._subject = self._drawn = self._data = None
         if self._task is not None:
             self._task.cancel()
             self._task = None
@@ -218,7 +238,8 @@ class DetailPlots(QWidget):
             data.memory, full_gpu_until=data.full_gpu_until, fits_until=data.fits_until, device_names=names,
             title=f"{model.name} {option.quant}: memory by context on {on}")
         calibrated = ", calibrated on this machine" if calibration is not None and calibration.active else ""
-        self.panels["speed"].set_data(data.speed, data.measured,
+        measured = [] if what_if else self.measured_for(model, option.quant, data.measured)
+        self.panels["speed"].set_data(data.speed, measured,
                                       title=f"{model.name} {option.quant}: speed by context on {on}{calibrated}")
         points = [QuantPoint(o.quant, o.estimate.spec.file_bytes, o.estimate.performance.decode_tok_s,
                              o.estimate.performance.prefill_tok_s, quant_kld(o.quant, model.params_total),
@@ -233,8 +254,8 @@ class DetailPlots(QWidget):
         if what_if:
             self.status.setText(f"{settings}; a what-if machine has no measurements.")
         else:
-            self.status.setText(f"{settings}; {len(data.measured)} measured point(s) of this file on this machine.")
-        self._drawn = subject
+            self.status.setText(f"{settings}; {len(measured)} measured point(s) of this file on this machine.")
+        self._drawn, self._data = subject, data
         self.plotted.emit()
 
     # -- export ------------------------------------------------------------------------------

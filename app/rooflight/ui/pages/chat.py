@@ -419,13 +419,16 @@ class ChatPage(Page):
             self.export_chat(chat_id, path, fmt)
 
     # -- loading -------------------------------------------------------------------------------------
-    def chat_with(self, path: str) -> None:
-        """The Models page's Chat buttons: this page, with that model selected and planned."""
+    def chat_with(self, path: str, wishes=None) -> None:
+        """ctx.actions' chat handler (the Models page's and the model detail's Chat buttons,
+        a finished download): this page, with that model selected and planned with
+        `wishes` (an estimate.Wishes: the settings the detail showed; None: the defaults).
+        The model already loaded stays as it is unless other settings are asked for."""
         self.ctx.show_page(self.key)
-        if self.engine is not None and str(self.engine.plan.path) == str(path):
+        if self.engine is not None and str(self.engine.plan.path) == str(path) and wishes is None:
             self.composer.setFocus()
             return
-        self.load_panel.select_path(path)
+        self.load_panel.select_path(path, wishes)
 
     def load(self, lp, force: bool = False) -> None:
         """Load `lp` in a worker (the model loaded before is freed first)."""

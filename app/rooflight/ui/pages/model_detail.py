@@ -2,9 +2,11 @@
 memory of the chosen one per device against capacity, and a GPU-layers slider that shows
 how memory and speed move. Each quant has a Download button (Chat when it is on disk).
 
-Three tabs: Plan (the above), Advice (the optimization advisor, ui/advice_panel.py: its
-"Use these settings" puts a card's settings into the plan) and Plots (memory and speed
-against the context, the quant comparison: ui/detail_plots.py). The settings besides
+Four tabs: Plan (the above), Advice (the optimization advisor, ui/advice_panel.py: its
+"Use these settings" puts a card's settings into the plan), Plots (memory and speed
+against the context, the quant comparison: ui/detail_plots.py) and Stress test (the
+chosen quant's file measured on this machine over growing contexts beside the plan:
+ui/stress_panel.py; its points join the speed plot). The settings besides
 context and GPU layers (KV cache type, flash attention, threads, batch sizes, SWA cache)
 are `tuning`: the defaults until the advisor changes them, per model.
 """
@@ -40,6 +42,7 @@ from rooflight.ui.advice_panel import AdvicePanel
 from rooflight.ui.detail_plots import DetailPlots
 from rooflight.ui.pages.base import Shot
 from rooflight.ui.stack_page import StackPage
+from rooflight.ui.stress_panel import StressPanel
 from rooflight.ui.widgets import (
     FIT_ROLE,
     DeviceUse,
@@ -56,6 +59,8 @@ DEBOUNCE_MS = 60  # re-plan once a slider stops for a moment, not on every pixel
 MIN_CTX = 512
 NO_DOWNLOADS = "Downloading needs the Downloads page, which this build does not have."
 NO_CHAT = "Chatting needs the Chat page, which this build does not have."
+STRESS_SHOT_MODEL, STRESS_SHOT_QUANT = "gemma-3-270m", "Q4_K_M"
+STRESS_SHOT_CONTEXTS = (512, 1024, 2048, 4096)
 
 
 # -- worker side (plain functions over the core) ------------------------------------------
@@ -135,7 +140,7 @@ ROW_HEIGHT = 34
 
 class ModelDetail(QWidget):
     download_requested = Signal(str, str)
-    chat_requested = Signal(str)
+    chat_requested = Signal(str, object)  # path, the Wishes of the plan shown
     replanned = Signal()  # after any re-plan landed (tests, screenshots)
     closed = Signal()  # the Close button
 
@@ -191,6 +196,9 @@ class ModelDetail(QWidget):
         self.tabs.addTab(StackPage(self.advice), "Advice")
         self.plots = DetailPlots(ctx)
         self.tabs.addTab(StackPage(self.plots), "Plots")
+        self.stress = StressPanel(ctx)
+        self.stress.point_measured.connect(lambda p: self.plots.add_measured(self.stress.run_key, p))
+        self.tabs.addTab(StackPage(self.stress), "Stress test")
         self.tabs.currentChanged.connect(self._tab_changed)
         self._tab_changed(0)
 
@@ -291,6 +299,7 @@ class ModelDetail(QWidget):
         self.layers_auto.toggled.connect(self._auto_toggled)
         ctx.actions.changed.connect(self._fill_table)
         ctx.installed.changed.connect(self._fill_table)
+        ctx.installed.changed.connect(self._update_stress)
 
     # -- public ------------------------------------------------------------------------
     @property
@@ -303,12 +312,22 @@ class ModelDetail(QWidget):
         layers: int | str = "auto" if self.layers_auto.isChecked() else self.layers_slider.value()
         return replace(self.tuning, n_ctx=self.n_ctx, n_gpu_layers=layers)
 
-    def show_model(self, ranked: RankedModel | None) -> None:
-        """Show a ranking row (None: the placeholder). Keeps the chosen quant and context
-        when the same model is shown again for another machine."""
+    def chat_wishes(self) -> Wishes:
+        """The settings to load a chat with: the plan shown (context, GPU layers, KV cache,
+        flash attention, threads, batch sizes). A what-if machine's GPU is not this one:
+        its layer count would mean nothing here, so the chat chooses its own."""
+        wishes = self.wishes
+        if self.ctx.machine.is_what_if:
+            wishes = replace(wishes, n_gpu_layers="auto")
+        return wishes
+
+    def show_model(self, ranked: RankedModel | None, *, keep_context: bool = True) -> None:
+        """Show a ranking row (None: the placeholder). Keeps the chosen quant (and, with
+        keep_context, the context) when the same model is shown again, ranked for another
+        machine or context."""
         same = ranked is not None and self.ranked is not None and ranked.model.id == self.ranked.model.id
         keep_quant = self.current.quant if same and self.current else None
-        keep_ctx = self.n_ctx if same else None
+        keep_ctx = self.n_ctx if same and keep_context else None
         self.ranked = ranked
         self.current = None
         self.estimate = None
@@ -321,6 +340,7 @@ class ModelDetail(QWidget):
             self.advice.clear()
             self.advice.applied.hide()
             self.plots.clear()
+        self._update_stress()  # nothing chosen until the quants are planned
         if ranked is None:
             return
         m = ranked.model
@@ -485,7 +505,7 @@ class ModelDetail(QWidget):
             button.setAccessibleName(f"Chat with {option.quant}")
             button.setEnabled(self.ctx.actions.can_chat)
             button.setToolTip(f"Chat with {local_path}" if self.ctx.actions.can_chat else NO_CHAT)
-            button.clicked.connect(lambda _=False, p=local_path: self.chat_requested.emit(p))
+            button.clicked.connect(lambda _=False, p=local_path: self.chat_requested.emit(p, self.chat_wishes()))
         else:
             button = QPushButton(theme.icon("downloads", 16), "")
             button.setAccessibleName(f"Download {option.quant}")
@@ -608,6 +628,20 @@ class ModelDetail(QWidget):
         shown = replace(current, estimate=self.estimate) if self.estimate is not None else current
         self.plots.set_subject(self.ranked.model, shown, self.options, wishes, profile, m.calibration,
                                m.is_what_if)
+        self._update_stress()
+
+    def _update_stress(self) -> None:
+        """The Stress test tab measures the quant shown, from its file, on this machine."""
+        current, m = self.current, self.ctx.machine
+        if self.ranked is None or current is None:
+            self.stress.set_subject(None, "", Wishes(), m.detected, m.is_what_if)
+            return
+        path = self.ctx.installed.quants_of(self.ranked.model).get(current.quant)
+        self.stress.set_subject(path, f"{self.ranked.model.name} {current.quant}", self.wishes, m.detected,
+                                m.is_what_if, key=(self.ranked.model.id, current.quant))
+
+    def shutdown(self) -> None:
+        self.stress.shutdown()
 
     # -- screenshots -------------------------------------------------------------------------
     def screenshots(self, page) -> list[Shot]:
@@ -648,5 +682,53 @@ class ModelDetail(QWidget):
             self.ctx.machine.set_what_if(state.pop("what_if"))
             wait(lambda: page._rank_task is None)
 
+        def stress(wait) -> None:
+            # a real run on this machine: the Gemma 3 270M file the tests use (the base
+            # model) stands in for the catalog's instruction-tuned file of the same size,
+            # and the picture says so
+            from rooflight.catalog import find_model
+            from rooflight.gguf.synthetic import gemma_270m_path
+
+            wait(lambda: bool(page.model.rows) and self.ctx.machine.detected is not None
+                 and page._rank_task is None)
+            repo, file = find_model(STRESS_SHOT_MODEL).file_for(STRESS_SHOT_QUANT)
+            state["installed"] = (repo, file, self.ctx.installed.path_for(repo, file))
+            state["sizes"] = page.splitter.sizes()
+            state["intro"] = self.stress.intro.text()
+            self.ctx.installed.add(repo, file, str(gemma_270m_path()))
+            page.select_model(STRESS_SHOT_MODEL)
+            wait(lambda: self.estimate is not None)
+            self.select_quant(STRESS_SHOT_QUANT)
+            wait(lambda: self.current is not None and self.current.quant == STRESS_SHOT_QUANT
+                 and self.ctx.runner.active == 0)
+            # one thread: this 2-vCPU machine's second core is shared (two threads measured
+            # anywhere from 0.6 to 84 tok/s decode in a row; one thread, a steady ~75)
+            self.apply_settings(STRESS_SHOT_QUANT, self.n_ctx, Wishes(n_threads=1))
+            wait(lambda: self.estimate is not None and self.ctx.runner.active == 0)
+            page.splitter.setSizes([110, 2000])
+            rows = page.table.selectionModel().selectedRows()
+            if rows:
+                page.table.scrollTo(rows[0], QAbstractItemView.ScrollHint.PositionAtTop)
+            self.tabs.setCurrentIndex(3)
+            self.stress.intro.setText(f"Screenshot: {gemma_270m_path().name} (Gemma 3 270M base, bundled for "
+                                      "the tests) stands in for the instruction-tuned file of the same size, "
+                                      "measured on this machine at four contexts with one thread.")
+            self.stress.contexts = list(STRESS_SHOT_CONTEXTS)
+            self.stress.start()
+            wait(lambda: not self.stress.running, 900)
+
+        def stress_done(wait) -> None:
+            self.reset_tuning()
+            self.stress.contexts = None
+            self.stress.intro.setText(state.pop("intro"))
+            self.tabs.setCurrentIndex(0)
+            page.splitter.setSizes(state.pop("sizes"))
+            repo, file, before = state.pop("installed")
+            if before is None:
+                self.ctx.installed.remove(repo, file)
+            else:
+                self.ctx.installed.add(repo, file, before)
+
         return [Shot("model_detail_advice.png", lambda wait: open_tab(1, wait)),
-                Shot("model_detail_plots.png", lambda wait: open_tab(2, wait), done)]
+                Shot("model_detail_plots.png", lambda wait: open_tab(2, wait), done),
+                Shot("model_detail_stress.png", stress, stress_done)]

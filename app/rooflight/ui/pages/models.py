@@ -5,8 +5,9 @@ Hooks for later pieces:
 - set_search_provider(fn): live Hub search. fn(query, hardware, n_ctx) -> list[RankedModel]
   runs in a worker when the search box settles; its rows join the table, marked "Hub".
 - ctx.installed: the "On disk" column, the "Installed" filter and the Chat buttons.
-- download_requested(repo, file) / chat_requested(path): routed by the window to
-  ctx.actions; buttons are disabled while no page serves them.
+- download_requested(repo, file) / chat_requested(path, wishes): routed by the window to
+  ctx.actions; buttons are disabled while no page serves them. The detail's Chat sends
+  the settings its plan was made with (wishes), the top pick's None (the defaults).
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ class ModelsPage(Page):
     icon = "models"
 
     download_requested = Signal(str, str)
-    chat_requested = Signal(str)
+    chat_requested = Signal(str, object)  # path, estimate.Wishes or None
     ranked = Signal()  # a ranking landed in the table
 
     def __init__(self, ctx, parent=None) -> None:
@@ -107,6 +108,9 @@ class ModelsPage(Page):
         self._ranking = False
         self._searching = False
         self.rank_seconds: float | None = None
+        self._rank_ctx: int | None = None  # the context of the ranking being made
+        self._shown_ctx: int | None = None  # ... and of the one in the table
+        self._keep_detail_ctx = True
 
         outer = QVBoxLayout(self)
         outer.setContentsMargins(24, 18, 24, 12)
@@ -295,6 +299,7 @@ class ModelsPage(Page):
         if self._rank_task is not None:
             self._rank_task.cancel()
         self._ranking = True
+        self._rank_ctx = self.n_ctx
         self._update_status()
         self._rank_task = self.ctx.runner.run(
             rank_catalog, profile, self.n_ctx, self.use_case.currentData(), self.ctx.machine.calibration,
@@ -315,14 +320,22 @@ class ModelsPage(Page):
         self._ranking = False
         self.rank_seconds = seconds
         selected = self.selected()
+        # another context (the toolbar's, or the default one in Settings): the detail
+        # moves to it; another machine or use case keeps the context chosen in the detail
+        context_changed = self._shown_ctx is not None and self._rank_ctx != self._shown_ctx
+        self._shown_ctx = self._rank_ctx
         self.model.set_rows(ranked)
         self.model.set_extra([])
         self._update_status()
         self._update_top_pick()
         if self.search.text().strip() and self._search_provider is not None:
             self._search_remote()
-        if selected is not None and not self.select_model(selected.model.id):
-            self.detail.hide()
+        self._keep_detail_ctx = not context_changed
+        try:
+            if selected is not None and not self.select_model(selected.model.id):
+                self.detail.hide()
+        finally:
+            self._keep_detail_ctx = True
         self.ranked.emit()
 
     def _rank_failed(self, exc: BaseException) -> None:
@@ -338,7 +351,7 @@ class ModelsPage(Page):
     def _selection_changed(self, *_args) -> None:
         ranked = self.selected()
         self.detail.setVisible(ranked is not None)
-        self.detail.show_model(ranked)
+        self.detail.show_model(ranked, keep_context=self._keep_detail_ctx)
         if ranked is not None:
             rows = self.table.selectionModel().selectedRows()
             self.table.scrollTo(rows[0])
@@ -388,6 +401,7 @@ class ModelsPage(Page):
     def _installed_changed(self) -> None:
         self.model.installed_changed()
         self._filters_changed()
+        self._update_top_pick()  # a pick just downloaded offers Chat
 
     # -- status and top pick --------------------------------------------------------------------
     def _update_status(self) -> None:
@@ -448,10 +462,13 @@ class ModelsPage(Page):
             return
         installed = self.ctx.installed.quants_of(pick.model).get(pick.best.quant)
         if installed:
-            self.chat_requested.emit(installed)
+            self.chat_requested.emit(installed, None)
         else:
             repo, file = pick.model.file_for(pick.best.quant)
             self.download_requested.emit(repo, file)
+
+    def shutdown(self) -> None:
+        self.detail.shutdown()  # a stress test ends after the context being measured
 
     # -- state and screenshots -------------------------------------------------------------------
     def save_state(self, state) -> None:
