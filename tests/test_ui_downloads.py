@@ -268,10 +268,12 @@ def test_hub_search_results_join_the_models_table(qtbot, hub_server, gguf_files)
     try:
         page.search.clear()
         page.search.setText("zebra-tiny")
+        # the rows of the online search are still shown until the offline answer arrives:
+        # wait for the answer's banner, not just for rows
+        qtbot.waitUntil(lambda: any(t.startswith("Offline: the Hub results for 'zebra-tiny' come from the cache")
+                                    for t in window.banners.texts()), timeout=20000)
         qtbot.waitUntil(lambda: bool(page.model.extra), timeout=20000)
         assert [r.model.id for r in page.visible_rows()] == ["someone/Zebra-Tiny-GGUF"]
-        assert any(t.startswith("Offline: the Hub results for 'zebra-tiny' come from the cache")
-                   for t in window.banners.texts())
         # a search never made before: one sentence, no rows
         page.search.setText("never-asked")
         qtbot.waitUntil(lambda: any(t.startswith("Cannot get Hub results for 'never-asked'")
