@@ -23,7 +23,7 @@ import statistics
 from dataclasses import dataclass
 
 from rooflight.estimate.compute import micro_batch
-from rooflight.estimate.config import RunConfig, kv_bytes_per_element
+from rooflight.estimate.config import RunConfig
 from rooflight.estimate.kv import kv_cells_seen, kv_reads_by_layer
 from rooflight.estimate.layers import layer_table
 from rooflight.estimate.memory import MemoryPlan
@@ -286,11 +286,6 @@ def decode_time_s(
 # per element -> 0.9 per element + 0.1 per multiply-add; flash attention off ~0.55 per
 # multiply-add without GQA, split the same way.
 _ATTENTION_CYCLES = {True: (0.9, 0.1), False: (0.5, 0.05)}  # (per KV element, per MAC)
-# A layer's visited cache that fits a core's L2 is walked at about half the per-element cost
-# (measured: 0.6 cycles per element from 256 to 1024 positions, where the cache of the probe
-# model outgrew 1 MiB per layer, against 1.0 beyond); short contexts decode mostly from there.
-_L2_BYTES = 1 << 20
-_L2_DISCOUNT = 0.5
 
 
 def _cpu_attention_cycles(spec: ModelSpec, cfg: RunConfig, position: int, start: int, end: int) -> float:
@@ -299,14 +294,11 @@ def _cpu_attention_cycles(spec: ModelSpec, cfg: RunConfig, position: int, start:
     seen = kv_cells_seen(spec, cfg, position, padded=False)
     per_position = spec.head_dim_k + spec.head_dim_v
     per_element, per_mac = _ATTENTION_CYCLES[bool(cfg.flash_attn)]
-    bytes_per_element = kv_bytes_per_element(cfg.kv_type)
     cycles = 0.0
     for il in range(start, end):
         if seen[il]:
             n_kv = spec.n_head_kv[il] or spec.n_head[il]
-            elements = seen[il] * per_position * n_kv
-            walk = per_element * (_L2_DISCOUNT if elements * bytes_per_element <= _L2_BYTES else 1.0)
-            cycles += elements * walk + seen[il] * per_position * spec.n_head[il] * per_mac
+            cycles += seen[il] * per_position * (n_kv * per_element + spec.n_head[il] * per_mac)
     return cycles
 
 
