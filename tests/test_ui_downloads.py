@@ -166,8 +166,12 @@ def test_errors_are_plain_sentences_in_the_row_and_a_banner(qtbot, hub_server, g
     downloads = downloads_of(qtbot, window)
     missing = downloads.enqueue("someone/public-GGUF", "no-such-file.gguf")
     gated = downloads.enqueue("someone/gated-GGUF", "model-Q8_0.gguf")
-    qtbot.waitUntil(lambda: all(downloads.rows[i].job.state == JobState.FAILED for i in (missing, gated)),
-                    timeout=15000)
+    # the job's state changes on the download thread; the row and banner follow through a
+    # queued signal: wait for what the user sees
+    qtbot.waitUntil(lambda: all(downloads.rows[i].job.state == JobState.FAILED
+                                and downloads.rows[i].error.isVisible()
+                                and downloads.rows[i].error.text.text() in window.banners.texts()
+                                for i in (missing, gated)), timeout=15000)
     for i in (missing, gated):
         row = downloads.rows[i]
         text = row.error.text.text()

@@ -15,12 +15,10 @@ from collections.abc import Sequence
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QFrame,
     QHBoxLayout,
     QHeaderView,
     QPushButton,
-    QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
     QWidget,
@@ -28,7 +26,15 @@ from PySide6.QtWidgets import (
 
 from rooflight.estimate import Wishes
 from rooflight.format import FIT_BADGES
-from rooflight.ui.widgets import FIT_ROLE, FitBadgeDelegate, Note, ctx_label, label, tok_s
+from rooflight.ui.widgets import (
+    FIT_ROLE,
+    FitBadgeDelegate,
+    Note,
+    ctx_label,
+    label,
+    readonly_table,
+    tok_s,
+)
 
 DEBOUNCE_MS = 80
 
@@ -175,15 +181,7 @@ class AdvicePanel(QWidget):
         self.pareto_title = label("Pareto front: no other settings beat these on quality, decode, prefill and "
                                   "memory all at once", "muted", wrap=True)
         col.addWidget(self.pareto_title)
-        self.pareto = QTableWidget(0, len(PARETO_COLS))
-        self.pareto.setAccessibleName("Pareto front")
-        self.pareto.setHorizontalHeaderLabels(list(PARETO_COLS))
-        self.pareto.verticalHeader().hide()
-        self.pareto.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.pareto.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
-        self.pareto.setAlternatingRowColors(True)
-        self.pareto.setShowGrid(False)
-        self.pareto.setWordWrap(False)
+        self.pareto = readonly_table(PARETO_COLS, "Pareto front")
         self.pareto.setItemDelegateForColumn(5, FitBadgeDelegate(self.pareto))
         self.pareto.verticalHeader().setDefaultSectionSize(30)
         self.pareto.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)

@@ -19,19 +19,17 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QAbstractScrollArea,
     QHBoxLayout,
     QHeaderView,
     QPushButton,
-    QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
 from rooflight.estimate import Wishes
-from rooflight.ui.widgets import Note, ctx_label, label, tok_s
+from rooflight.ui.widgets import Note, ctx_label, label, readonly_table, tok_s
 
 SHUTDOWN_WAIT_S = 10.0
 ROW_HEIGHT = 30
@@ -138,15 +136,7 @@ class StressPanel(QWidget):
         row.addWidget(self.status, 1)
         col.addLayout(row)
 
-        self.table = QTableWidget(0, len(COLS))
-        self.table.setAccessibleName("Stress test points")
-        self.table.setHorizontalHeaderLabels(list(COLS))
-        self.table.verticalHeader().hide()
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
-        self.table.setAlternatingRowColors(True)
-        self.table.setShowGrid(False)
-        self.table.setWordWrap(False)
+        self.table = readonly_table(COLS, "Stress test points")
         hh = self.table.horizontalHeader()
         hh.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         hh.setStretchLastSection(False)

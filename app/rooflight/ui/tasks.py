@@ -284,31 +284,30 @@ class TaskRunner(QObject):
             for item in cb.task._take_stream():
                 cb.on_stream(item)
 
-    @Slot(int, object)
-    def _on_done(self, task_id: int, result: object) -> None:
+    def _settle(self, task_id: int) -> _Callbacks | None:
+        """The callbacks of a task that ended, with its stream delivered; None when it was
+        cancelled (on_cancelled has run) or is unknown."""
         cb = self._finish(task_id)
         if cb is None:
-            return
+            return None
         if cb.task.cancelled:
             if cb.on_cancelled is not None:
                 cb.on_cancelled()
-            return
+            return None
         self._flush(cb)
-        if cb.on_done is not None:
+        return cb
+
+    @Slot(int, object)
+    def _on_done(self, task_id: int, result: object) -> None:
+        cb = self._settle(task_id)
+        if cb is not None and cb.on_done is not None:
             cb.on_done(result)
 
     @Slot(int, object)
     def _on_failed(self, task_id: int, exc: object) -> None:
-        cb = self._finish(task_id)
-        if cb is None:
-            return
-        if cb.task.cancelled:
-            if cb.on_cancelled is not None:
-                cb.on_cancelled()
-            return
-        self._flush(cb)
+        cb = self._settle(task_id)
         assert isinstance(exc, BaseException)
-        if cb.on_error is not None:
+        if cb is not None and cb.on_error is not None:
             cb.on_error(exc)
         else:
             self.error.emit(error_sentence(exc, cb.task.what))

@@ -26,7 +26,6 @@ from PySide6.QtWidgets import (
     QScrollArea,
     QSizePolicy,
     QSlider,
-    QTableWidget,
     QTableWidgetItem,
     QTabWidget,
     QVBoxLayout,
@@ -52,6 +51,7 @@ from rooflight.ui.widgets import (
     ctx_label,
     gb,
     label,
+    readonly_table,
     tok_s,
 )
 
@@ -218,16 +218,7 @@ class ModelDetail(QWidget):
         row.addWidget(self.ctx_value)
         left.addLayout(row)
 
-        self.table = QTableWidget(0, len(QCOLS))
-        self.table.setAccessibleName("Quantizations")
-        self.table.setHorizontalHeaderLabels(list(QCOLS))
-        self.table.verticalHeader().hide()
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setAlternatingRowColors(True)
-        self.table.setShowGrid(False)
-        self.table.setWordWrap(False)
+        self.table = readonly_table(QCOLS, "Quantizations", selectable_rows=True)
         self.table.setItemDelegateForColumn(2, FitBadgeDelegate(self.table))
         hh = self.table.horizontalHeader()
         hh.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
