@@ -235,6 +235,9 @@ def test_models_and_rank_installed_cli(disk, tmp_path):
                        capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 0, r.stderr
     assert [m["id"] for m in json.loads(r.stdout)["models"]] == ["llama-3.2-1b"]
+    r = subprocess.run([*run, "rank", "--installed", "--hardware", str(profile)],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0 and " *" in r.stdout and "* already on disk" in r.stdout, r.stdout
     bad = subprocess.run([*run, "models", "--dir", str(tmp_path / "nope")], capture_output=True, text=True,
                          timeout=120, env=env)
     assert bad.returncode == 2 and "is not a folder" in bad.stderr

@@ -55,10 +55,13 @@ def format_ranking(ranked) -> str:
     for i, r in enumerate(ranked, 1):
         e = r.best.estimate
         p = e.performance
+        name = r.model.name[:31] + (" *" if r.installed else "")
         lines.append(
-            f"{i:>3}  {r.model.name[:33]:<34}{r.best.quant:<8}{FIT_BADGES[e.fit]:<21}"
+            f"{i:>3}  {name:<34}{r.best.quant:<8}{FIT_BADGES[e.fit]:<21}"
             f"{p.decode_tok_s:9.1f}{p.prefill_tok_s:10.0f}{gb(e.memory.total_bytes):>10}{r.score:7.1f}"
         )
     lines.append("")
     lines.append("decode/prefill in tokens/s at the model's context; memory over all devices.")
+    if any(r.installed for r in ranked):
+        lines.append("* already on disk (rooflight models lists where).")
     return "\n".join(lines)
