@@ -339,13 +339,17 @@ def prefill_time_s(
     main_gpu = gpu_devs[0] if gpu_devs else None
     t_ubatch = micro_batch(cfg)
 
-    # per device: weight bytes, multiply-adds per token, attention width, layer count
+    # per device: weight bytes, multiply-adds per token, attention width of full-context
+    # layers, layer count, attention width of sliding-window layers (they attend to at most
+    # the window, however long the prompt)
+    swa = spec.swa_layers if spec.sliding_window and spec.swa_layers else (False,) * spec.n_layer
     per_dev: dict[str, list[float]] = {}
     for dev, start, end in device_runs(devices[: spec.n_layer]):
-        acc = per_dev.setdefault(dev, [0.0, 0.0, 0.0, 0])
+        acc = per_dev.setdefault(dev, [0.0, 0.0, 0.0, 0, 0.0])
         acc[0] = sum(table.bytes[start:end], acc[0])
         acc[1] = sum(table.active_params[start:end], acc[1])
-        acc[2] = sum(map(spec.head_dim_k.__mul__, map(max, spec.n_head[start:end], itertools.repeat(1))), acc[2])
+        for il in range(start, end):
+            acc[4 if swa[il] else 2] += spec.head_dim_k * max(spec.n_head[il], 1)
         acc[3] += end - start
 
     total, bound_times = 0.0, {"compute": 0.0, "memory": 0.0, "pcie": 0.0}
@@ -360,14 +364,15 @@ def prefill_time_s(
         reads: dict[str, float] = {}
         layers: dict[str, int] = {}
         pcie_bytes = 0.0
-        for dev, (nbytes, params, attn_width, n_layers) in per_dev.items():
+        for dev, (nbytes, params, attn_width, n_layers, swa_width) in per_dev.items():
             run_on = main_gpu if (dev == CPU and offload_cpu) else dev
             if run_on != dev:
                 pcie_bytes += nbytes
             # attention (QK^T and softmax*V over the context so far) runs well below GEMM
             # speed on CPUs; on GPUs its kernels keep up
             attn_cost = CPU_ATTENTION_SLOWDOWN if run_on == CPU else 1.0
-            attn_flops = 4 * attn_width * ctx_seen * attn_cost
+            seen = attn_width * ctx_seen + swa_width * min(ctx_seen, spec.sliding_window or ctx_seen)
+            attn_flops = 4 * seen * attn_cost
             flops[run_on] = flops.get(run_on, 0.0) + t * (2 * params + attn_flops)
             reads[run_on] = reads.get(run_on, 0.0) + nbytes
             layers[run_on] = layers.get(run_on, 0) + int(n_layers)
