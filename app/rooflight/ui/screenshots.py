@@ -62,6 +62,7 @@ def take(outdir: Path, *, theme_name: str = "light", hardware: str | None = None
                 if only and shot.file not in only and key not in only:
                     continue
                 window.show_page(key)
+                window.banners.clear()  # each page's picture shows only its own messages
                 if shot.prepare is not None:
                     shot.prepare(wait_until)
                 wait_until(lambda: ctx.runner.active == 0)  # nothing half-drawn

@@ -61,6 +61,10 @@ class BannerArea(QWidget):
         if kind == "info":
             QTimer.singleShot(INFO_SECONDS * 1000, note, lambda n=note: self._remove(n))
 
+    def clear(self) -> None:
+        for note in self.notes():
+            self._remove(note)
+
     def _remove(self, note: Note) -> None:
         note.hide()
         note.deleteLater()
