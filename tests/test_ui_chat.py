@@ -334,3 +334,22 @@ def test_pyside_reference_leaks_cannot_abort_the_app(qtbot):
         pinger.ping.emit()
     if leaking():  # the bug is there: the guard made None, True and False immortal
         assert min(sys.getrefcount(o) for o in (None, True, False)) > 1 << 59
+
+
+def test_a_stored_chat_brings_its_own_model_or_says_which_one_continues(qtbot, tiny, tmp_path):
+    other = write_model(tmp_path / "other-chat.gguf", n_layer=2, n_embd=64, n_vocab=800, context_length=4096)
+    with ChatStore() as store:
+        made_with_other = store.create_chat("about the other model", str(other))
+        store.add_message(made_with_other, "user", "hello")
+    window = make_window(qtbot, cpu_box())
+    page = window.page("chat")
+    page.refresh_chats()
+    # nothing loaded: showing the chat selects and plans the model it was made with
+    page.show_chat(made_with_other)
+    qtbot.waitUntil(lambda: page.load_panel.path == str(other), timeout=10000)
+    # with another model loaded the chat continues with it, and a banner says so
+    page = loaded(qtbot, window, tiny)
+    page.show_chat(made_with_other)
+    assert any(t.startswith("This chat was started with other-chat.gguf; it continues with the loaded "
+                            "tiny-chat.gguf") for t in window.banners.texts())
+    assert page.view.texts()[0] == ("user", "hello")

@@ -322,6 +322,10 @@ class ChatPage(Page):
                     return self.show_chat(None)
                 self.sampling.set_sampling(self.session.sampling)
                 self.sampling.set_system_prompt(self.session.system_prompt)
+                started_with = self.store.get_chat(chat_id).model
+                if started_with and started_with != str(self.engine.plan.path):
+                    self.ctx.show_info(f"This chat was started with {Path(started_with).name}; it "
+                                       f"continues with the loaded {self.engine.plan.path.name}.")
             self.view.set_messages(self.session.messages)
         elif chat_id is not None:
             from rooflight.runtime.sampling import Sampling
@@ -338,6 +342,9 @@ class ChatPage(Page):
                 pass  # settings of another version: keep the fields
             self.sampling.set_system_prompt(chat.system_prompt)
             self.view.set_messages(messages)
+            # continue with the model the chat was made with: planned, one click from loading
+            if chat.model and Path(chat.model).is_file() and self.load_panel.path != chat.model:
+                self.load_panel.select_path(chat.model)
         else:
             self.view.clear()
         if chat_id is None:
