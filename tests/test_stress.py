@@ -104,6 +104,7 @@ def test_each_point_reports_llama_cpp_memory_and_matches_the_plan(model):
         assert result.stored
         cal = store.calibration(machine, "cpu")
         assert cal.samples == 3
+        assert result.used_for_calibration == cal.samples  # the store and the report agree
     finally:
         store.close()
 

@@ -12,12 +12,12 @@ import sys
 
 from rooflight import __version__
 from rooflight.commands import register_all
-from rooflight.commands.common import calibration_for
+from rooflight.commands.common import calibration_for, check_use_case
 from rooflight.commands.common import emit_json as _emit_json
 from rooflight.commands.common import gpu_layers as _gpu_layers
 from rooflight.commands.common import load_hardware as _hardware
 from rooflight.commands.common import positive_int as _positive_int
-from rooflight.errors import BadInputError, RooflightError
+from rooflight.errors import RooflightError
 
 
 def cmd_hardware(args) -> int:
@@ -65,11 +65,10 @@ def cmd_estimate(args) -> int:
 
 
 def cmd_rank(args) -> int:
-    from rooflight.catalog.rank import USE_CASES, rank_models
+    from rooflight.catalog.rank import rank_models
     from rooflight.format import format_ranking
 
-    if args.use_case not in USE_CASES and args.use_case not in ("vision", "multilingual"):
-        raise BadInputError(f"Unknown use case {args.use_case!r}; use one of {', '.join(USE_CASES)}.")
+    check_use_case(args.use_case, also=("vision", "multilingual"))  # catalog tags filter too
     from rooflight.catalog.hub import cached_catalog_files, refresh_catalog_files
     from rooflight.catalog.local import find_installed
 

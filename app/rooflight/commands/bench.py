@@ -61,7 +61,6 @@ def cmd_bench(args) -> int:
         CalibrationStore,
         Measurement,
         machine_key,
-        plausible_ratio,
     )
 
     if args.model.startswith("hf:"):
@@ -101,14 +100,15 @@ def cmd_bench(args) -> int:
         runs = [measure(args.model, est.config, prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens)
                 for _ in range(args.repetitions)]
         got = _median_run(runs)
-        store.add(Measurement(
+        measurement = Measurement(
             machine=machine, backend=profile.backend, model=spec.name, quant=spec.file_type,
             n_ctx=est.config.n_ctx, n_gpu_layers=est.config.n_gpu_layers,
             prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens,
             predicted_decode=est.performance.decode_tok_s, measured_decode=got.decode_tok_s,
             predicted_prefill=est.performance.prefill_tok_s, measured_prefill=got.prefill_tok_s,
             n_threads=est.config.n_threads, model_bytes=spec.file_bytes,
-        ))
+        )
+        store.add(measurement)
     finally:
         store.close()
     p = est.performance
@@ -129,8 +129,7 @@ def cmd_bench(args) -> int:
                   "prefill": round(got.prefill_tok_s / p.prefill_tok_s, 3)},
         "stored": True,
         # a run far off the roofline is kept but not used (store/calibration.py)
-        "used_for_calibration": plausible_ratio(got.decode_tok_s / p.decode_tok_s)
-        and plausible_ratio(got.prefill_tok_s / p.prefill_tok_s),
+        "used_for_calibration": measurement.usable,
         "threads_sweep": sweep.to_dict() if sweep else None,
     }
     if args.json:

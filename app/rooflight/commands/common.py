@@ -52,3 +52,12 @@ def calibration_for(args, profile):
     from rooflight.store.calibration import machine_calibration
 
     return machine_calibration(profile)
+
+
+def check_use_case(name: str, *, also: tuple[str, ...] = ()) -> None:
+    """BadInputError unless `name` is a ranking use case (or one of `also`: tag filters)."""
+    from rooflight.catalog.rank import USE_CASES
+    from rooflight.errors import BadInputError
+
+    if name not in USE_CASES and name not in also:
+        raise BadInputError(f"Unknown use case {name!r}; use one of {', '.join(USE_CASES)}.")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from rooflight.commands.common import emit_json, load_hardware, positive_int
+from rooflight.commands.common import check_use_case, emit_json, load_hardware, positive_int
 
 
 def register(subparsers) -> None:
@@ -45,12 +45,10 @@ def format_installed(ranked) -> str:
 
 def cmd_models(args) -> int:
     from rooflight.catalog.local import default_model_dirs, find_installed, rank_installed
-    from rooflight.catalog.rank import USE_CASES
     from rooflight.commands.common import calibration_for
     from rooflight.errors import BadInputError
 
-    if args.use_case not in USE_CASES:
-        raise BadInputError(f"Unknown use case {args.use_case!r}; use one of {', '.join(USE_CASES)}.")
+    check_use_case(args.use_case)
     for d in args.dir:
         import os
 

@@ -10,7 +10,13 @@ from __future__ import annotations
 import sys
 import time
 
-from rooflight.commands.common import calibration_for, emit_json, load_hardware, positive_int
+from rooflight.commands.common import (
+    calibration_for,
+    check_use_case,
+    emit_json,
+    load_hardware,
+    positive_int,
+)
 
 
 def register(subparsers) -> None:
@@ -61,11 +67,9 @@ def format_hub_ranking(ranked) -> str:
 def cmd_search(args) -> int:
     from rooflight.catalog.hub_rank import search_and_rank
     from rooflight.catalog.local import find_installed
-    from rooflight.catalog.rank import USE_CASES
     from rooflight.errors import BadInputError
 
-    if args.use_case not in USE_CASES:
-        raise BadInputError(f"Unknown use case {args.use_case!r}; use one of {', '.join(USE_CASES)}.")
+    check_use_case(args.use_case)
     if args.limit > 100:
         raise BadInputError("--limit must be at most 100: each result costs a header read.")
     profile = load_hardware(args)

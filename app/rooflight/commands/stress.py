@@ -80,8 +80,13 @@ def format_result(result) -> str:
     if result.stopped:
         lines += ["", result.stopped.message]
     lines.append("")
-    lines.append("Stored for calibration: later estimates on this machine use it." if result.stored
-                 else "Not stored for calibration.")
+    if not result.stored:
+        lines.append("Not stored for calibration.")
+    elif result.used_for_calibration == len(result.points):
+        lines.append("Stored for calibration: later estimates on this machine use it.")
+    else:
+        lines.append(f"Stored; {result.used_for_calibration} of {len(result.points)} points are used for "
+                     "calibration (the others are too far off the estimate to say much about the hardware).")
     return "\n".join(lines)
 
 

@@ -181,6 +181,7 @@ class StressResult:
     points: tuple[StressPoint, ...]
     stopped: StressStop | None
     stored: bool = False
+    used_for_calibration: int = 0  # stored points within PLAUSIBLE_RATIO of the plan
 
     def to_dict(self) -> dict:
         return {
@@ -189,6 +190,7 @@ class StressResult:
             "points": [p.to_dict() for p in self.points],
             "stopped": self.stopped.to_dict() if self.stopped else None,
             "stored": self.stored,
+            "used_for_calibration": self.used_for_calibration,
         }
 
 
@@ -232,7 +234,7 @@ def run_stress(
     trained = spec.context_length or None
     points: list[StressPoint] = []
     stopped: StressStop | None = None
-    stored = False
+    stored = used = 0
     model_doc: dict | None = None
     for n_ctx in asked:
         if should_stop and should_stop():
@@ -263,13 +265,15 @@ def run_stress(
         point = StressPoint(n_ctx, prompt, gen, planned, got, reported_memory(spec, got.buffers))
         points.append(point)
         if store is not None and machine:
-            store.add(_measurement(point, spec, hardware, machine))
-            stored = True
+            measurement = _measurement(point, spec, hardware, machine)
+            store.add(measurement)
+            stored += 1
+            used += measurement.usable
         if on_point:
             on_point(point)
     if model_doc is None:
         model_doc = plan_at(spec, hardware, asked[0], wishes, gen_tokens=gen_tokens).estimate.to_dict()["model"]
-    return StressResult(model_doc, tuple(asked), tuple(points), stopped, stored)
+    return StressResult(model_doc, tuple(asked), tuple(points), stopped, stored > 0, used)
 
 
 def _measurement(point: StressPoint, spec: ModelSpec, hardware: HardwareProfile, machine: str):

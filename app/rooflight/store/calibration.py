@@ -96,6 +96,13 @@ class Measurement:
     n_threads: int = 0  # 0: not recorded (rows from before the column existed)
     model_bytes: int = 0  # the GGUF file size; 0: not recorded
 
+    @property
+    def usable(self) -> bool:
+        """Whether calibration will use it (see PLAUSIBLE_RATIO); it is stored either way."""
+        rates = (self.predicted_decode, self.measured_decode, self.predicted_prefill, self.measured_prefill)
+        return (min(rates) > 0 and plausible_ratio(self.measured_decode / self.predicted_decode)
+                and plausible_ratio(self.measured_prefill / self.predicted_prefill))
+
 
 class CalibrationStore:
     def __init__(self, path: Path | None = None) -> None:
