@@ -109,10 +109,8 @@ def test_chat_opens_when_a_requested_download_finishes(qtbot, hub_server, gguf_f
     assert chats == [window.page("downloads").row_for(file).job.result.model.path]
 
 
-# the offscreen platform says so whenever a dialog opens; it is not a layout problem
-@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-def test_pause_resume_and_cancel_from_the_page(qtbot, hub_server, gguf_files):
-    _small, big, other_file = gguf_files
+def _slow_catalog_download(qtbot, hub_server, big):
+    """A catalog file served at 1 MB/s, enqueued on the page of a new window (no chat after)."""
     _model, repo, file = _catalog_file()
     hub_server.add_file(repo, file, big)
     key = f"{repo}/{file}"
@@ -121,7 +119,14 @@ def test_pause_resume_and_cancel_from_the_page(qtbot, hub_server, gguf_files):
     downloads = downloads_of(qtbot, window)
     downloads.chat_when_done.setChecked(False)
     job_id = downloads.enqueue(repo, file)
-    row = downloads.rows[job_id]
+    return window, downloads, downloads.rows[job_id], repo, file, key
+
+
+# the offscreen platform says so whenever a dialog opens; it is not a layout problem
+@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+def test_pause_resume_and_cancel_from_the_page(qtbot, hub_server, gguf_files):
+    _small, big, other_file = gguf_files
+    window, downloads, row, repo, file, key = _slow_catalog_download(qtbot, hub_server, big)
     total = big.stat().st_size
     qtbot.waitUntil(lambda: row.job.progress is not None and row.job.progress.done_bytes > total // 5, timeout=15000)
 
@@ -200,15 +205,7 @@ def test_offline_mode_refuses_with_a_sentence(qtbot, hub_server, gguf_files):
 
 def test_closing_pauses_and_the_next_start_resumes(qtbot, hub_server, gguf_files):
     _small, big, _other = gguf_files
-    _model, repo, file = _catalog_file()
-    hub_server.add_file(repo, file, big)
-    key = f"{repo}/{file}"
-    hub_server.throttle(key, 1_000_000)
-    window = make_window(qtbot)
-    downloads = downloads_of(qtbot, window)
-    downloads.chat_when_done.setChecked(False)
-    job_id = downloads.enqueue(repo, file)
-    row = downloads.rows[job_id]
+    window, downloads, row, repo, file, key = _slow_catalog_download(qtbot, hub_server, big)
     qtbot.waitUntil(lambda: row.job.progress is not None and row.job.progress.done_bytes > 0, timeout=15000)
     window.close()  # pauses the download; the partial file and its record stay
     assert downloads.queue is None
