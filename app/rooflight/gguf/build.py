@@ -18,6 +18,7 @@ from gguf import Keys, LlamaFileType
 from rooflight.errors import BadInputError
 
 from .header import ArrayInfo, GGUFHeader
+from .recurrent import recurrent_layout
 from .spec import ModelSpec, TensorInfo
 from .swa import swa_layout
 
@@ -159,6 +160,11 @@ def build_model_spec(headers: Sequence[GGUFHeader], *, default_name: str) -> Mod
         n_vocab = embd.shape[1] if embd is not None and len(embd.shape) > 1 else 0
 
     swa = swa_layout(arch, meta, n_layer)
+    recurrent = recurrent_layout(arch, meta, n_layer, n_embd, n_head_kv, n_ff)
+    if recurrent is not None:
+        # only the layers llama.cpp gives a KV cache keep their KV heads (create_memory's
+        # filter_attn): recurrent, MLP-only and MTP layers of hybrids have none
+        n_head_kv = tuple(kv if a else 0 for kv, a in zip(n_head_kv, recurrent.attention, strict=True))
     file_type = _file_type_name(meta.get(Keys.General.FILE_TYPE)) or _dominant_type(tensors)
     name = meta.get(Keys.General.NAME)
     chat_template = meta.get(Keys.Tokenizer.CHAT_TEMPLATE)
@@ -190,6 +196,8 @@ def build_model_spec(headers: Sequence[GGUFHeader], *, default_name: str) -> Mod
         split_count=len(headers),
         chat_template=chat_template if isinstance(chat_template, str) else None,
         kv_lora_rank=k.uint("attention.kv_lora_rank", 0) or 0,
+        recurrent_layers=recurrent.layers if recurrent else (),
+        ssm_state_bytes_per_seq=recurrent.bytes_per_layer if recurrent else 0,
         rope_dim=rope_dim,
         metadata=_small_metadata(meta),
         swa_type=swa.swa_type,
