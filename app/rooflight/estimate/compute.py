@@ -27,6 +27,7 @@ import weakref
 
 from rooflight.estimate.config import RunConfig, padded_ctx
 from rooflight.estimate.kv import swa_cells
+from rooflight.estimate.recurrent_compute import recurrent_peak_bytes
 from rooflight.gguf.spec import ModelSpec
 
 F32 = 4
@@ -123,6 +124,9 @@ def _compute_bytes(spec: ModelSpec, cfg: RunConfig, runs_layers: bool, runs_outp
     peaks = []
     if runs_layers:
         peaks += [attention_peak(spec, cfg), ffn_peak(spec, cfg)]
+        if spec.recurrent_layers and any(spec.recurrent_layers):
+            # a hybrid's recurrent mixer (estimate/recurrent_compute.py), masks alive
+            peaks.append(recurrent_peak_bytes(spec, micro_batch(cfg)) + mask_bytes(spec, cfg))
     if runs_output:
         peaks.append(output_peak(spec, cfg))
     if not peaks:

@@ -91,6 +91,8 @@ def _check(shape: HybridShape) -> None:
         raise ValueError("n_ff needs one value per layer")
     if shape.arch in ("granitehybrid", "jamba") and shape.ssm_d_inner != 2 * shape.n_embd:
         raise ValueError(f"{shape.arch} needs ssm_d_inner == 2 * n_embd (llama.cpp asserts it)")
+    if shape.arch in ("lfm2", "jamba") and shape.n_head * shape.head_dim != shape.n_embd:
+        raise ValueError(f"{shape.arch} needs n_head * head_dim == n_embd (its attention is n_embd wide)")
     if shape.arch == "qwen3next" and not (shape.n_expert and shape.n_expert_used):
         raise ValueError("qwen3next needs experts (llama.cpp refuses zero experts)")
     if shape.n_vocab < MINIMAL_VOCAB_SIZE:

@@ -1,0 +1,64 @@
+"""Compute-buffer peak of a recurrent layer (the graph's largest moment inside a mixer).
+
+The counterpart of compute.attention_peak / ffn_peak for the recurrent layers of hybrid
+models (gguf/recurrent.py). What is alive at the peak, read from llama.cpp's graphs
+(src/models/mamba-base.cpp, qwen3next.cpp, lfm2.cpp) for a micro-batch of T tokens, f32:
+
+- Mamba-2 (granitehybrid, nemotron_h, mamba2, falcon-h1): the in-projection zxBCdt
+  [d_in_proj, T] (z is used at the end), conv_x [T + d_conv - 1, C] and its convolution
+  [C, T] (C = d_inner + 2 groups d_state), the scan output [d_inner, T] plus the final
+  state, x * D [d_inner, T] and three residual-sized tensors [n_embd, T]. Measured
+  against llama.cpp 0.3.36's CPU compute buffer on generated granitehybrid models: Q8_0
+  files (what people run) within -10 .. +1%, F32 files (4 shapes, T 128 and 512, flash
+  attention on and off) within -1 .. +9%.
+- Mamba-1 (jamba, mamba): xz [2 d_inner, T], conv_x, its convolution, dt [d_inner, T],
+  the scan output and a residual: 6 d_inner + n_embd per token; within 1% (jamba).
+- Gated delta-net (qwen3next, qwen35, qwen35moe): fitted, not derived (its chunked
+  kernel keeps many chunk-sized intermediates): per token 2.1 x conv_dim + 1.0 x
+  value_dim + 1.6 x 64 value heads + 0.8 x n_embd f32 values, plus 3.3 x the state;
+  within 5% on 3 generated qwen3next shapes, extrapolated beyond them.
+- Short convolution (lfm2): in-projection [3 n_embd, T], conv_x, its output and two
+  residuals; below the feed-forward peak in every LFM2 shape (measured: the FFN decides).
+
+The KQ masks of the attention layers stay alive across the recurrent layers as well.
+"""
+
+from __future__ import annotations
+
+from rooflight.gguf.spec import ModelSpec
+
+F32 = 4
+
+MAMBA2 = frozenset({"granitehybrid", "nemotron_h", "nemotron_h_moe", "mamba2", "falcon-h1"})
+MAMBA1 = frozenset({"jamba", "mamba"})
+DELTA_NET = frozenset({"qwen3next", "qwen35", "qwen35moe"})
+SHORT_CONV = frozenset({"lfm2", "lfm2moe"})
+
+
+def _ssm(spec: ModelSpec, key: str) -> int:
+    v = spec.metadata.get(f"{spec.architecture}.ssm.{key}")
+    return v if type(v) is int and v > 0 else 0
+
+
+def recurrent_peak_bytes(spec: ModelSpec, t: int) -> int:
+    """Peak bytes inside one recurrent layer for a micro-batch of t tokens (no masks)."""
+    arch, e = spec.architecture, spec.n_embd
+    d_conv, d_inner = _ssm(spec, "conv_kernel"), _ssm(spec, "inner_size")
+    d_state, groups, dt_rank = _ssm(spec, "state_size"), _ssm(spec, "group_count"), _ssm(spec, "time_step_rank")
+    if arch in MAMBA2:
+        channels = d_inner + 2 * groups * d_state
+        d_in_proj = 2 * d_inner + 2 * groups * d_state + dt_rank
+        per_token = d_in_proj + 2 * channels + 2 * d_inner + 3 * e
+        return F32 * (t * per_token + (d_conv - 1) * channels + d_state * d_inner)
+    if arch in MAMBA1:
+        return F32 * (t * (6 * d_inner + e) + (d_conv - 1) * d_inner + d_state * d_inner)
+    if arch in DELTA_NET:
+        value_dim = d_inner
+        conv_dim = 2 * d_state * groups + value_dim
+        per_token = 2.1 * conv_dim + 1.0 * value_dim + 1.6 * 64 * dt_rank + 0.8 * e
+        return int(F32 * (t * per_token + 3.3 * d_state * d_state * dt_rank))
+    if arch in SHORT_CONV:
+        l_cache = spec.metadata.get(f"{arch}.shortconv.l_cache")
+        l_cache = l_cache if type(l_cache) is int else 3
+        return F32 * (t * 7 * e + (l_cache - 1) * e)
+    return 0
