@@ -15,6 +15,7 @@ from typing import Any
 
 from rooflight.catalog.models import CatalogModel, load_catalog
 from rooflight.catalog.quality import quality_prior, quality_score
+from rooflight.errors import EstimateUnavailableError
 from rooflight.estimate import Calibration, Estimate, Wishes, plan
 from rooflight.gguf.spec import ModelSpec
 from rooflight.gguf.synthetic import FILE_TYPES
@@ -244,6 +245,7 @@ def rank_models(
     hub_files: Mapping[str, Any] | None = None,
     installed: Sequence[Any] | None = None,
     installed_only: bool = False,
+    unavailable: list[dict] | None = None,
 ) -> list[RankedModel]:
     """Catalog models for this machine, best first, each at its best quant.
 
@@ -251,6 +253,8 @@ def rank_models(
     refresh_catalog_files().models): file sizes and lists as the Hub has them.
     installed: local.InstalledFile list (local.find_installed()); matching models are
     marked installed, and installed_only keeps only them (found on disk if not given).
+    unavailable: when given, gets one {"id", "name", "architecture", "reason"} row per
+    model whose architecture cannot be estimated (estimate/support.py); they are not ranked.
     """
     catalog = models if models is not None else load_catalog()
     if installed_only and installed is None:
@@ -275,11 +279,17 @@ def rank_models(
             continue
         n_ctx = min(ctx or DEFAULT_CTX, model.hparams.context_length)
         prior = quality_prior(model)
-        options = [
-            evaluate(spec, hardware, quant=q, n_ctx=n_ctx, prior=prior, params_b=model.params_total,
-                     calibration=calibration, source=source, repo=repo, filename=filename)
-            for q, spec, source, repo, filename in _catalog_files(model, (hub_files or {}).get(model.id))
-        ]
+        try:
+            options = [
+                evaluate(spec, hardware, quant=q, n_ctx=n_ctx, prior=prior, params_b=model.params_total,
+                         calibration=calibration, source=source, repo=repo, filename=filename)
+                for q, spec, source, repo, filename in _catalog_files(model, (hub_files or {}).get(model.id))
+            ]
+        except EstimateUnavailableError as exc:
+            if unavailable is not None:
+                unavailable.append({"id": model.id, "name": model.name,
+                                    "architecture": exc.architecture, "reason": str(exc)})
+            continue
         best = choose_best(options)
         if fits_only and best.estimate.fit == "too_large":
             continue

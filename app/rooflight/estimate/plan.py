@@ -12,6 +12,7 @@ from rooflight.errors import BadInputError
 from rooflight.estimate.config import KV_TYPES, RunConfig
 from rooflight.estimate.memory import MemoryPlan, plan_memory
 from rooflight.estimate.perf import Calibration, PerfEstimate, estimate_performance
+from rooflight.estimate.support import check_supported
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
 
@@ -146,6 +147,7 @@ def plan(
     calibration: Calibration | None = None,
 ) -> Estimate:
     wishes = wishes or Wishes()
+    check_supported(spec)  # an architecture we cannot size gets a sentence, not a number
     _validate(spec, wishes)
     if wishes.n_threads is None and calibration is not None:
         # a thread sweep on this machine (rooflight bench --threads-sweep) beats the
