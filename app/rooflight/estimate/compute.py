@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import weakref
 
+from rooflight.estimate import ple_compute
 from rooflight.estimate.config import RunConfig, padded_ctx
 from rooflight.estimate.kv import swa_cells
 from rooflight.estimate.recurrent_compute import recurrent_peak_bytes
@@ -127,6 +128,10 @@ def _compute_bytes(spec: ModelSpec, cfg: RunConfig, runs_layers: bool, runs_outp
         if spec.recurrent_layers and any(spec.recurrent_layers):
             # a hybrid's recurrent mixer (estimate/recurrent_compute.py), masks alive
             peaks.append(recurrent_peak_bytes(spec, micro_batch(cfg)) + mask_bytes(spec, cfg))
+        if extra := ple_compute.layer_extra_bytes(spec, micro_batch(cfg)):
+            # Gemma 3n: per-layer inputs and AltUp streams (estimate/ple_compute.py)
+            peaks = [p + extra for p in peaks]
+            peaks.append(ple_compute.start_peak_bytes(spec, micro_batch(cfg)) + mask_bytes(spec, cfg))
     if runs_output:
         peaks.append(output_peak(spec, cfg))
     if not peaks:

@@ -90,6 +90,12 @@ def _kv_table(spec: ModelSpec, cfg: RunConfig) -> _KVTable:
         rows = tuple(kv_row_bytes(spec, cfg, il) if kv[il] else 0.0 for il in layers)
         states = tuple(state_bytes(spec, il) for il in layers)
         sizes = tuple(int(c * r) + st for c, r, st in zip(cells, rows, states, strict=True))
+        if spec.kv_reuse:
+            # a layer that reuses another's cache allocates nothing but reads that cache
+            src = [il if s < 0 else s for il, s in enumerate(spec.kv_reuse)]
+            sizes = tuple(0 if src[il] != il else sizes[il] for il in layers)
+            cells = tuple(cells[src[il]] for il in layers)
+            rows = tuple(rows[src[il]] for il in layers)
         table = (cells, rows, sizes, tuple(2.0 * st for st in states))
         per_spec[key] = table
     return table

@@ -46,6 +46,15 @@ def cpu_cycles_per_weight(ggml_type: str) -> float:
     return _CPU_CYCLES.get(ggml_type.upper(), 0.25)
 
 
+# Tensors outside "blk.N." that llama.cpp does not keep with the input (llm_tensor_info in
+# llama-arch.cpp): LAYER_OUTPUT ones go with the output layer, LAYER_REPEATING ones created
+# with block index 0 with the first block (Gemma 3n's AltUp and per-layer projections,
+# LFM2's final norm, which its loader names token_embd_norm).
+_WITH_OUTPUT = ("output.", "output_norm.", "altup_proj.", "altup_unembd_proj.")
+_WITH_BLOCK_0 = ("per_layer_model_proj.", "per_layer_proj_norm.")
+_WITH_OUTPUT_BY_ARCH = {"lfm2": ("token_embd_norm.",), "lfm2moe": ("token_embd_norm.",)}
+
+
 # Keyed by identity, not by value: ModelSpec is a frozen dataclass, so a value-keyed
 # (Weak)KeyDictionary would hash and compare thousands of TensorInfo on every lookup
 # (that was 70% of the time of ranking the catalog). The entry goes when the spec does.
@@ -71,14 +80,16 @@ def _build(spec: ModelSpec) -> LayerTable:
     cycles = [0.0] * n
     out_cycles = 0.0
     moe_ratio = spec.n_expert_used / spec.n_expert if spec.n_expert else 1.0
+    with_output = _WITH_OUTPUT + _WITH_OUTPUT_BY_ARCH.get(spec.architecture, ())
     for t in spec.tensors:
-        if t.layer is not None and 0 <= t.layer < n:
+        layer = 0 if t.layer is None and n and t.name.startswith(_WITH_BLOCK_0) else t.layer
+        if layer is not None and 0 <= layer < n:
             r = moe_ratio if t.is_expert else 1.0
-            nbytes[t.layer] += t.n_bytes
-            active_b[t.layer] += t.n_bytes * r
-            active_p[t.layer] += t.n_elements * r
-            cycles[t.layer] += t.n_elements * r * cpu_cycles_per_weight(t.ggml_type)
-        elif t.name.startswith(("output.", "output_norm.")):
+            nbytes[layer] += t.n_bytes
+            active_b[layer] += t.n_bytes * r
+            active_p[layer] += t.n_elements * r
+            cycles[layer] += t.n_elements * r * cpu_cycles_per_weight(t.ggml_type)
+        elif t.name.startswith(with_output):
             out_b += t.n_bytes
             out_p += t.n_elements
             out_cycles += t.n_elements * cpu_cycles_per_weight(t.ggml_type)

@@ -18,7 +18,8 @@ UNMODELED: dict[str, str] = {
                     "hybrid linear-attention state"),
     **dict.fromkeys(("deepseek32", "glm-dsa", "minimax-m3", "hy-v4", "dots3note", "deepseek4", "dflash"),
                     "sparse-attention indexer cache"),
-    **dict.fromkeys(("gemma3n", "gemma4", "gemma4-assistant"), "KV cache shared across layers"),
+    # Gemma 4: per-layer head sizes (key_length_swa) and a shared KV cache of its own kind
+    **dict.fromkeys(("gemma4", "gemma4-assistant"), "per-layer head sizes and shared KV cache"),
     **dict.fromkeys(("t5", "t5encoder", "bert", "nomic-bert", "jina-bert-v2", "modern-bert"),
                     "encoder-only or encoder-decoder graph"),
 }

@@ -110,6 +110,19 @@ def _small_metadata(meta: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# llama.cpp's n_layer_kv_from_start: only the first N layers keep a KV cache, the others
+# attend to the last full / sliding-window layer before N (llama_model::create_memory's
+# reuse callback). Gemma 3n fixes N = 20 (src/models/gemma3n.cpp).
+_KV_FROM_START = {"gemma3n": 20}
+
+
+def _kv_reuse(arch: str, n_layer: int, swa_layers: tuple[bool, ...]) -> tuple[int, ...]:
+    start = _KV_FROM_START.get(arch)
+    if start is None or n_layer <= start:
+        return ()
+    return tuple(-1 if il < start else start - (2 if swa_layers[il] else 1) for il in range(n_layer))
+
+
 def build_model_spec(headers: Sequence[GGUFHeader], *, default_name: str) -> ModelSpec:
     """One ModelSpec from all the parts' headers of one model (metadata from the first)."""
     if not headers:
@@ -165,6 +178,7 @@ def build_model_spec(headers: Sequence[GGUFHeader], *, default_name: str) -> Mod
         # only the layers llama.cpp gives a KV cache keep their KV heads (create_memory's
         # filter_attn): recurrent, MLP-only and MTP layers of hybrids have none
         n_head_kv = tuple(kv if a else 0 for kv, a in zip(n_head_kv, recurrent.attention, strict=True))
+    kv_reuse = _kv_reuse(arch, n_layer, swa.layers)
     file_type = _file_type_name(meta.get(Keys.General.FILE_TYPE)) or _dominant_type(tensors)
     name = meta.get(Keys.General.NAME)
     chat_template = meta.get(Keys.Tokenizer.CHAT_TEMPLATE)
@@ -196,6 +210,7 @@ def build_model_spec(headers: Sequence[GGUFHeader], *, default_name: str) -> Mod
         split_count=len(headers),
         chat_template=chat_template if isinstance(chat_template, str) else None,
         kv_lora_rank=k.uint("attention.kv_lora_rank", 0) or 0,
+        kv_reuse=kv_reuse,
         recurrent_layers=recurrent.layers if recurrent else (),
         ssm_state_bytes_per_seq=recurrent.bytes_per_layer if recurrent else 0,
         rope_dim=rope_dim,

@@ -281,18 +281,35 @@ def write_hybrid_model(
 ) -> Path:
     """Write a random-weight hybrid model that llama.cpp can load and run; return its path."""
     _check(shape)
+    plans = plan_hybrid_tensors(shape, ftype)
+    return write_plans(path, shape.arch, plans, lambda w: _add_metadata(w, shape), ftype=ftype,
+                       n_vocab=shape.n_vocab, seed=seed, name=name)
+
+
+def write_plans(
+    path: str | os.PathLike[str],
+    arch: str,
+    plans: Sequence[TensorPlan],
+    add_metadata,
+    *,
+    ftype: str,
+    n_vocab: int,
+    seed: int = 0,
+    name: str | None = None,
+) -> Path:
+    """Write the tensors `plans` and the architecture's keys (add_metadata(writer)) with the
+    synthetic SPM vocabulary, streaming one tensor at a time; nothing half-written is left."""
     ftype = _normalize_ftype(ftype)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    plans = plan_hybrid_tensors(shape, ftype)
-    writer = GGUFWriter(path, shape.arch)
+    writer = GGUFWriter(path, arch)
     try:
         writer.add_type("model")
-        writer.add_name(name or f"synthetic-{shape.arch}-{ftype}")
+        writer.add_name(name or f"synthetic-{arch}-{ftype}")
         writer.add_file_type(int(FILE_TYPES[ftype][0]))
         writer.add_quantization_version(2)
-        _add_metadata(writer, shape)
-        tokens, scores, types = _vocab(shape.n_vocab)
+        add_metadata(writer)
+        tokens, scores, types = _vocab(n_vocab)
         writer.add_tokenizer_model("llama")
         writer.add_token_list(tokens)
         writer.add_token_scores(scores)
