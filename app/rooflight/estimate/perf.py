@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from rooflight.estimate.compute import micro_batch
 from rooflight.estimate.config import RunConfig
+from rooflight.estimate.fp4 import prefill_speed_factor
 from rooflight.estimate.kv import kv_cells_seen, kv_reads_by_layer
 from rooflight.estimate.layers import layer_table
 from rooflight.estimate.memory import MemoryPlan
@@ -387,6 +388,9 @@ def prefill_time_s(
                 eff = cpu_prefill_efficiency(spec.file_type)
             else:
                 eff = c.prefill_efficiency_float if float_model else c.prefill_efficiency_quant
+                # NVFP4 / MXFP4 weights on FP4 tensor cores (Blackwell CC 12.x): estimate/fp4.py
+                gpu = next((g for g in hardware.gpus if gpu_name(g.index) == dev), None)
+                eff *= prefill_speed_factor(spec, gpu, hardware.backend)
             t_compute = f / (_device_flops(hardware, dev, cfg) * eff)
             t_mem = reads[dev] / (_device_bandwidth_gbs(hardware, dev) * 1e9 * c.decode_efficiency)
             step += max(t_compute, t_mem) + c.layer_overhead_s * layers.get(dev, 0)

@@ -59,6 +59,9 @@ FILE_TYPES: dict[str, tuple[LlamaFileType, GGMLQuantizationType]] = {
     "Q5_K_S": (LlamaFileType.MOSTLY_Q5_K_S, Q.Q5_K),
     "Q5_K_M": (LlamaFileType.MOSTLY_Q5_K_M, Q.Q5_K),
     "Q6_K": (LlamaFileType.MOSTLY_Q6_K, Q.Q6_K),
+    # NVFP4 files come from convert_hf_to_gguf.py on ModelOpt / compressed-tensors NVFP4
+    # checkpoints, not from llama-quantize: see _weight_type for what it keeps in 16 bits
+    "NVFP4": (LlamaFileType.MOSTLY_NVFP4, Q.NVFP4),
 }
 # Bare K-quant names mean the "_M" mixture, the one people download.
 _FTYPE_ALIASES = {"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M", "FP16": "F16", "FP32": "F32"}
@@ -149,6 +152,13 @@ def _weight_type(
     base = FILE_TYPES[ftype][1]
     if base in (Q.F32, Q.F16, Q.BF16):
         return base  # unquantized files keep every matrix in the file's float type
+    if base == Q.NVFP4:
+        # the converter repacks the checkpoint's NVFP4 linear layers (the blocks' matrices;
+        # ModelOpt leaves embeddings and the LM head unquantized) and writes the rest in
+        # its 16-bit outtype (conversion/base.py _generate_nvfp4_tensors)
+        if role in ("output", "token_embd") or ne0 % GGML_QUANT_SIZES[Q.NVFP4][0]:
+            return Q.F16
+        return Q.NVFP4
     new = base
     if role == "output":
         if ne0 % GGML_QUANT_SIZES[base][0] != 0:
@@ -322,7 +332,21 @@ def _quantize_q6_k(x: np.ndarray) -> np.ndarray:
     return np.concatenate([ql, qh, sc.view(np.uint8), _f16_bytes(d)], axis=1)
 
 
-_K_QUANTIZERS = {Q.Q4_K: _quantize_q4_k, Q.Q5_K: _quantize_q5_k, Q.Q6_K: _quantize_q6_k}
+def _quantize_nvfp4(x: np.ndarray) -> np.ndarray:
+    """NVFP4 super-blocks of 64: 4 UE4M3 sub-block scales, then 4 x 8 bytes of E2M1 nibbles
+    (values 0-7 of a sub-block in the low nibbles, 8-15 in the high ones), the layout of
+    gguf's NVFP4.dequantize_blocks; each sub-block's scale maps its largest value to 6."""
+    nv = gguf_quants.NVFP4
+    xs = x.reshape(-1, 4, 16)
+    d_bytes = nv.fp32_to_ue4m3(np.abs(xs).max(axis=-1) / 6.0)  # (n, 4)
+    d = nv.ue4m3_to_fp32(d_bytes)[..., None]  # includes the doubled-kvalues 0.5 factor
+    grid = np.array(nv.kvalues, np.float32)
+    q = np.abs(xs[..., None] - d[..., None] * grid).argmin(axis=-1).astype(np.uint8)  # (n, 4, 16)
+    qs = (q[..., :8] | (q[..., 8:] << 4)).reshape(-1, 32)
+    return np.concatenate([d_bytes.astype(np.uint8), qs], axis=1)
+
+
+_K_QUANTIZERS = {Q.Q4_K: _quantize_q4_k, Q.Q5_K: _quantize_q5_k, Q.Q6_K: _quantize_q6_k, Q.NVFP4: _quantize_nvfp4}
 
 
 def _encode(rows: np.ndarray, qtype: GGMLQuantizationType) -> np.ndarray:
