@@ -127,7 +127,7 @@ def _compute_bytes(spec: ModelSpec, cfg: RunConfig, runs_layers: bool, runs_outp
         peaks += [attention_peak(spec, cfg), ffn_peak(spec, cfg)]
         if spec.recurrent_layers and any(spec.recurrent_layers):
             # a hybrid's recurrent mixer (estimate/recurrent_compute.py), masks alive
-            peaks.append(recurrent_peak_bytes(spec, micro_batch(cfg)) + mask_bytes(spec, cfg))
+            peaks.append(recurrent_peak_bytes(spec, micro_batch(cfg), cfg.flash_attn) + mask_bytes(spec, cfg))
         if extra := ple_compute.layer_extra_bytes(spec, micro_batch(cfg)):
             # Gemma 3n: per-layer inputs and AltUp streams (estimate/ple_compute.py)
             peaks = [p + extra for p in peaks]

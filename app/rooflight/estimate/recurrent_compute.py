@@ -7,10 +7,13 @@ models (gguf/recurrent.py). What is alive at the peak, read from llama.cpp's gra
 - Mamba-2 (granitehybrid, nemotron_h, mamba2, falcon-h1): the in-projection zxBCdt
   [d_in_proj, T] (z is used at the end), conv_x [T + d_conv - 1, C] and its convolution
   [C, T] (C = d_inner + 2 groups d_state), the scan output [d_inner, T] plus the final
-  state, x * D [d_inner, T] and three residual-sized tensors [n_embd, T]. Measured
-  against llama.cpp 0.3.36's CPU compute buffer on generated granitehybrid models: Q8_0
-  files (what people run) within -10 .. +1%, F32 files (4 shapes, T 128 and 512, flash
-  attention on and off) within -1 .. +9%.
+  state, x * D and the gated norm [d_inner, T] each, residuals. ggml-alloc reuses freed
+  blocks where they fit, so the count is fitted on what that leaves: per token d_in_proj
+  + 1.5 C + 3.2 d_inner + 1 residual (2 without flash attention), plus the state. Against
+  llama.cpp 0.3.36's CPU compute buffer on generated granitehybrid models (8 SSM shapes,
+  1-4 groups, d_state 32-128, T 512): -1.2 .. +3.5%; at T 128 10% low (attention or the
+  feed-forward usually decides there). The attention layers' shape moves the peak by about
+  one residual (allocator fragmentation), which no count captures.
 - Mamba-1 (jamba, mamba): xz [2 d_inner, T], conv_x, its convolution, dt [d_inner, T],
   the scan output and a residual: 6 d_inner + n_embd per token; within 1% (jamba).
 - Gated delta-net (qwen3next, qwen35, qwen35moe): fitted, not derived (its chunked
@@ -40,7 +43,7 @@ def _ssm(spec: ModelSpec, key: str) -> int:
     return v if type(v) is int and v > 0 else 0
 
 
-def recurrent_peak_bytes(spec: ModelSpec, t: int) -> int:
+def recurrent_peak_bytes(spec: ModelSpec, t: int, flash_attn: bool = True) -> int:
     """Peak bytes inside one recurrent layer for a micro-batch of t tokens (no masks)."""
     arch, e = spec.architecture, spec.n_embd
     d_conv, d_inner = _ssm(spec, "conv_kernel"), _ssm(spec, "inner_size")
@@ -48,8 +51,8 @@ def recurrent_peak_bytes(spec: ModelSpec, t: int) -> int:
     if arch in MAMBA2:
         channels = d_inner + 2 * groups * d_state
         d_in_proj = 2 * d_inner + 2 * groups * d_state + dt_rank
-        per_token = d_in_proj + 2 * channels + 2 * d_inner + 3 * e
-        return F32 * (t * per_token + (d_conv - 1) * channels + d_state * d_inner)
+        per_token = d_in_proj + 1.5 * channels + 3.2 * d_inner + (1 if flash_attn else 2) * e
+        return int(F32 * (t * per_token + d_state * d_inner))
     if arch in MAMBA1:
         return F32 * (t * (6 * d_inner + e) + (d_conv - 1) * d_inner + d_state * d_inner)
     if arch in DELTA_NET:
