@@ -28,7 +28,7 @@ import weakref
 from rooflight.estimate import ple_compute
 from rooflight.estimate.config import RunConfig, padded_ctx
 from rooflight.estimate.kv import swa_cells
-from rooflight.estimate.recurrent_compute import recurrent_peak_bytes
+from rooflight.estimate.recurrent_compute import output_extra_residuals, recurrent_peak_bytes
 from rooflight.gguf.spec import ModelSpec
 
 F32 = 4
@@ -93,7 +93,8 @@ def ffn_peak(spec: ModelSpec, cfg: RunConfig) -> int:
 def output_peak(spec: ModelSpec, cfg: RunConfig) -> int:
     """Final norm and logits for T outputs; the masks are freed by then."""
     t = micro_batch(cfg)
-    return spec.n_vocab * t * F32 + 2 * _residual(spec, t)
+    residuals = 2 + output_extra_residuals(spec)  # + a kept hidden state (recurrent_compute.py)
+    return spec.n_vocab * t * F32 + residuals * _residual(spec, t)
 
 
 def _expert_ff(spec: ModelSpec) -> int:

@@ -65,3 +65,15 @@ def recurrent_peak_bytes(spec: ModelSpec, t: int, flash_attn: bool = True) -> in
         l_cache = l_cache if type(l_cache) is int else 3
         return F32 * (t * 7 * e + (l_cache - 1) * e)
     return 0
+
+
+# Graphs that keep the final normed hidden state as an output (`res->t_h_nextn`, the seed
+# of an MTP draft head) whether or not a draft runs: ggml never frees a graph output, so
+# the output layer holds it beside its row-gathered copy and the logits. Unconditional in
+# src/models/qwen3next.cpp, qwen35.cpp, qwen35moe.cpp, nemotron-h.cpp; measured on
+# qwen3next as 2-3 residual-sized tensors beyond a plain output layer.
+KEEPS_HIDDEN_STATE = frozenset({"qwen3next", "qwen35", "qwen35moe", "nemotron_h"})
+
+
+def output_extra_residuals(spec: ModelSpec) -> int:
+    return 2 if spec.architecture in KEEPS_HIDDEN_STATE else 0
