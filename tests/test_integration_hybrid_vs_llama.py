@@ -51,6 +51,12 @@ CASES = {
     "qwen3next": HybridShape("qwen3next", **COMMON, n_head_kv=(2,) * L, n_ff=(512,) * L,
                              ssm_d_inner=256, ssm_d_state=64, ssm_dt_rank=4, ssm_n_group=2,
                              n_expert=4, n_expert_used=2, n_ff_exp=256, n_ff_shexp=512),
+    # Qwen3.5: the same delta-net layout with a dense feed-forward; Qwen3.5-MoE with experts
+    "qwen35": HybridShape("qwen35", **COMMON, n_head_kv=(2,) * L, n_ff=(1024,) * L,
+                          ssm_d_inner=256, ssm_d_state=64, ssm_dt_rank=4, ssm_n_group=2),
+    "qwen35moe": HybridShape("qwen35moe", **COMMON, n_head_kv=(2,) * L, n_ff=(512,) * L,
+                             ssm_d_inner=256, ssm_d_state=64, ssm_dt_rank=4, ssm_n_group=2,
+                             n_expert=4, n_expert_used=2, n_ff_exp=256, n_ff_shexp=512),
 }
 
 

@@ -36,7 +36,8 @@ from rooflight.gguf.synthetic import (
     _weight_type,
 )
 
-HYBRID_ARCHITECTURES = ("lfm2", "granitehybrid", "nemotron_h", "jamba", "qwen3next")
+HYBRID_ARCHITECTURES = ("lfm2", "granitehybrid", "nemotron_h", "jamba", "qwen3next", "qwen35", "qwen35moe")
+DELTA_NET = ("qwen3next", "qwen35", "qwen35moe")  # gated delta-net layers, attention every Nth
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class HybridShape:
         return len(self.n_head_kv)
 
     def is_recurrent(self, il: int) -> bool:
-        if self.arch == "qwen3next":
+        if self.arch in DELTA_NET:
             return (il + 1) % self.full_attention_interval != 0
         if self.arch == "nemotron_h":
             return self.n_head_kv[il] == 0 and self.n_ff[il] == 0
@@ -93,8 +94,8 @@ def _check(shape: HybridShape) -> None:
         raise ValueError(f"{shape.arch} needs ssm_d_inner == 2 * n_embd (llama.cpp asserts it)")
     if shape.arch in ("lfm2", "jamba") and shape.n_head * shape.head_dim != shape.n_embd:
         raise ValueError(f"{shape.arch} needs n_head * head_dim == n_embd (its attention is n_embd wide)")
-    if shape.arch == "qwen3next" and not (shape.n_expert and shape.n_expert_used):
-        raise ValueError("qwen3next needs experts (llama.cpp refuses zero experts)")
+    if shape.arch in ("qwen3next", "qwen35moe") and not (shape.n_expert and shape.n_expert_used):
+        raise ValueError(f"{shape.arch} needs experts (llama.cpp refuses zero experts)")
     if shape.n_vocab < MINIMAL_VOCAB_SIZE:
         raise ValueError(f"n_vocab must be at least {MINIMAL_VOCAB_SIZE}")
 
@@ -201,7 +202,7 @@ def plan_hybrid_tensors(shape: HybridShape, ftype: str) -> list[TensorPlan]:
                 plans += _experts(b, s, s.n_ff[il], w, f32, il)
             else:
                 plans += dense_ffn(s.n_ff[il])
-        else:  # qwen3next
+        else:  # qwen3next, qwen35, qwen35moe
             plans.append(norm(b + "post_attention_norm.weight", e))
             if recr:
                 key_dim, value_dim = d_state * s.ssm_n_group, d_state * s.ssm_dt_rank
@@ -209,18 +210,25 @@ def plan_hybrid_tensors(shape: HybridShape, ftype: str) -> list[TensorPlan]:
                           w(b + "attn_gate.weight", (value_dim, e), "attn_gate", il),
                           f32(b + "ssm_conv1d.weight", (2 * key_dim + value_dim, d_conv)),
                           f32(b + "ssm_dt.bias", (s.ssm_dt_rank,)),
-                          f32(b + "ssm_a", (s.ssm_dt_rank,)),
-                          w(b + "ssm_ba.weight", (2 * s.ssm_dt_rank, e), "ssm_ba", il),
-                          norm(b + "ssm_norm.weight", d_state),
+                          f32(b + "ssm_a", (s.ssm_dt_rank,))]
+                if s.arch == "qwen3next":  # beta and alpha in one projection
+                    plans.append(w(b + "ssm_ba.weight", (2 * s.ssm_dt_rank, e), "ssm_ba", il))
+                else:
+                    plans += [w(b + "ssm_beta.weight", (s.ssm_dt_rank, e), "ssm_beta", il),
+                              w(b + "ssm_alpha.weight", (s.ssm_dt_rank, e), "ssm_alpha", il)]
+                plans += [norm(b + "ssm_norm.weight", d_state),
                           w(b + "ssm_out.weight", (e, value_dim), "ssm_out", il)]
             else:
                 plans += attention(2 * q_dim)  # the query projection carries its gate
                 plans += [norm(b + "attn_q_norm.weight", s.head_dim), norm(b + "attn_k_norm.weight", s.head_dim)]
-            plans += _experts(b, s, s.n_ff_exp, w, f32, il)
-            plans += [f32(b + "ffn_gate_inp_shexp.weight", (e,)),
-                      w(b + "ffn_gate_shexp.weight", (s.n_ff_shexp, e), "ffn_gate", il),
-                      w(b + "ffn_up_shexp.weight", (s.n_ff_shexp, e), "ffn_up", il),
-                      w(b + "ffn_down_shexp.weight", (e, s.n_ff_shexp), "ffn_down", il)]
+            if s.arch == "qwen35":
+                plans += dense_ffn(s.n_ff[il])
+            else:
+                plans += _experts(b, s, s.n_ff_exp, w, f32, il)
+                plans += [f32(b + "ffn_gate_inp_shexp.weight", (e,)),
+                          w(b + "ffn_gate_shexp.weight", (s.n_ff_shexp, e), "ffn_gate", il),
+                          w(b + "ffn_up_shexp.weight", (s.n_ff_shexp, e), "ffn_up", il),
+                          w(b + "ffn_down_shexp.weight", (e, s.n_ff_shexp), "ffn_down", il)]
     return plans
 
 
@@ -239,7 +247,7 @@ def _add_metadata(writer: GGUFWriter, s: HybridShape) -> None:
     writer.add_block_count(s.n_layer)
     writer.add_feed_forward_length(list(s.n_ff) if a in ("nemotron_h",) else max(s.n_ff))
     writer.add_head_count(s.n_head)
-    if a == "qwen3next":
+    if a in DELTA_NET:
         writer.add_head_count_kv(max(s.n_head_kv))
     else:
         writer.add_head_count_kv(list(s.n_head_kv))
@@ -264,11 +272,15 @@ def _add_metadata(writer: GGUFWriter, s: HybridShape) -> None:
     if s.n_expert:
         writer.add_expert_count(s.n_expert)
         writer.add_expert_used_count(s.n_expert_used)
-        if a == "qwen3next":
+        if a in DELTA_NET:
             writer.add_expert_feed_forward_length(s.n_ff_exp)
             writer.add_expert_shared_feed_forward_length(s.n_ff_shexp)
-    if a == "qwen3next":
+    if a in DELTA_NET:
         writer.add_full_attention_interval(s.full_attention_interval)
+    if a in ("qwen35", "qwen35moe"):
+        # multi-axis rope sections (llama.cpp requires 4); text-only use sees the first
+        quarter = s.head_dim // 2
+        writer.add_rope_dimension_sections([quarter - quarter // 3 * 2, quarter // 3, quarter // 3, 0])
 
 
 def write_hybrid_model(
