@@ -1,4 +1,4 @@
-"""Hybrid specs from config.json fields, and the "estimate not available" path."""
+"""LFM2's layout from config.json fields, and the "estimate not available" path."""
 
 from dataclasses import replace
 
@@ -7,7 +7,7 @@ import pytest
 from rooflight.errors import EstimateUnavailableError
 from rooflight.estimate import Wishes, plan
 from rooflight.estimate.support import unavailable_reason
-from rooflight.gguf.from_hparams import spec_from_hparams, with_recurrent_config
+from rooflight.gguf.from_config import spec_from_config
 from rooflight.hardware.profile import CPUInfo, HardwareProfile
 
 GiB = 2**30
@@ -19,16 +19,13 @@ HOST = HardwareProfile(
 # the search tool (find_string '"conv_L_cache": 3'); only the fields used here
 LFM2_1_2B = {"model_type": "lfm2", "num_hidden_layers": 16, "hidden_size": 2048, "num_attention_heads": 32,
              "num_key_value_heads": 8, "conv_L_cache": 3, "full_attn_idxs": [2, 5, 8, 10, 12, 14],
-             "max_position_embeddings": 128000}
+             "max_position_embeddings": 128000,
+             # not in the quote; they size the weights only, not the cache and state tested here
+             "vocab_size": 65536, "block_ff_dim": 8192}
 
 
 def _lfm2_spec():
-    c = LFM2_1_2B
-    base = spec_from_hparams(name="lfm2-1.2b", arch="lfm2", ftype="Q8_0", n_layer=c["num_hidden_layers"],
-                             n_embd=c["hidden_size"], n_head=c["num_attention_heads"],
-                             n_head_kv=c["num_key_value_heads"], n_ff=8192, n_vocab=65536,
-                             context_length=c["max_position_embeddings"], tie_embeddings=True)
-    return with_recurrent_config(base, c)
+    return spec_from_config(LFM2_1_2B, arch="lfm2", ftype="Q8_0", name="lfm2-1.2b")
 
 
 def test_lfm2_config_gives_conv_state_and_attention_layers():

@@ -77,3 +77,4 @@ KEEPS_HIDDEN_STATE = frozenset({"qwen3next", "qwen35", "qwen35moe", "nemotron_h"
 
 def output_extra_residuals(spec: ModelSpec) -> int:
     return 2 if spec.architecture in KEEPS_HIDDEN_STATE else 0
+

@@ -69,34 +69,3 @@ def spec_from_hparams(
         tied_embeddings=tie_embeddings,
     )
 
-
-def with_recurrent_config(spec: ModelSpec, config: dict) -> ModelSpec:
-    """The recurrent layout of a hybrid from its config.json fields (HF key names), on a
-    spec built by spec_from_hparams: which layers keep a state instead of KV cells, and
-    the state's size, as llama.cpp derives them from the converted GGUF (gguf/recurrent.py).
-
-    Covered: LFM2 (`layer_types` "conv"/"full_attention", or the older `full_attn_idxs`;
-    `conv_L_cache`). Other hybrids need their SSM fields (state size, heads, groups) in the
-    catalog's config; without them the spec is returned unchanged.
-    """
-    from dataclasses import replace
-
-    from rooflight.gguf.recurrent import recurrent_layout
-
-    if spec.architecture not in ("lfm2", "lfm2moe"):
-        return spec
-    n = spec.n_layer
-    types = config.get("layer_types")
-    if isinstance(types, list) and len(types) == n:
-        attention = [t != "conv" for t in types]
-    elif isinstance(config.get("full_attn_idxs"), list):
-        idx = set(config["full_attn_idxs"])
-        attention = [il in idx for il in range(n)]
-    else:
-        return spec
-    n_head_kv = tuple(kv if a else 0 for kv, a in zip(spec.n_head_kv, attention, strict=True))
-    meta = {f"{spec.architecture}.shortconv.l_cache": int(config.get("conv_L_cache", 3))}
-    layout = recurrent_layout(spec.architecture, meta, n, spec.n_embd, n_head_kv, spec.n_ff)
-    assert layout is not None
-    return replace(spec, n_head_kv=n_head_kv, recurrent_layers=layout.layers,
-                   ssm_state_bytes_per_seq=layout.bytes_per_layer, metadata={**spec.metadata, **meta})

@@ -90,6 +90,30 @@ def plan_gemma3n_tensors(
     return plans
 
 
+def add_gemma3n_metadata(
+    w, *, n_layer: int, n_embd: int, n_head: int, n_head_kv: int, head_dim: int, n_ff: int,
+    context_length: int, sliding_window: int, swa_pattern: list[bool] | None = None,
+) -> None:
+    """The keys llama.cpp's gemma3n loader reads; swa_pattern (one bool per layer, from
+    config.json's layer_types as the converter writes it) or llama.cpp's default of 5."""
+    w.add_context_length(context_length)
+    w.add_embedding_length(n_embd)
+    w.add_block_count(n_layer)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_head_kv)
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
+    w.add_rope_dimension_count(head_dim)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(1_000_000.0)
+    w.add_rope_freq_base_swa(10_000.0)
+    w.add_sliding_window(sliding_window)
+    w.add_final_logit_softcapping(30.0)
+    if swa_pattern is not None:
+        w.add_sliding_window_pattern(list(swa_pattern))
+
+
 def write_gemma3n_model(
     path: str | os.PathLike[str],
     *,
@@ -105,6 +129,7 @@ def write_gemma3n_model(
     ftype: str = "F16",
     seed: int = 0,
     name: str | None = None,
+    swa_pattern: list[bool] | None = None,
 ) -> Path:
     """Write a random-weight gemma3n model that llama.cpp can load and run; return its path.
 
@@ -115,19 +140,8 @@ def write_gemma3n_model(
                                  n_head_kv=n_head_kv, head_dim=head_dim, n_ff=n_ff, n_vocab=n_vocab)
 
     def metadata(w) -> None:
-        w.add_context_length(context_length)
-        w.add_embedding_length(n_embd)
-        w.add_block_count(n_layer)
-        w.add_feed_forward_length(n_ff)
-        w.add_head_count(n_head)
-        w.add_head_count_kv(n_head_kv)
-        w.add_key_length(head_dim)
-        w.add_value_length(head_dim)
-        w.add_rope_dimension_count(head_dim)
-        w.add_layer_norm_rms_eps(1e-6)
-        w.add_rope_freq_base(1_000_000.0)
-        w.add_rope_freq_base_swa(10_000.0)
-        w.add_sliding_window(sliding_window)
-        w.add_final_logit_softcapping(30.0)
+        add_gemma3n_metadata(w, n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
+                             head_dim=head_dim, n_ff=n_ff, context_length=context_length,
+                             sliding_window=sliding_window, swa_pattern=swa_pattern)
 
     return write_plans(path, "gemma3n", plans, metadata, ftype=ftype, n_vocab=n_vocab, seed=seed, name=name)

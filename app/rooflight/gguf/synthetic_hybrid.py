@@ -70,12 +70,18 @@ class HybridShape:
     n_ff_exp: int = 0
     n_ff_shexp: int = 0
     full_attention_interval: int = 4
+    # per layer: True where the feed-forward is routed experts (Jamba interleaves them);
+    # () = every layer when n_expert > 0
+    moe_layers: tuple[bool, ...] = ()
     sliding_window: int = 0  # lfm2: window of its attention layers (LFM2 2.x configs)
     tie_embeddings: bool = True
 
     @property
     def n_layer(self) -> int:
         return len(self.n_head_kv)
+
+    def is_moe(self, il: int) -> bool:
+        return bool(self.n_expert) and (not self.moe_layers or self.moe_layers[il])
 
     def is_recurrent(self, il: int) -> bool:
         if self.arch in DELTA_NET:
@@ -172,7 +178,14 @@ def plan_hybrid_tensors(shape: HybridShape, ftype: str) -> list[TensorPlan]:
         elif s.arch == "granitehybrid":
             plans += mamba2() if recr else attention(q_dim)
             plans.append(norm(b + "ffn_norm.weight", e))
-            plans += dense_ffn(s.n_ff[il])
+            if s.is_moe(il):  # Granite 4 H Tiny / Small: routed experts plus a shared one
+                plans += _experts(b, s, s.n_ff[il], w, f32, il)
+                if s.n_ff_shexp:
+                    plans += [w(b + "ffn_gate_shexp.weight", (s.n_ff_shexp, e), "ffn_gate", il),
+                              w(b + "ffn_up_shexp.weight", (s.n_ff_shexp, e), "ffn_up", il),
+                              w(b + "ffn_down_shexp.weight", (e, s.n_ff_shexp), "ffn_down", il)]
+            else:
+                plans += dense_ffn(s.n_ff[il])
         elif s.arch == "nemotron_h":
             if recr:
                 plans += mamba2()
@@ -198,7 +211,7 @@ def plan_hybrid_tensors(shape: HybridShape, ftype: str) -> list[TensorPlan]:
             else:
                 plans += attention(q_dim)
             plans.append(norm(b + "ffn_norm.weight", e))
-            if s.n_expert:
+            if s.is_moe(il):
                 plans += _experts(b, s, s.n_ff[il], w, f32, il)
             else:
                 plans += dense_ffn(s.n_ff[il])
@@ -240,7 +253,8 @@ def _experts(b: str, s: HybridShape, n_ff: int, w, f32, il: int) -> list[TensorP
             w(b + "ffn_down_exps.weight", (s.n_expert, s.n_embd, n_ff), "ffn_down", il)]
 
 
-def _add_metadata(writer: GGUFWriter, s: HybridShape) -> None:
+def add_hybrid_metadata(writer: GGUFWriter, s: HybridShape) -> None:
+    """The keys llama.cpp's loader reads for this hybrid, as its converter writes them."""
     a = s.arch
     writer.add_context_length(s.context_length)
     writer.add_embedding_length(s.n_embd)
@@ -272,6 +286,8 @@ def _add_metadata(writer: GGUFWriter, s: HybridShape) -> None:
     if s.n_expert:
         writer.add_expert_count(s.n_expert)
         writer.add_expert_used_count(s.n_expert_used)
+        if a == "granitehybrid" and s.n_ff_shexp:
+            writer.add_expert_shared_feed_forward_length(s.n_ff_shexp)
         if a in DELTA_NET:
             writer.add_expert_feed_forward_length(s.n_ff_exp)
             writer.add_expert_shared_feed_forward_length(s.n_ff_shexp)
@@ -294,7 +310,7 @@ def write_hybrid_model(
     """Write a random-weight hybrid model that llama.cpp can load and run; return its path."""
     _check(shape)
     plans = plan_hybrid_tensors(shape, ftype)
-    return write_plans(path, shape.arch, plans, lambda w: _add_metadata(w, shape), ftype=ftype,
+    return write_plans(path, shape.arch, plans, lambda w: add_hybrid_metadata(w, shape), ftype=ftype,
                        n_vocab=shape.n_vocab, seed=seed, name=name)
 
 
