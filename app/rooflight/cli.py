@@ -12,11 +12,12 @@ import sys
 
 from rooflight import __version__
 from rooflight.commands import register_all
+from rooflight.commands.common import add_estimate_options as _add_estimate_options
 from rooflight.commands.common import calibration_for, check_use_case
 from rooflight.commands.common import emit_json as _emit_json
-from rooflight.commands.common import gpu_layers as _gpu_layers
 from rooflight.commands.common import load_hardware as _hardware
 from rooflight.commands.common import positive_int as _positive_int
+from rooflight.commands.common import wishes_from as _wishes
 from rooflight.errors import RooflightError
 
 
@@ -29,22 +30,6 @@ def cmd_hardware(args) -> int:
     else:
         print(format_profile(profile))
     return 0
-
-
-def _wishes(args):
-    from rooflight.estimate import Wishes
-
-    return Wishes(
-        n_ctx=args.ctx,
-        n_gpu_layers=args.gpu_layers,
-        kv_type=args.kv_type,
-        flash_attn=args.flash_attn,
-        n_threads=args.threads,
-        n_batch=args.batch,
-        n_ubatch=args.ubatch,
-        prompt_tokens=args.prompt_tokens,
-        gen_tokens=args.gen_tokens,
-    )
 
 
 def cmd_estimate(args) -> int:
@@ -99,21 +84,6 @@ def cmd_rank(args) -> int:
     else:
         print(format_ranking(ranked))
     return 0
-
-
-def _add_estimate_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="a local .gguf path, or hf:OWNER/REPO/FILE.gguf (header read remotely)")
-    p.add_argument("--hardware", metavar="FILE", help="estimate for the machine in this JSON profile")
-    p.add_argument("--ctx", type=_positive_int, help="context length (default: 8192, capped at the model's)")
-    p.add_argument("--batch", type=_positive_int, default=512)
-    p.add_argument("--ubatch", type=_positive_int, default=512)
-    p.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16")
-    p.add_argument("--flash-attn", choices=["on", "off", "auto"], default="auto")
-    p.add_argument("--gpu-layers", type=_gpu_layers, default="auto", metavar="N|auto")
-    p.add_argument("--threads", type=_positive_int)
-    p.add_argument("--prompt-tokens", type=_positive_int, default=512)
-    p.add_argument("--gen-tokens", type=_positive_int, default=128)
-    p.add_argument("--json", action="store_true", help="print one JSON document")
 
 
 def build_parser() -> argparse.ArgumentParser:
