@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from rooflight import __version__
@@ -132,7 +133,13 @@ def main(argv: list[str] | None = None) -> int:
 
         return gui_main([])
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # here, so a reader gone away is seen below, not at exit
+        return code
+    except BrokenPipeError:
+        if not _stdout_gone():
+            raise  # some other pipe: not ours to hide
+        return _reader_gone()
     except RooflightError as exc:
         if args.debug:
             raise
@@ -141,3 +148,27 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("rooflight: interrupted", file=sys.stderr)
         return 1
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe whose reader closed (poll reports an error on it)."""
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _fd, ev in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return True  # no poll() here (Windows): a broken pipe on the way out is stdout's
+
+
+def _reader_gone() -> int:
+    """stdout's reader went away (`rooflight rank | head`): end quietly, like other Unix
+    tools. Python would flush stdout again at exit and print the broken pipe there, so
+    stdout is pointed at the null device first (Python docs, signal module, SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 1
