@@ -1,0 +1,239 @@
+"""Fit the roofline's table constants on published llama-bench rows, and say how good they are.
+
+    .venv/bin/python bench/fit_constants.py          # tables: fitted constants, LODO error
+    .venv/bin/python bench/fit_constants.py --json   # the same as JSON
+
+Rows: bench/data/llama_bench_rows.json (each with its source). Every prediction is Rooflight's
+own estimator (estimate.plan on a ModelSpec from the model's published hyper-parameters and a
+profile of the named GPU from resources/gpus.json), run with the constants under test swapped
+into estimate.backend_constants.BACKENDS.
+
+The estimator's time is linear in the reciprocal efficiencies and the per-layer cost, so each
+row is evaluated a few times to get its coefficients (decode: t = A/eff + B*layer_cost + C;
+prefill: t = F/eff + D), and the fits are weighted least squares on relative time error
+(numpy only, deterministic). Accuracy is leave-one-device-out (LODO): each device's rows are
+predicted with constants fitted on the other devices of its backend (on all other rows where
+its backend has no other device); an error on the fitting points is not an accuracy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import sys
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from rooflight.catalog.models import find_model
+from rooflight.estimate import Wishes, plan
+from rooflight.estimate import backend_constants as bc
+from rooflight.gguf.from_hparams import spec_from_hparams
+from rooflight.gguf.spec import ModelSpec
+from rooflight.hardware import profile_from_dict
+
+DATA = Path(__file__).resolve().parent / "data" / "llama_bench_rows.json"
+MXFP4_BYTES_PER_32 = 17  # 4.25 bits per weight
+# Profiles as bench/accuracy.py gives them: the Apple rows of discussion #4167 ran on a 24 GB M2
+# (Metal share ~16 GiB) and the 30-core M2 Max (10.7 FP16 TFLOPS, not the 38-core's 13.6).
+DEVICE_OVERRIDES = {
+    "Apple M2": {"vram_total_bytes": 16 * 2**30},
+    "Apple M2 Max": {"vram_total_bytes": 48 * 2**30, "fp16_tflops": 10.7},
+}
+FLOAT_TYPES = ("F16", "BF16", "F32")
+
+
+def load(path: Path = DATA) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+@cache
+def model_spec(model: str, quant: str) -> ModelSpec:
+    """The benchmark model's tensors at this quantization (MXFP4: experts MXFP4, rest Q8_0)."""
+    if quant == "MXFP4":
+        base = model_spec(model, "Q8_0")
+        tensors = tuple(
+            dataclasses.replace(t, ggml_type="MXFP4", n_bytes=t.n_elements // 32 * MXFP4_BYTES_PER_32)
+            if t.is_expert else t for t in base.tensors)
+        return dataclasses.replace(base, file_type="MXFP4", tensors=tensors,
+                                   file_bytes=sum(t.n_bytes for t in tensors))
+    extra = load()["models"].get(model)
+    if extra:
+        h = {k: v for k, v in extra.items() if k not in ("source", "arch")}
+        return spec_from_hparams(name=model, arch=extra["arch"], ftype=quant, **h)
+    entry = find_model(model)
+    if entry is None:
+        raise KeyError(f"model {model!r} is neither in the catalog nor in {DATA.name}")
+    return entry.spec(quant)
+
+
+def hardware(row: dict):
+    gpu = {"name": row["device"], **DEVICE_OVERRIDES.get(row["device"], {})}
+    return profile_from_dict({"gpus": [gpu], "backend": row["backend"]})
+
+
+def is_float(row: dict) -> bool:
+    return row["quant"].upper() in FLOAT_TYPES
+
+
+@contextlib.contextmanager
+def constants(backend: str, **changes):
+    old = bc.BACKENDS[backend]
+    bc.BACKENDS[backend] = dataclasses.replace(old, **changes)
+    try:
+        yield
+    finally:
+        bc.BACKENDS[backend] = old
+
+
+def _seconds(row: dict, **changes) -> float:
+    """Rooflight's predicted seconds per token (tg rows) or for the prompt (pp rows)."""
+    spec = model_spec(row["model"], row["quant"])
+    n_ctx = max(4096, row["n_prompt"] + row["n_gen"] + 256)
+    wishes = Wishes(n_ctx=n_ctx, n_gpu_layers=spec.n_layer + 1,
+                    flash_attn="on" if row["fa"] == 1 else "auto",
+                    n_batch=max(512, row["n_ubatch"]), n_ubatch=row["n_ubatch"],
+                    prompt_tokens=max(1, row["n_prompt"]), gen_tokens=max(1, row["n_gen"]))
+    with constants(row["backend"], **changes):
+        perf = plan(spec, hardware(row), wishes).performance
+    if row["n_gen"]:
+        return 1.0 / perf.decode_tok_s
+    return row["n_prompt"] / perf.prefill_tok_s
+
+
+def coefficients(row: dict) -> tuple[float, float, float]:
+    """Decode: (A, B, C) of t = A/eff + B*layer_cost + C; prefill: (F, D, 0) of t = F/eff + D
+    (the prefill efficiency of the row's weight class)."""
+    if row["n_gen"]:
+        t1 = _seconds(row, decode_efficiency=1.0, layer_overhead_s=0.0)
+        t2 = _seconds(row, decode_efficiency=0.5, layer_overhead_s=0.0)
+        t3 = _seconds(row, decode_efficiency=1.0, layer_overhead_s=1e-4)
+        a = t2 - t1
+        return a, (t3 - t1) / 1e-4, t1 - a
+    key = "prefill_efficiency_float" if is_float(row) else "prefill_efficiency_quant"
+    t1 = _seconds(row, **{key: 1.0})
+    t2 = _seconds(row, **{key: 0.5})
+    f = t2 - t1
+    return f, t1 - f, 0.0
+
+
+def measured_seconds(row: dict) -> float:
+    return 1.0 / row["t_s"] if row["n_gen"] else row["n_prompt"] / row["t_s"]
+
+
+def fit_decode(rows: list[dict], coef: dict[int, tuple]) -> tuple[float, float]:
+    """(decode_efficiency, layer_overhead_s) minimising relative time error."""
+    m = np.array([[coef[id(r)][0], coef[id(r)][1]] for r in rows]) / np.array([[measured_seconds(r)] for r in rows])
+    y = 1.0 - np.array([coef[id(r)][2] / measured_seconds(r) for r in rows])
+    x, *_ = np.linalg.lstsq(m, y, rcond=None)
+    if x[1] < 0 or len(rows) < 3:  # a negative cost per layer is no cost; too few rows fit one number
+        x = np.array([float(m[:, 0] @ y / (m[:, 0] @ m[:, 0])), 0.0])
+    return 1.0 / x[0], float(x[1])
+
+
+def fit_prefill(rows: list[dict], coef: dict[int, tuple]) -> float | None:
+    if not rows:
+        return None
+    f = np.array([coef[id(r)][0] / measured_seconds(r) for r in rows])
+    y = 1.0 - np.array([coef[id(r)][1] / measured_seconds(r) for r in rows])
+    return float(1.0 / (f @ y / (f @ f)))
+
+
+def predict(row: dict, coef: tuple, c: dict) -> float:
+    """Predicted tokens/s with constants c."""
+    if row["n_gen"]:
+        a, b, cc = coef
+        return 1.0 / (a / c["decode_efficiency"] + b * c["layer_overhead_s"] + cc)
+    eff = c["prefill_float"] if is_float(row) else c["prefill_quant"]
+    f, d, _ = coef
+    return row["n_prompt"] / (f / eff + d)
+
+
+def fit(rows: list[dict], coef: dict[int, tuple]) -> dict:
+    tg = [r for r in rows if r["n_gen"]]
+    pp = [r for r in rows if not r["n_gen"]]
+    eff, layer = fit_decode(tg, coef) if tg else (None, None)
+    pf = fit_prefill([r for r in pp if is_float(r)], coef)
+    pq = fit_prefill([r for r in pp if not is_float(r)], coef)
+    # a class with no rows takes the other class's figure
+    return {"decode_efficiency": eff, "layer_overhead_s": layer,
+            "prefill_float": pf or pq, "prefill_quant": pq or pf}
+
+
+def _stats(ratios: list[float]) -> dict:
+    if not ratios:
+        return {"n": 0}
+    err = np.abs(np.array(ratios) - 1.0)
+    return {"n": len(ratios), "median_err": float(np.median(err)), "p90_err": float(np.percentile(err, 90)),
+            "ratio_p10": float(np.percentile(ratios, 10)), "ratio_p90": float(np.percentile(ratios, 90))}
+
+
+def run(path: Path = DATA) -> dict:
+    rows = load(path)["rows"]
+    coef = {id(r): coefficients(r) for r in rows}
+    backends = sorted({r["backend"] for r in rows})
+    fitted = {b: fit([r for r in rows if r["backend"] == b], coef) for b in backends}
+    pooled = fit(rows, coef)
+    lodo: dict[str, dict[str, list]] = {b: {"decode": [], "prefill": []} for b in backends}
+    per_row = []
+    for dev in sorted({r["device"] for r in rows}):
+        held = [r for r in rows if r["device"] == dev]
+        b = held[0]["backend"]
+        train = [r for r in rows if r["backend"] == b and r["device"] != dev]
+        basis = "same backend"
+        c = fit(train, coef) if train else {}
+        if not train or any(v is None for v in c.values()):
+            others = fit([r for r in rows if r["device"] != dev], coef)
+            c = {k: (v if v is not None else others[k]) for k, v in c.items()} if c else others
+            basis = "other backends" if not train else "same backend, gaps from other backends"
+        for r in held:
+            ratio = r["t_s"] / predict(r, coef[id(r)], c)
+            lodo[b]["decode" if r["n_gen"] else "prefill"].append(ratio)
+            per_row.append({"device": dev, "backend": b, "model": r["model"], "quant": r["quant"],
+                            "test": r["test"], "measured": r["t_s"], "ratio": round(ratio, 4), "basis": basis})
+    table = {b: {k: _stats(v) for k, v in lodo[b].items()} for b in backends}
+    all_d = [x for b in backends for x in lodo[b]["decode"]]
+    all_p = [x for b in backends for x in lodo[b]["prefill"]]
+    table["all"] = {"decode": _stats(all_d), "prefill": _stats(all_p)}
+    devices = {b: len({r["device"] for r in rows if r["backend"] == b}) for b in backends}
+    return {"rows": len(rows), "devices": len({r["device"] for r in rows}), "devices_by_backend": devices,
+            "fitted": fitted, "pooled": pooled, "lodo": table, "per_row": per_row}
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--rows", action="store_true", help="print every row's LODO ratio")
+    args = ap.parse_args()
+    res = run()
+    if args.json:
+        json.dump(res, sys.stdout, indent=1)
+        return 0
+    print(f"{res['rows']} rows, {res['devices']} devices")
+    print("\n== fitted on all rows of the backend ==")
+    for b, c in res["fitted"].items():
+        print(f"{b:7} decode_eff {c['decode_efficiency']:.3f}  layer {1e6 * (c['layer_overhead_s'] or 0):6.1f} us"
+              f"  prefill float {c['prefill_float']:.3f} quant {c['prefill_quant']:.3f}")
+    print("\n== leave-one-device-out: |measured/predicted - 1| ==")
+    print("backend  devices | decode n median p90 | prefill n median p90 | band (p10-p90 ratio) decode, prefill")
+    for b, s in res["lodo"].items():
+        d, p = s["decode"], s["prefill"]
+        n_dev = res["devices"] if b == "all" else res["devices_by_backend"][b]
+        cell = lambda x: f"{x['n']:3} {_pct(x['median_err']):>5} {_pct(x['p90_err']):>5}" if x["n"] else "  0     -     -"  # noqa: E731
+        band = lambda x: f"{x['ratio_p10']:.2f}-{x['ratio_p90']:.2f}" if x["n"] else "-"  # noqa: E731
+        print(f"{b:7} {n_dev:4}    | {cell(d)} | {cell(p)} | {band(d)}, {band(p)}")
+    if args.rows:
+        for r in res["per_row"]:
+            print(f"  {r['device']:26} {r['model']:28} {r['quant']:6} {r['test']:7} {r['measured']:9.2f} x{r['ratio']:.2f} ({r['basis']})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
