@@ -79,6 +79,15 @@ def is_float(row: dict) -> bool:
     return row["quant"].upper() in FLOAT_TYPES
 
 
+def is_moe(row: dict) -> bool:
+    return bool(model_spec(row["model"], row["quant"]).n_expert)
+
+
+def prefill_class(row: dict) -> str:
+    """float | quant | moe: the efficiency a prompt row's time depends on."""
+    return "float" if is_float(row) else "moe" if is_moe(row) else "quant"
+
+
 @contextlib.contextmanager
 def constants(backend: str, **changes):
     old = bc.BACKENDS[backend]
@@ -105,19 +114,23 @@ def _seconds(row: dict, **changes) -> float:
 
 
 def coefficients(row: dict) -> tuple[float, float, float]:
-    """Decode: (A, B, C) of t = A/eff + B*layer_cost + C; prefill: (F, D, 0) of t = F/eff + D
-    (the prefill efficiency of the row's weight class)."""
+    """Decode: (A, B, C) of t = A/eff + B*layer_cost + C. Prefill: (F, D, M) of
+    t = max(F/eff, M) + D, M the time to read the weights once per micro-batch (the
+    estimator's memory floor), for the efficiency of the row's weight class."""
     if row["n_gen"]:
         t1 = _seconds(row, decode_efficiency=1.0, layer_overhead_s=0.0)
         t2 = _seconds(row, decode_efficiency=0.5, layer_overhead_s=0.0)
         t3 = _seconds(row, decode_efficiency=1.0, layer_overhead_s=1e-4)
         a = t2 - t1
         return a, (t3 - t1) / 1e-4, t1 - a
+    # MoE rows: the time follows prefill_efficiency_quant / moe_prefill_slowdown
     key = "prefill_efficiency_float" if is_float(row) else "prefill_efficiency_quant"
-    t1 = _seconds(row, **{key: 1.0})
-    t2 = _seconds(row, **{key: 0.5})
-    f = t2 - t1
-    return f, t1 - f, 0.0
+    t_slow1 = _seconds(row, **{key: 0.01, "moe_prefill_slowdown": 1.0})  # compute-bound
+    t_slow2 = _seconds(row, **{key: 0.005, "moe_prefill_slowdown": 1.0})
+    t_fast = _seconds(row, **{key: 1e6, "moe_prefill_slowdown": 1.0})  # memory-bound
+    f = (t_slow2 - t_slow1) / 100.0
+    d = t_slow1 - 100.0 * f
+    return f, d, max(0.0, t_fast - d)
 
 
 def measured_seconds(row: dict) -> float:
@@ -134,12 +147,20 @@ def fit_decode(rows: list[dict], coef: dict[int, tuple]) -> tuple[float, float]:
     return 1.0 / x[0], float(x[1])
 
 
+# 1/efficiency candidates for prefill: the max() in the estimator makes the fit non-linear,
+# so it is a deterministic search over this grid (efficiency 0.01 to 2)
+_INV_EFF = np.geomspace(0.5, 100.0, 800)
+
+
 def fit_prefill(rows: list[dict], coef: dict[int, tuple]) -> float | None:
+    """Prefill efficiency minimising the squared log error of the rows' times."""
     if not rows:
         return None
-    f = np.array([coef[id(r)][0] / measured_seconds(r) for r in rows])
-    y = 1.0 - np.array([coef[id(r)][1] / measured_seconds(r) for r in rows])
-    return float(1.0 / (f @ y / (f @ f)))
+    f, d, m = (np.array([coef[id(r)][i] for r in rows])[:, None] for i in range(3))
+    meas = np.array([measured_seconds(r) for r in rows])[:, None]
+    pred = np.maximum(f * _INV_EFF[None, :], m) + d
+    loss = (np.log(pred / meas) ** 2).sum(axis=0)
+    return float(1.0 / _INV_EFF[int(np.argmin(loss))])
 
 
 def predict(row: dict, coef: tuple, c: dict) -> float:
@@ -147,20 +168,37 @@ def predict(row: dict, coef: tuple, c: dict) -> float:
     if row["n_gen"]:
         a, b, cc = coef
         return 1.0 / (a / c["decode_efficiency"] + b * c["layer_overhead_s"] + cc)
-    eff = c["prefill_float"] if is_float(row) else c["prefill_quant"]
-    f, d, _ = coef
-    return row["n_prompt"] / (f / eff + d)
+    eff = {"float": c["prefill_float"], "quant": c["prefill_quant"],
+           "moe": c["prefill_quant"] / c["moe_slowdown"]}[prefill_class(row)]
+    f, d, m = coef
+    return row["n_prompt"] / (max(f / eff, m) + d)
 
 
 def fit(rows: list[dict], coef: dict[int, tuple]) -> dict:
     tg = [r for r in rows if r["n_gen"]]
     pp = [r for r in rows if not r["n_gen"]]
     eff, layer = fit_decode(tg, coef) if tg else (None, None)
-    pf = fit_prefill([r for r in pp if is_float(r)], coef)
-    pq = fit_prefill([r for r in pp if not is_float(r)], coef)
-    # a class with no rows takes the other class's figure
-    return {"decode_efficiency": eff, "layer_overhead_s": layer,
-            "prefill_float": pf or pq, "prefill_quant": pq or pf}
+    pf = fit_prefill([r for r in pp if prefill_class(r) == "float"], coef)
+    pq = fit_prefill([r for r in pp if prefill_class(r) == "quant"], coef)
+    # a class without rows stays None: the caller fills it from other backends' rows
+    return {"decode_efficiency": eff, "layer_overhead_s": layer, "prefill_float": pf, "prefill_quant": pq,
+            "moe_slowdown": moe_slowdown(pp, coef)}
+
+
+def moe_slowdown(pp: list[dict], coef: dict[int, tuple]) -> float | None:
+    """Median over devices that have both dense-quantized and MoE prompt rows of the ratio of
+    their two fitted efficiencies: within one device the kernels' own speed cancels out."""
+    ratios = []
+    for dev in sorted({r["device"] for r in pp}):
+        dense = fit_prefill([r for r in pp if r["device"] == dev and prefill_class(r) == "quant"], coef)
+        moe = fit_prefill([r for r in pp if r["device"] == dev and prefill_class(r) == "moe"], coef)
+        if dense and moe:
+            ratios.append(dense / moe)
+    return max(1.0, float(np.median(ratios))) if ratios else None
+
+
+def fill(c: dict, other: dict) -> dict:
+    return {k: (v if v is not None else other[k]) for k, v in c.items()}
 
 
 def _stats(ratios: list[float]) -> dict:
@@ -175,8 +213,9 @@ def run(path: Path = DATA) -> dict:
     rows = load(path)["rows"]
     coef = {id(r): coefficients(r) for r in rows}
     backends = sorted({r["backend"] for r in rows})
-    fitted = {b: fit([r for r in rows if r["backend"] == b], coef) for b in backends}
     pooled = fit(rows, coef)
+    # a backend's constants from its own rows; a weight class it has no rows for from all rows
+    fitted = {b: fill(fit([r for r in rows if r["backend"] == b], coef), pooled) for b in backends}
     lodo: dict[str, dict[str, list]] = {b: {"decode": [], "prefill": []} for b in backends}
     per_row = []
     for dev in sorted({r["device"] for r in rows}):
@@ -184,11 +223,13 @@ def run(path: Path = DATA) -> dict:
         b = held[0]["backend"]
         train = [r for r in rows if r["backend"] == b and r["device"] != dev]
         basis = "same backend"
-        c = fit(train, coef) if train else {}
-        if not train or any(v is None for v in c.values()):
-            others = fit([r for r in rows if r["device"] != dev], coef)
-            c = {k: (v if v is not None else others[k]) for k, v in c.items()} if c else others
-            basis = "other backends" if not train else "same backend, gaps from other backends"
+        others = fit([r for r in rows if r["device"] != dev], coef)
+        if not train:
+            c, basis = others, "other backends"
+        else:
+            c = fit(train, coef)
+            if any(v is None for v in c.values()):
+                c, basis = fill(c, others), "same backend, gaps from other backends"
         for r in held:
             ratio = r["t_s"] / predict(r, coef[id(r)], c)
             lodo[b]["decode" if r["n_gen"] else "prefill"].append(ratio)
@@ -220,7 +261,8 @@ def main() -> int:
     print("\n== fitted on all rows of the backend ==")
     for b, c in res["fitted"].items():
         print(f"{b:7} decode_eff {c['decode_efficiency']:.3f}  layer {1e6 * (c['layer_overhead_s'] or 0):6.1f} us"
-              f"  prefill float {c['prefill_float']:.3f} quant {c['prefill_quant']:.3f}")
+              f"  prefill float {c['prefill_float']:.3f} quant {c['prefill_quant']:.3f}"
+              f"  moe slowdown {c['moe_slowdown'] or float('nan'):.2f}")
     print("\n== leave-one-device-out: |measured/predicted - 1| ==")
     print("backend  devices | decode n median p90 | prefill n median p90 | band (p10-p90 ratio) decode, prefill")
     for b, s in res["lodo"].items():

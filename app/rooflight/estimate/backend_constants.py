@@ -19,6 +19,10 @@ class BackendConstants:
     prefill_efficiency_float: float  # achieved / peak FP16 FLOPs, F16/BF16/F32 weights
     prefill_efficiency_quant: float  # same, quantized weights (MMQ / dequant kernels)
     source: str
+    # MoE models: expert FLOPs cost this many dense FLOPs in prompt processing. With a
+    # micro-batch of T tokens each expert multiplies only ~T x used/experts of them (Qwen3-30B-A3B
+    # at T=512: 32), far below the tile sizes the matmul kernels reach their rate at.
+    moe_prefill_slowdown: float = 1.0
     # measured / predicted ratio quantiles (10th, 90th percentile) out of sample:
     # 8 of 10 measurements fall inside [estimate x lo, estimate x hi]
     decode_band: tuple[float, float] = (0.8, 1.15)

@@ -30,6 +30,7 @@ from rooflight.estimate.kv import kv_cells_seen, kv_reads_by_layer
 from rooflight.estimate.layers import layer_table
 from rooflight.estimate.memory import MemoryPlan
 from rooflight.estimate.placement import CPU, device_runs, gpu_name
+from rooflight.estimate.tensor_rates import matmul_tflops
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
 
@@ -290,11 +291,11 @@ def _cpu_cycles_per_token(spec: ModelSpec, devices: tuple[str, ...]) -> float:
     return cycles
 
 
-def _device_flops(hardware: HardwareProfile, device: str, cfg: RunConfig) -> float:
+def _device_flops(hardware: HardwareProfile, device: str, cfg: RunConfig, quantized: bool = False) -> float:
     if device == CPU:
         return cpu_peak_flops(hardware, cfg.n_threads)
     gpu = next(g for g in hardware.gpus if gpu_name(g.index) == device)
-    return (gpu.fp16_tflops or 10.0) * 1e12
+    return matmul_tflops(gpu, quantized) * 1e12  # the rate llama.cpp's kernels use (tensor_rates.py)
 
 
 def prefill_time_s(
@@ -356,7 +357,9 @@ def prefill_time_s(
                 eff = cpu_prefill_efficiency(spec.file_type)
             else:
                 eff = c.prefill_efficiency_float if float_model else c.prefill_efficiency_quant
-            t_compute = f / (_device_flops(hardware, dev, cfg) * eff)
+            if spec.n_expert:
+                eff /= c.moe_prefill_slowdown  # expert matmuls see few tokens each (backend_constants.py)
+            t_compute = f / (_device_flops(hardware, dev, cfg, not float_model) * eff)
             t_mem = reads[dev] / (_device_bandwidth_gbs(hardware, dev) * 1e9 * c.decode_efficiency)
             step += max(t_compute, t_mem) + c.layer_overhead_s * layers.get(dev, 0)
             bound_times["compute" if t_compute >= t_mem else "memory"] += max(t_compute, t_mem)
