@@ -70,7 +70,16 @@ def model_spec(model: str, quant: str) -> ModelSpec:
     return entry.spec(quant)
 
 
+# Backends whose rows only check the constants: the CPU ones are fitted on this project's VM
+# (bench/accuracy.py) and depend on per-type tables and the CPU's own figures, which one
+# published CPU cannot refit; their rows are predicted with the constants as they are.
+CHECK_ONLY = ("cpu",)
+
+
 def hardware(row: dict):
+    if row["backend"] == "cpu":
+        cpu = {k: v for k, v in load()["cpus"][row["device"]].items() if k != "source"}
+        return profile_from_dict({"cpu": cpu, "backend": "cpu"})
     gpu = {"name": row["device"], **DEVICE_OVERRIDES.get(row["device"], {})}
     return profile_from_dict({"gpus": [gpu], "backend": row["backend"]})
 
@@ -102,7 +111,8 @@ def _seconds(row: dict, **changes) -> float:
     """Rooflight's predicted seconds per token (tg rows) or for the prompt (pp rows)."""
     spec = model_spec(row["model"], row["quant"])
     n_ctx = max(4096, row["n_prompt"] + row["n_gen"] + 256)
-    wishes = Wishes(n_ctx=n_ctx, n_gpu_layers=spec.n_layer + 1,
+    cpu = row["backend"] == "cpu"
+    wishes = Wishes(n_ctx=n_ctx, n_gpu_layers=0 if cpu else spec.n_layer + 1, n_threads=row.get("n_threads"),
                     flash_attn="on" if row["fa"] == 1 else "auto",
                     n_batch=max(512, row["n_ubatch"]), n_ubatch=row["n_ubatch"],
                     prompt_tokens=max(1, row["n_prompt"]), gen_tokens=max(1, row["n_gen"]))
@@ -137,13 +147,20 @@ def measured_seconds(row: dict) -> float:
     return 1.0 / row["t_s"] if row["n_gen"] else row["n_prompt"] / row["t_s"]
 
 
-def fit_decode(rows: list[dict], coef: dict[int, tuple]) -> tuple[float, float]:
+# Per-layer cost where too few decode rows (< 3) can separate it from the efficiency, or the
+# fit makes it negative: the value the constants carried before any fit (a prior, said so).
+PRIOR_LAYER_S = {"cuda": 63e-6, "metal": 195e-6, "rocm": 80e-6, "vulkan": 90e-6, "sycl": 90e-6}
+
+
+def fit_decode(rows: list[dict], coef: dict[int, tuple], backend: str | None = None) -> tuple[float, float]:
     """(decode_efficiency, layer_overhead_s) minimising relative time error."""
     m = np.array([[coef[id(r)][0], coef[id(r)][1]] for r in rows]) / np.array([[measured_seconds(r)] for r in rows])
     y = 1.0 - np.array([coef[id(r)][2] / measured_seconds(r) for r in rows])
     x, *_ = np.linalg.lstsq(m, y, rcond=None)
-    if x[1] < 0 or len(rows) < 3:  # a negative cost per layer is no cost; too few rows fit one number
-        x = np.array([float(m[:, 0] @ y / (m[:, 0] @ m[:, 0])), 0.0])
+    if x[1] < 0 or len(rows) < 3:
+        layer = PRIOR_LAYER_S.get(backend or "", 90e-6)
+        y2 = y - m[:, 1] * layer
+        x = np.array([float(m[:, 0] @ y2 / (m[:, 0] @ m[:, 0])), layer])
     return 1.0 / x[0], float(x[1])
 
 
@@ -177,7 +194,8 @@ def predict(row: dict, coef: tuple, c: dict) -> float:
 def fit(rows: list[dict], coef: dict[int, tuple]) -> dict:
     tg = [r for r in rows if r["n_gen"]]
     pp = [r for r in rows if not r["n_gen"]]
-    eff, layer = fit_decode(tg, coef) if tg else (None, None)
+    backends = {r["backend"] for r in rows}
+    eff, layer = fit_decode(tg, coef, backends.pop() if len(backends) == 1 else None) if tg else (None, None)
     pf = fit_prefill([r for r in pp if prefill_class(r) == "float"], coef)
     pq = fit_prefill([r for r in pp if prefill_class(r) == "quant"], coef)
     # a class without rows stays None: the caller fills it from other backends' rows
@@ -210,7 +228,8 @@ def _stats(ratios: list[float]) -> dict:
 
 
 def run(path: Path = DATA) -> dict:
-    rows = load(path)["rows"]
+    every = load(path)["rows"]
+    rows = [r for r in every if r["backend"] not in CHECK_ONLY]
     coef = {id(r): coefficients(r) for r in rows}
     backends = sorted({r["backend"] for r in rows})
     pooled = fit(rows, coef)
@@ -235,13 +254,44 @@ def run(path: Path = DATA) -> dict:
             lodo[b]["decode" if r["n_gen"] else "prefill"].append(ratio)
             per_row.append({"device": dev, "backend": b, "model": r["model"], "quant": r["quant"],
                             "test": r["test"], "measured": r["t_s"], "ratio": round(ratio, 4), "basis": basis})
+    for r in (r for r in every if r["backend"] in CHECK_ONLY):
+        b = r["backend"]
+        lodo.setdefault(b, {"decode": [], "prefill": []})
+        ratio = r["t_s"] * _seconds(r) / (1 if r["n_gen"] else r["n_prompt"])
+        lodo[b]["decode" if r["n_gen"] else "prefill"].append(ratio)
+        per_row.append({"device": r["device"], "backend": b, "model": r["model"], "quant": r["quant"],
+                        "test": r["test"], "measured": r["t_s"], "ratio": round(ratio, 4),
+                        "basis": "current constants (not refitted)"})
+    backends = sorted(lodo)
     table = {b: {k: _stats(v) for k, v in lodo[b].items()} for b in backends}
     all_d = [x for b in backends for x in lodo[b]["decode"]]
     all_p = [x for b in backends for x in lodo[b]["prefill"]]
     table["all"] = {"decode": _stats(all_d), "prefill": _stats(all_p)}
-    devices = {b: len({r["device"] for r in rows if r["backend"] == b}) for b in backends}
-    return {"rows": len(rows), "devices": len({r["device"] for r in rows}), "devices_by_backend": devices,
-            "fitted": fitted, "pooled": pooled, "lodo": table, "per_row": per_row}
+    bands = _bands(lodo)
+    devices = {b: len({r["device"] for r in every if r["backend"] == b}) for b in backends}
+    return {"rows": len(every), "devices": len({r["device"] for r in every}), "devices_by_backend": devices,
+            "fitted": fitted, "pooled": pooled, "lodo": table, "bands": bands, "per_row": per_row}
+
+
+# A band needs this many out-of-sample ratios of its own; fewer: the GPU backends' pooled band
+MIN_BAND_ROWS = 8
+
+
+def _bands(lodo: dict[str, dict[str, list]]) -> dict[str, dict[str, list[float]]]:
+    """Per backend and kind, the measured/predicted ratios 8 of 10 rows fall inside (10th to
+    90th percentile of the LODO ratios). Backends with fewer rows take the pooled band of the
+    GPU backends; check-only backends (CPU) widen that to cover their own ratios."""
+    out: dict[str, dict[str, list[float]]] = {}
+    pooled = {k: [x for b, v in lodo.items() if b not in CHECK_ONLY for x in v[k]] for k in ("decode", "prefill")}
+    for b, kinds in lodo.items():
+        out[b] = {}
+        for k, ratios in kinds.items():
+            base = ratios if len(ratios) >= MIN_BAND_ROWS and b not in CHECK_ONLY else pooled[k]
+            lo, hi = float(np.percentile(base, 10)), float(np.percentile(base, 90))
+            if b in CHECK_ONLY and ratios:
+                lo, hi = min(lo, min(ratios)), max(hi, max(ratios))
+            out[b][k] = [round(lo, 2), round(hi, 2)]
+    return out
 
 
 def _pct(x: float) -> str:
@@ -271,6 +321,9 @@ def main() -> int:
         cell = lambda x: f"{x['n']:3} {_pct(x['median_err']):>5} {_pct(x['p90_err']):>5}" if x["n"] else "  0     -     -"  # noqa: E731
         band = lambda x: f"{x['ratio_p10']:.2f}-{x['ratio_p90']:.2f}" if x["n"] else "-"  # noqa: E731
         print(f"{b:7} {n_dev:4}    | {cell(d)} | {cell(p)} | {band(d)}, {band(p)}")
+    print("\n== bands for backend_constants.py (measured / predicted, 8 of 10 inside) ==")
+    for b, k in res["bands"].items():
+        print(f"{b:7} decode {k['decode']}  prefill {k['prefill']}")
     if args.rows:
         for r in res["per_row"]:
             print(f"  {r['device']:26} {r['model']:28} {r['quant']:6} {r['test']:7} {r['measured']:9.2f} x{r['ratio']:.2f} ({r['basis']})")

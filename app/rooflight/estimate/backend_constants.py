@@ -25,41 +25,62 @@ class BackendConstants:
     moe_prefill_slowdown: float = 1.0
     # measured / predicted ratio quantiles (10th, 90th percentile) out of sample:
     # 8 of 10 measurements fall inside [estimate x lo, estimate x hi]
-    decode_band: tuple[float, float] = (0.8, 1.15)
-    prefill_band: tuple[float, float] = (0.7, 1.3)
-    band_basis: str = "hand-chosen (not yet fitted)"
+    decode_band: tuple[float, float] = (0.6, 1.3)
+    prefill_band: tuple[float, float] = (0.5, 1.5)
+    band_basis: str = "hand-chosen default for a backend with no fitted band"
 
 
-# Bands chosen by hand before any fit (kept until bench/fit_constants.py replaces them):
-# known backends x0.8-1.15 decode, x0.7-1.3 prefill; guessed backends x0.6-1.3, x0.5-1.5.
-_HAND_KNOWN = dict(decode_band=(0.8, 1.15), prefill_band=(0.7, 1.3), band_basis="hand-chosen (not yet fitted)")
-_HAND_GUESSED = dict(decode_band=(0.6, 1.3), prefill_band=(0.5, 1.5), band_basis="hand-chosen (not yet fitted)")
+# Fitted by bench/fit_constants.py on bench/data/llama_bench_rows.json (69 published
+# llama-bench rows, 16 devices; each row cites its source). Decode: efficiency against the
+# table's peak bandwidth and a cost per layer, weighted least squares on relative time error;
+# prefill: efficiency against the matrix rate llama.cpp's kernels use (estimate/tensor_rates.py:
+# int8 for quantized weights, FP16-accumulate for F16), a deterministic search on squared log
+# error; moe_prefill_slowdown: the median over devices with both dense and MoE prompt rows of
+# the ratio of their two efficiencies. Where a backend has no rows for a weight class, the
+# value is the one fitted on all rows ("pooled" below). Bands: the 10th-90th percentile of the
+# leave-one-device-out measured/predicted ratios (README "Accuracy"), the backend's own when
+# it has 8 or more, else pooled over the GPU backends. Rerun the script after adding rows;
+# tests/test_fit_constants.py checks these numbers against it.
+_FIT = "fitted on published llama-bench rows (bench/fit_constants.py)"
+_OWN = _FIT + "; band: leave-one-device-out p10-p90 of this backend's rows"
+_POOLED = _FIT + "; band: too few rows of its own, the GPU backends' pooled leave-one-device-out p10-p90"
 
-# GPU figures fitted on published llama-bench results (REFERENCE.md §4): decode efficiency
-# and per-layer cost solve the RTX 3090 / RTX 3060 Q4_0 pair (158.2 and 75.6 t/s at 936 and
-# 360 GB/s: 0.88 and 63 us/layer), and reproduce RTX 4090 F16/Q8_0 within 5%; prefill from
-# RTX 4090 F16 pp512 (0.90 of 165 TFLOPS) and the quantized 4090/3090/3060 spread (0.62 to
-# 1.1 of the FP16 figure: int8 MMQ kernels): 0.8.
-CUDA = BackendConstants(0.88, 63e-6, 0.90, 0.80, "llama-bench, REFERENCE.md §4 (RTX 3090/3060/4090)", **_HAND_KNOWN)
-# Apple: M2 and M2 Max F16/Q8_0 pairs give 0.95 and ~195 us/layer; pp512 F16 0.75, Q4_0 0.67.
-METAL = BackendConstants(0.95, 195e-6, 0.75, 0.67, "llama.cpp discussion #4167, REFERENCE.md §4 (M2, M2 Max)",
-                         **_HAND_KNOWN)
-# ROCm, Vulkan, SYCL: no published pairs in REFERENCE.md; assume CUDA-like kernels with
-# lower efficiency. Marked as assumptions in the output range (wider).
-ROCM = BackendConstants(0.75, 80e-6, 0.6, 0.5, "assumed from CUDA, lower kernel efficiency", **_HAND_GUESSED)
-VULKAN = BackendConstants(0.70, 90e-6, 0.5, 0.45, "assumed from CUDA, lower kernel efficiency", **_HAND_GUESSED)
-SYCL = VULKAN
+# CUDA: 22 rows, 6 devices (RTX 3060/3090/4090, V100, P40, DGX Spark GB10). Per-layer cost
+# 52 us from 9 decode rows (was 63 us from solving the 3090/3060 pair exactly).
+CUDA = BackendConstants(0.881, 52.2e-6, 0.459, 0.229, _OWN, moe_prefill_slowdown=1.59,
+                        decode_band=(0.93, 1.05), prefill_band=(0.51, 1.36), band_basis=_OWN)
+# Metal: 12 rows, 3 devices (M2, M2 Max, M5); no MoE rows: pooled MoE slowdown.
+METAL = BackendConstants(0.940, 193.4e-6, 0.735, 0.618, _FIT, moe_prefill_slowdown=1.92,
+                         decode_band=(0.93, 1.07), prefill_band=(0.61, 1.24), band_basis=_POOLED)
+# ROCm: 7 rows, 3 devices (RX 6700 XT, RX 7900 XTX, MI50). Two decode rows cannot separate the
+# per-layer cost from the efficiency: the 80 us prior is kept (PRIOR_LAYER_S in the script);
+# no F16 rows: pooled float efficiency.
+ROCM = BackendConstants(0.729, 80e-6, 0.631, 0.484, _FIT, moe_prefill_slowdown=2.04,
+                        decode_band=(0.93, 1.07), prefill_band=(0.61, 1.24), band_basis=_POOLED)
+# Vulkan: 22 rows, 2 devices (Radeon 8060S / Strix Halo, RX 9070 XT); no F16 rows.
+VULKAN = BackendConstants(0.881, 60.2e-6, 0.631, 0.227, _OWN, moe_prefill_slowdown=2.17,
+                          decode_band=(0.93, 1.06), prefill_band=(0.75, 1.22), band_basis=_OWN)
+# SYCL: 2 rows on one device (Arc B580, Intel's IPEX-LLM build); per-layer cost: the 90 us
+# prior; float efficiency and MoE slowdown pooled. Still the weakest-founded backend.
+SYCL = BackendConstants(0.777, 90e-6, 0.631, 0.285, _FIT, moe_prefill_slowdown=1.92,
+                        decode_band=(0.93, 1.07), prefill_band=(0.61, 1.24), band_basis=_POOLED)
 # CPU: fitted on this project's 2-core AMD EPYC VM with llama.cpp 0.3.36 against the
 # measured copy bandwidth (hardware/bandwidth.py) over generated llama models of 10-400 MB
 # and Gemma-3-270M (bench/accuracy.py prints the check).
 # Decode efficiency > 1: decode only reads, and the measured figure is a copy (read+write);
 # F16 models (bandwidth-bound) read at 42.5 GB/s against a measured 37.1 here. The fixed
 # cost (about 0.1 ms per token for 4-18 layers) is from the intercept of the same fit.
-# Prefill efficiencies are per weight type (perf.CPU_PREFILL_EFFICIENCY).
-CPU = BackendConstants(1.15, 10e-6, 0.38, 0.42, "fitted on a 2-core EPYC VM, bench/accuracy.py", **_HAND_KNOWN)
+# Prefill efficiencies are per weight type (perf.CPU_PREFILL_EFFICIENCY). Not refitted: the
+# one published CPU in the fitting set (Ryzen 9 7950X, 2024 build, memory speed unpublished)
+# cannot refit per-type CPU tables; its 4 rows run x0.54-0.64 (decode) and x0.26-0.53
+# (prefill) of the estimate, and the band is widened to cover them.
+_CPU_BAND = ("constants fitted on the project's 2-core EPYC VM; band: the GPU backends' pooled "
+             "leave-one-device-out p10-p90, widened to the published Ryzen 9 7950X rows")
+CPU = BackendConstants(1.15, 10e-6, 0.38, 0.42, "fitted on a 2-core EPYC VM, bench/accuracy.py",
+                       decode_band=(0.54, 1.07), prefill_band=(0.26, 1.24), band_basis=_CPU_BAND)
 
 BACKENDS = {"cuda": CUDA, "metal": METAL, "rocm": ROCM, "vulkan": VULKAN, "sycl": SYCL, "cpu": CPU}
 
 # Clock when the OS does not report one (VMs often don't): a typical all-core turbo.
-# An assumption, not a measurement.
+# An assumption, not a measurement (a probe of this machine replaces it where one exists).
 DEFAULT_CPU_MHZ = 3000.0
