@@ -22,7 +22,9 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from rooflight.estimate import backend_constants as _bc
 from rooflight.estimate import probe_roofline, ranges
+from rooflight.estimate.backend_constants import BACKENDS, DEFAULT_CPU_MHZ, BackendConstants  # noqa: F401 (re-exported)
 from rooflight.estimate.compute import micro_batch
 from rooflight.estimate.config import RunConfig
 from rooflight.estimate.kv import kv_cells_seen, kv_reads_by_layer
@@ -30,44 +32,12 @@ from rooflight.estimate.layers import cpu_cycles_per_weight, layer_table
 from rooflight.estimate.memory import MemoryPlan
 from rooflight.estimate.placement import CPU, device_runs, gpu_name
 from rooflight.estimate.probe import MachineProbe
+from rooflight.estimate.tensor_rates import matmul_tflops
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
 
-
-@dataclass(frozen=True)
-class BackendConstants:
-    decode_efficiency: float  # achieved / peak memory bandwidth during decode
-    layer_overhead_s: float  # fixed time per layer per token (launches, graph, sync)
-    prefill_efficiency_float: float  # achieved / peak FP16 FLOPs, F16/BF16/F32 weights
-    prefill_efficiency_quant: float  # same, quantized weights (MMQ / dequant kernels)
-    source: str
-
-
-# GPU figures fitted on published llama-bench results (REFERENCE.md §4): decode efficiency
-# and per-layer cost solve the RTX 3090 / RTX 3060 Q4_0 pair (158.2 and 75.6 t/s at 936 and
-# 360 GB/s: 0.88 and 63 us/layer), and reproduce RTX 4090 F16/Q8_0 within 5%; prefill from
-# RTX 4090 F16 pp512 (0.90 of 165 TFLOPS) and the quantized 4090/3090/3060 spread (0.62 to
-# 1.1 of the FP16 figure: int8 MMQ kernels): 0.8.
-_CUDA = BackendConstants(0.88, 63e-6, 0.90, 0.80, "llama-bench, REFERENCE.md §4 (RTX 3090/3060/4090)")
-# Apple: M2 and M2 Max F16/Q8_0 pairs give 0.95 and ~195 us/layer; pp512 F16 0.75, Q4_0 0.67.
-_METAL = BackendConstants(0.95, 195e-6, 0.75, 0.67, "llama.cpp discussion #4167, REFERENCE.md §4 (M2, M2 Max)")
-# ROCm, Vulkan, SYCL: no published pairs in REFERENCE.md; assume CUDA-like kernels with
-# lower efficiency. Marked as assumptions in the output range (wider).
-_ROCM = BackendConstants(0.75, 80e-6, 0.6, 0.5, "assumed from CUDA, lower kernel efficiency")
-_VULKAN = BackendConstants(0.70, 90e-6, 0.5, 0.45, "assumed from CUDA, lower kernel efficiency")
-# CPU: fitted on this project's 2-core AMD EPYC VM with llama.cpp 0.3.36 against the
-# measured copy bandwidth (hardware/bandwidth.py) over generated llama models of 10-400 MB
-# and Gemma-3-270M (bench/accuracy.py prints the check).
-# Decode efficiency > 1: decode only reads, and the measured figure is a copy (read+write);
-# F16 models (bandwidth-bound) read at 42.5 GB/s against a measured 37.1 here. The fixed
-# cost (about 0.1 ms per token for 4-18 layers) is from the intercept of the same fit.
-# Prefill efficiencies are per weight type, below.
-_CPU = BackendConstants(1.15, 10e-6, 0.38, 0.42, "fitted on a 2-core EPYC VM, bench/accuracy.py")
-
-BACKENDS = {"cuda": _CUDA, "metal": _METAL, "rocm": _ROCM, "vulkan": _VULKAN, "sycl": _VULKAN, "cpu": _CPU}
-
-# Clock when the OS does not report one (VMs often don't): a typical all-core turbo.
-DEFAULT_CPU_MHZ = 3000.0
+# The table constants per backend live in backend_constants.py (re-exported here).
+_CUDA, _METAL, _ROCM, _VULKAN, _CPU = _bc.CUDA, _bc.METAL, _bc.ROCM, _bc.VULKAN, _bc.CPU
 
 # CPU prefill efficiency against cpu_peak_flops by the model's main weight type, fitted on
 # the 2-core EPYC VM (bench/accuracy.py): F16 0.38, Q8_0 0.33, Q4_K 0.42, Q4_0 0.58 (its
@@ -418,11 +388,11 @@ def _cpu_cycles_per_token(spec: ModelSpec, devices: tuple[str, ...]) -> float:
     return cycles
 
 
-def _device_flops(hardware: HardwareProfile, device: str, cfg: RunConfig) -> float:
+def _device_flops(hardware: HardwareProfile, device: str, cfg: RunConfig, quantized: bool = False) -> float:
     if device == CPU:
         return cpu_peak_flops(hardware, cfg.n_threads)
     gpu = next(g for g in hardware.gpus if gpu_name(g.index) == device)
-    return (gpu.fp16_tflops or 10.0) * 1e12
+    return matmul_tflops(gpu, quantized) * 1e12  # the rate llama.cpp's kernels use (tensor_rates.py)
 
 
 @dataclass
@@ -541,7 +511,9 @@ def prefill_time_s(
                 eff = cpu_prefill_efficiency(spec.file_type)
             else:
                 eff = c.prefill_efficiency_float if float_model else c.prefill_efficiency_quant
-            t_compute = f / (_device_flops(hardware, dev, cfg) * eff)
+            if spec.n_expert:
+                eff /= c.moe_prefill_slowdown  # expert matmuls see few tokens each (backend_constants.py)
+            t_compute = f / (_device_flops(hardware, dev, cfg, not float_model) * eff)
             t_mem = reads.get(dev, 0.0) / (_device_bandwidth_gbs(hardware, dev) * 1e9 * c.decode_efficiency)
             step += max(t_compute, t_mem) + c.layer_overhead_s * layers.get(dev, 0)
             bound_times["compute" if t_compute >= t_mem else "memory"] += max(t_compute, t_mem)

@@ -33,12 +33,6 @@ PROBE_DECODE_BAND = (0.80, 1.15)
 PROBE_PREFILL_BAND = (0.75, 1.20)
 PROBE_BAND_BASIS = "out-of-sample error of probe-based estimates on a 2-core EPYC VM (bench/accuracy.py)"
 
-# Used only where a backend has no out-of-sample band yet: the ranges this project showed
-# before it had residuals, and said so.
-_HAND_BAND = ((0.8, 1.15), (0.7, 1.3))
-_HAND_BAND_UNKNOWN = ((0.6, 1.3), (0.5, 1.5))
-
-
 @dataclass(frozen=True)
 class Band:
     decode: tuple[float, float]  # measured / predicted, low and high
@@ -57,16 +51,15 @@ def quantile_band(ratios: Sequence[float]) -> tuple[float, float]:
 
 
 def table_band(backend: str, constants) -> Band:
-    """The backend's out-of-sample band (i14fit's fields on BackendConstants), or the old
-    hand-chosen one, said plainly, where the backend has none."""
-    decode = getattr(constants, "decode_band", None)
-    prefill = getattr(constants, "prefill_band", None)
-    basis = getattr(constants, "band_basis", "")
-    if decode and prefill:
-        return Band(tuple(decode), tuple(prefill), f"8 of 10 measurements fall inside: {basis}" if basis
-                    else "8 of 10 measurements fall inside (out-of-sample, leave one device out)")
-    hand = _HAND_BAND if backend in ("cuda", "metal", "cpu") else _HAND_BAND_UNKNOWN
-    return Band(hand[0], hand[1], f"chosen by hand: no out-of-sample band for the {backend} backend yet")
+    """The backend's out-of-sample band (BackendConstants.decode_band / prefill_band,
+    fitted by bench/fit_constants.py), or, said plainly, a hand-chosen one where the
+    backend has none."""
+    basis = constants.band_basis
+    if basis.startswith("hand-chosen"):
+        return Band(tuple(constants.decode_band), tuple(constants.prefill_band),
+                    f"chosen by hand: no out-of-sample band for the {backend} backend yet")
+    return Band(tuple(constants.decode_band), tuple(constants.prefill_band),
+                f"8 of 10 measurements fall inside: {basis}")
 
 
 def probe_band(spread: float, disturbed: bool) -> Band:
