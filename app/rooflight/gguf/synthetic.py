@@ -31,6 +31,7 @@ from rooflight.errors import OperationFailedError
 __all__ = [
     "ARCHITECTURES",
     "FILE_TYPES",
+    "PURE_FILE_TYPES",
     "MINIMAL_VOCAB_SIZE",
     "TensorPlan",
     "gemma_270m_path",
@@ -59,12 +60,15 @@ FILE_TYPES: dict[str, tuple[LlamaFileType, GGMLQuantizationType]] = {
     "Q5_K_S": (LlamaFileType.MOSTLY_Q5_K_S, Q.Q5_K),
     "Q5_K_M": (LlamaFileType.MOSTLY_Q5_K_M, Q.Q5_K),
     "Q6_K": (LlamaFileType.MOSTLY_Q6_K, Q.Q6_K),
-    # single-type files only (pure=True): llama-quant's mixtures for these are not modelled
+}
+# Written as single-type files only (pure=True): llama-quant's mixtures for these are not
+# modelled here. The machine probe (runtime/probe.py) times their kernels.
+PURE_FILE_TYPES: dict[str, tuple[LlamaFileType, GGMLQuantizationType]] = {
     "IQ4_XS": (LlamaFileType.MOSTLY_IQ4_XS, Q.IQ4_XS),
     "MXFP4": (LlamaFileType.MOSTLY_MXFP4_MOE, Q.MXFP4),
     "NVFP4": (LlamaFileType.MOSTLY_NVFP4, Q.NVFP4),
 }
-PURE_ONLY = ("IQ4_XS", "MXFP4", "NVFP4")
+_ALL_FILE_TYPES = {**FILE_TYPES, **PURE_FILE_TYPES}
 # Bare K-quant names mean the "_M" mixture, the one people download.
 _FTYPE_ALIASES = {"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M", "FP16": "F16", "FP32": "F32"}
 
@@ -151,7 +155,7 @@ def _weight_type(
     role: "output" (also a tied token_embd), "token_embd", "attn_q", "attn_k", "attn_v",
     "attn_output", "ffn_gate", "ffn_up", "ffn_down" (dense or experts).
     """
-    base = FILE_TYPES[ftype][1]
+    base = _ALL_FILE_TYPES[ftype][1]
     if base in (Q.F32, Q.F16, Q.BF16):
         return base  # unquantized files keep every matrix in the file's float type
     if pure:  # llama-quantize --pure: every matrix in the base type (fallbacks aside)
@@ -200,7 +204,7 @@ def plan_tensors(
 ) -> list[TensorPlan]:
     """Every tensor llama.cpp's loader requires for this architecture, with its file type."""
     ftype = _normalize_ftype(ftype)
-    if ftype in PURE_ONLY and not pure:
+    if ftype in PURE_FILE_TYPES and not pure:
         raise ValueError(f"{ftype} files are written with pure=True only (one type for every matrix)")
 
     def weight(name: str, shape: tuple[int, ...], role: str, layer: int = 0) -> TensorPlan:
@@ -471,8 +475,8 @@ def _vocab(n_vocab: int) -> tuple[list[str], list[float], list[int]]:
 
 def _normalize_ftype(ftype: str) -> str:
     name = _FTYPE_ALIASES.get(ftype.upper(), ftype.upper())
-    if name not in FILE_TYPES:
-        raise ValueError(f"unsupported ftype {ftype!r}; choose one of {', '.join(FILE_TYPES)}")
+    if name not in _ALL_FILE_TYPES:
+        raise ValueError(f"unsupported ftype {ftype!r}; choose one of {', '.join(_ALL_FILE_TYPES)}")
     return name
 
 
@@ -526,7 +530,7 @@ def write_model(
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    file_type = FILE_TYPES[ftype][0]
+    file_type = _ALL_FILE_TYPES[ftype][0]
     plans = plan_tensors(arch=arch, ftype=ftype, n_layer=n_layer, n_embd=n_embd, n_head=n_head,
                          n_head_kv=n_head_kv, head_dim=head_dim, n_ff=n_ff, n_vocab=n_vocab,
                          n_expert=n_expert, tie_embeddings=tie_embeddings, pure=pure)

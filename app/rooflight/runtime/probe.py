@@ -203,7 +203,7 @@ class _Model:
         # ordinary tokens (the byte range), cycled: the text does not matter, the count does
         return [3 + (offset + i) % 250 for i in range(n)]
 
-    def decode(self, n: int, max_s: float = 4 * MIN_RUN_S) -> float:
+    def decode(self, n: int, max_s: float = 2 * MIN_RUN_S) -> float:
         """Seconds per token for n tokens, generated as measure() and chats do: eval one
         token, sample from its logits. Near the end of the context the cache is rolled
         back to where the run began (llama-cpp-python drops cells past n_tokens), so the
@@ -229,19 +229,27 @@ class _Runner:
     clock: _Clock
     threshold: float
     runs: dict[str, dict]
+    repeats: int = REPEATS
+    figures: int = 1  # how many figures the probe measures in all (for budget shares)
+    measured: int = 0
 
-    def measure(self, name: str, fn: Callable[[], float], repeats: int = REPEATS) -> Repeats:
-        """Run fn until `repeats` clean runs, at most 3 x repeats tries; past two runs only
-        while the budget keeps half a second for each step still to come."""
+    def measure(self, name: str, fn: Callable[[], float]) -> Repeats:
+        """Run fn until `repeats` clean runs, at most 3 x repeats tries. Each figure gets an
+        equal share of the budget still left, so a busy machine cannot spend it all on the
+        first figures: past two runs (one when far over its share) it stops at its share."""
         secs: list[float] = []
         clean: list[bool] = []
         shares: list[float] = []
+        repeats = self.repeats
+        share = self.clock.left / max(1, self.figures - self.measured)
+        t0 = time.perf_counter()
         while sum(clean) < repeats and len(secs) < 3 * repeats:
+            spent = time.perf_counter() - t0
             if self.clock.left <= 0:
                 if not secs:
                     raise _OutOfTime(name)
                 break
-            if len(secs) >= 2 and self.clock.left < 0.5 * (self.clock.steps - self.clock.done):
+            if (len(secs) >= 2 and spent >= share) or (secs and spent >= 2 * share):
                 break
             self.clock.check()
             with Watch() as w:
@@ -249,6 +257,7 @@ class _Runner:
             secs.append(value)
             clean.append(w.window.clean(self.threshold))
             shares.append(w.window.others_share)
+        self.measured += 1
         r = Repeats(tuple(secs), tuple(clean))
         self.runs[name] = {"seconds": [round(s, 6) for s in secs], "clean": clean,
                            "others_cpu_share": [round(s, 3) for s in shares],
@@ -295,13 +304,17 @@ def probe_machine(
     busy_threshold: float = DEFAULT_BUSY_THRESHOLD,
     budget_s: float = BUDGET_S,
     keep_disturbed: bool = False,
+    repeats: int = REPEATS,
     progress: Callable[[float, str, float], None] | None = None,
     check_cancel: Callable[[], None] | None = None,
     store=None,
 ) -> ProbeRun:
     """Measure, and store the probe (store/probes.py) when it was measured cleanly or
-    keep_disturbed is set. check_cancel: called between runs; raises to stop (ProbeCancelled
-    from the CLI's Ctrl-C, TaskCancelled from the GUI)."""
+    keep_disturbed is set. weight_types: a subset of ALL_TYPES (a reduced probe);
+    repeats: clean runs wanted per figure (at least 2: a spread needs two); store: a
+    ProbeStore, None for the user's, False to store nothing. progress(fraction, message,
+    seconds left); check_cancel: called between runs, raises to stop (the GUI passes
+    Task.raise_if_cancelled)."""
     from rooflight.gguf.synthetic import write_model
     from rooflight.store.calibration import machine_key
 
@@ -315,7 +328,7 @@ def probe_machine(
     load_before = load_now()
     clock = _Clock(budget_s, 6 + 2 * len(types), progress, check_cancel)
     runs: dict[str, dict] = {}
-    runner = _Runner(clock, busy_threshold, runs)
+    runner = _Runner(clock, busy_threshold, runs, max(2, repeats), figures=9 + 2 * len(types))
     skipped: dict[str, str] = {}
     notes: list[str] = []
     if load_before[0] > 0.5 * load_before[1]:
