@@ -61,7 +61,7 @@ def cmd_estimate(args) -> int:
     if getattr(args, "confirm", False):
         from rooflight.commands.confirm import confirmation_for
 
-        doc["confirmed"], said = confirmation_for(args, est)
+        doc["confirmed"], said = confirmation_for(args, est, profile)
     if args.json:
         _emit_json(doc)
     else:

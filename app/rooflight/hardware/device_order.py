@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 
 ENV = "CUDA_DEVICE_ORDER"
 PCI = "PCI_BUS_ID"
@@ -109,3 +109,25 @@ def llama_gpu_bus_ids() -> list[str | None]:
         if props.type == gpu_type:
             out.append(props.device_id.decode() if props.device_id else None)
     return out
+
+
+def visible_to_cuda(gpus: Sequence, environ: Mapping[str, str]) -> tuple[list, list[str]]:
+    """NVIDIA GPUs (in NVML order) as CUDA will see them under CUDA_VISIBLE_DEVICES.
+
+    CUDA keeps the listed devices in the listed order and stops at the first entry it cannot
+    parse; integers index the PCI-ordered list. Plans then number GPUs as llama.cpp will.
+    UUIDs ("GPU-...", "MIG-...") are not matched here: every GPU is kept, with a warning."""
+    value = environ.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return list(gpus), []
+    chosen: list = []
+    for token in (t.strip() for t in value.split(",")):
+        if token.startswith(("GPU-", "MIG-")):
+            return list(gpus), [f"CUDA_VISIBLE_DEVICES={value} names GPUs by UUID; every NVIDIA GPU "
+                                "is planned for, whether CUDA shows it or not"]
+        if not token.isdigit() or int(token) >= len(gpus):
+            break  # CUDA ignores this entry and every one after it
+        gpu = gpus[int(token)]
+        if gpu not in chosen:
+            chosen.append(gpu)
+    return chosen, []

@@ -29,6 +29,7 @@ from rooflight.errors import RooflightError
 from rooflight.estimate import Estimate
 from rooflight.gguf.header_copy import HeaderCopy, header_copies
 from rooflight.hardware.device_order import pci_order_environ
+from rooflight.hardware.profile import HardwareProfile
 
 from .noalloc_worker import ANSWER_PREFIX
 from .stress import buffer_device
@@ -113,9 +114,11 @@ def worker_command() -> list[str]:
     return [sys.executable, "-m", "rooflight.runtime.noalloc_worker"]
 
 
-def ask_llama_cpp(model_path: Path, config: dict, timeout_s: float) -> dict:
+def ask_llama_cpp(model_path: Path, config: dict, timeout_s: float, *, gpu_bus_ids: Sequence[str | None] = (),
+                  backend: str = "cpu") -> dict:
     """The worker's answer for one load; {"ok": False, "reason": ...} on any failure."""
-    request = json.dumps({"path": str(model_path), "config": config})
+    request = json.dumps({"path": str(model_path), "config": config, "gpu_bus_ids": list(gpu_bus_ids),
+                          "backend": backend})
     env = pci_order_environ(os.environ)
     try:
         proc = subprocess.run(worker_command(), input=request, capture_output=True, text=True,
@@ -160,9 +163,12 @@ def _difference(est: Estimate, devices: Sequence[ConfirmedDevice]) -> tuple[floa
     return round(worst, 2), tuple(sorted(planned.items()))
 
 
-def confirm(source: str | Path, est: Estimate, *, timeout_s: float = DEFAULT_TIMEOUT_S,
-            work_dir: str | Path | None = None) -> Confirmation:
-    """Ask the installed llama.cpp what the plan `est` of model `source` would allocate."""
+def confirm(source: str | Path, est: Estimate, hardware: HardwareProfile | None = None, *,
+            timeout_s: float = DEFAULT_TIMEOUT_S, work_dir: str | Path | None = None) -> Confirmation:
+    """Ask the installed llama.cpp what the plan `est` of model `source` would allocate.
+
+    hardware: the (detected) machine the plan is for, to put per-GPU settings on the right
+    llama.cpp devices."""
     try:
         copies = header_copies(source)
     except RooflightError as exc:
@@ -176,7 +182,9 @@ def confirm(source: str | Path, est: Estimate, *, timeout_s: float = DEFAULT_TIM
             model_path = write_sparse_copy(copies, folder)
         except OSError as exc:
             return unavailable(f"the header-only copy could not be written ({exc})")
-        answer = ask_llama_cpp(model_path, est.config.to_dict(), timeout_s)
+        answer = ask_llama_cpp(model_path, est.config.to_dict(), timeout_s,
+                               gpu_bus_ids=[g.pci_bus_id for g in hardware.gpus] if hardware else [],
+                               backend=hardware.backend if hardware else "cpu")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     if not answer.get("ok"):

@@ -124,6 +124,7 @@ def run(request: dict) -> dict:
     import llama_cpp
 
     from rooflight.estimate.config import RunConfig
+    from rooflight.runtime.device_map import load_kwargs
     from rooflight.runtime.llama_log import capture_llama_log, parse_buffers
 
     names = {f[0] for f in llama_cpp.llama_model_params._fields_}
@@ -138,7 +139,7 @@ def run(request: dict) -> dict:
         fields["tensor_split"] = tuple(fields["tensor_split"])
     known = set(RunConfig.__dataclass_fields__)
     config = RunConfig(**{k: v for k, v in fields.items() if k in known})
-    kwargs = config.runtime_kwargs()
+    kwargs = load_kwargs(config, request.get("gpu_bus_ids", []), request.get("backend", "cpu"))
     read_before = _io_read_chars()
     with capture_llama_log() as cap, contextlib.redirect_stderr(io.StringIO()):
         try:
