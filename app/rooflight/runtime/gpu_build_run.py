@@ -49,6 +49,9 @@ def popen_runner(argv: list[str], env: dict[str, str]) -> Process:
                             errors="replace", bufsize=1)
 
 
+RUNNER: Runner = popen_runner  # what the app runs commands with (tests replace it at this boundary)
+
+
 @dataclass(frozen=True)
 class BuildOutcome:
     ok: bool
