@@ -20,7 +20,7 @@ import shlex
 import shutil
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .profile import GPUInfo
 
@@ -80,19 +80,30 @@ class GPUBuild:
     needs: str  # what must be installed first, in words
     python: str = field(default=sys.executable)
     toolkit: str | None = None  # nvcc's path where found (CUDA), else None
+    source: str | None = None  # a local llama-cpp-python sdist to build instead of PyPI's
+    offline: bool = False  # no index, no build isolation: a machine without a network
 
     @property
     def requirement(self) -> str:
+        if self.source:
+            return self.source
         return f"llama-cpp-python=={self.version}" if self.version else "llama-cpp-python"
 
     @property
     def env(self) -> dict[str, str]:
-        return {"CMAKE_ARGS": self.cmake_args} if self.cmake_args else {}
+        env = {"CMAKE_ARGS": self.cmake_args} if self.cmake_args else {}
+        if self.toolkit and shutil.which("nvcc") != self.toolkit:
+            env["CUDACXX"] = self.toolkit  # CMake finds a toolkit off the PATH through this
+        return env
+
+    @property
+    def offline_args(self) -> list[str]:
+        return ["--no-index", "--no-build-isolation"] if self.offline else []
 
     @property
     def pip_args(self) -> list[str]:
         # --no-deps: only llama.cpp changes; --no-cache-dir: never reuse pip's cached CPU wheel
-        return ["install", "--force-reinstall", "--no-cache-dir", "--no-deps", self.requirement]
+        return ["install", "--force-reinstall", "--no-cache-dir", "--no-deps", *self.offline_args, self.requirement]
 
     @property
     def command(self) -> str:
@@ -117,8 +128,15 @@ def installed_version() -> str | None:
 
 def gpu_build_for(gpu: GPUInfo, *, python: str | None = None, version: str | None = None,
                   environ: Mapping[str, str] = os.environ,
-                  which: Callable[[str], str | None] = shutil.which) -> GPUBuild:
-    """The build for `gpu`: its native backend, for its architecture, at the installed version."""
+                  which: Callable[[str], str | None] = shutil.which,
+                  source: str | None = None, offline: bool = False) -> GPUBuild:
+    """The build for `gpu`: its native backend, for its architecture, at the installed version
+    (or from the sdist `source`; `offline`: no index, no build isolation)."""
+    return replace(_build_for(gpu, python, version, environ, which), source=source, offline=offline)
+
+
+def _build_for(gpu: GPUInfo, python: str | None, version: str | None, environ: Mapping[str, str],
+               which: Callable[[str], str | None]) -> GPUBuild:
     backend = _NATIVE.get(gpu.vendor, "vulkan")
     python = python or sys.executable
     version = version if version is not None else installed_version()

@@ -86,8 +86,10 @@ def _why(tail: list[str]) -> str:
 def build_and_install(build: GPUBuild, *, on_line: Callable[[str], None] | None = None,
                       on_progress: Callable[[float], None] | None = None,
                       should_stop: Callable[[], bool] = lambda: False,
-                      runner: Runner = popen_runner, work_dir: str | None = None) -> BuildOutcome:
-    """Build, check and install `build`; what happened in one sentence."""
+                      runner: Runner = popen_runner, work_dir: str | None = None,
+                      keep_wheel: str | None = None) -> BuildOutcome:
+    """Build, check and install `build`; what happened in one sentence. keep_wheel: a folder
+    to copy the built wheel to (bench/gpu_check.py reuses it on a rerun)."""
     keep = "the CPU build stays installed"
     if not build.ready:
         return BuildOutcome(False, f"The {build.backend.upper()} build needs {build.needs}, which was not found "
@@ -102,7 +104,7 @@ def build_and_install(build: GPUBuild, *, on_line: Callable[[str], None] | None 
             if m and on_progress is not None:
                 on_progress(min(100, int(m.group(1))) / 100 * 0.9)
 
-        wheel_cmd = [build.python, "-m", "pip", "wheel", "-v", "--no-deps", "--no-cache-dir",
+        wheel_cmd = [build.python, "-m", "pip", "wheel", "-v", "--no-deps", "--no-cache-dir", *build.offline_args,
                      "--no-binary", "llama-cpp-python", build.requirement, "-w", folder]
         rc, tail = _run(runner, wheel_cmd, env, line, should_stop)
         if rc is None:
@@ -117,10 +119,13 @@ def build_and_install(build: GPUBuild, *, on_line: Callable[[str], None] | None 
         if build.backend != "metal" and build.backend not in bundled:
             return BuildOutcome(False, f"The build has no {build.backend.upper()} library (CMake did not find "
                                        f"{build.needs}); {keep}.")
+        if keep_wheel:
+            os.makedirs(keep_wheel, exist_ok=True)
+            shutil.copy2(wheels[0], keep_wheel)
         if on_progress is not None:
             on_progress(0.92)
         install_cmd = [build.python, "-m", "pip", "install", "--force-reinstall", "--no-deps", "--no-cache-dir",
-                       str(wheels[0])]
+                       *build.offline_args, str(wheels[0])]
         rc, tail = _run(runner, install_cmd, env, on_line, lambda: False)  # never stop half-installed
         if rc != 0:
             return BuildOutcome(False, f"Installing the GPU build failed ({_why(tail)}); {keep}.")
