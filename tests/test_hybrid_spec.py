@@ -69,3 +69,15 @@ def test_cli_estimate_of_unmodeled_architecture(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "Estimate not available for rwkv7: Rooflight does not model its RWKV recurrent state." in err
     assert "Traceback" not in err
+
+
+def test_rank_lists_unmodeled_architectures_apart():
+    from rooflight.catalog.models import load_catalog
+    from rooflight.catalog.rank import rank_models
+
+    model = replace(load_catalog()[0], layout="rwkv7")  # sized as llama, named an RWKV
+    rows: list[dict] = []
+    ranked = rank_models(HOST, models=(model,), unavailable=rows)
+    assert ranked == []
+    assert rows == [{"id": model.id, "name": model.name, "architecture": "rwkv7",
+                     "reason": unavailable_reason("rwkv7")}]

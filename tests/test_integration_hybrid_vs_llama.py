@@ -125,3 +125,21 @@ def test_recurrent_state_does_not_grow_with_context(models):
     large = plan(spec, HOST, Wishes(n_ctx=8192, n_gpu_layers=0)).memory.device("cpu").kv_bytes
     # only the two attention layers grow: 2 layers x 2 KV heads x 64 x (K+V) x 2 bytes per cell
     assert large - small == (8192 - 1024) * 2 * 2 * 64 * 2 * 2
+
+
+def test_roofline_charges_recurrent_layers_their_state_not_a_growing_cache(models):
+    from rooflight.estimate.kv import kv_reads_by_layer
+
+    spec = load_model_spec(str(models["granitehybrid"]))
+    cfg = plan(spec, HOST, Wishes(n_ctx=8192, n_gpu_layers=0)).config
+    early, late = kv_reads_by_layer(spec, cfg, 300), kv_reads_by_layer(spec, cfg, 6000)
+    for il in range(L):
+        if spec.recurrent_layers[il]:
+            # read and written back once per token, whatever the position
+            assert early[il] == late[il] == 2 * spec.ssm_state_bytes_per_seq
+        else:
+            assert late[il] > early[il] > 0
+    # decode slows with the context only through the two attention layers
+    short = plan(spec, HOST, Wishes(n_ctx=8192, n_gpu_layers=0, prompt_tokens=256)).performance
+    long = plan(spec, HOST, Wishes(n_ctx=8192, n_gpu_layers=0, prompt_tokens=6000)).performance
+    assert long.decode_tok_s < short.decode_tok_s

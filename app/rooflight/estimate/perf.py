@@ -417,7 +417,9 @@ def _prefill_work(spec: ModelSpec, devices: tuple[str, ...]) -> dict[str, _Prefi
         w.weight_bytes = sum(table.bytes[start:end], w.weight_bytes)
         w.params = sum(table.active_params[start:end], w.params)
         for il in range(start, end):
-            width = spec.head_dim_k * max(spec.n_head[il], 1)
+            # a hybrid's recurrent and MLP-only layers attend to nothing (no KV heads)
+            no_attention = bool(spec.recurrent_layers) and not spec.n_head_kv[il]
+            width = 0 if no_attention else spec.head_dim_k * max(spec.n_head[il], 1)
             if swa[il]:
                 w.swa_width += width
             else:

@@ -62,6 +62,8 @@ class Estimate:
                 "sliding_window": s.sliding_window,
                 "n_expert": s.n_expert,
                 "n_expert_used": s.n_expert_used,
+                # layers keeping a recurrent state instead of KV cells (hybrid / SSM models)
+                "recurrent_layers": sum(s.recurrent_layers),
             },
             "config": self.config.to_dict(),
             "memory": self.memory.to_dict(),
