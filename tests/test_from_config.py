@@ -114,3 +114,23 @@ def test_missing_field_is_one_sentence():
     broken = {k: v for k, v in QWEN3_CODER_NEXT.items() if k != "linear_key_head_dim"}
     with pytest.raises(BadInputError, match="config.json cannot describe a qwen3next model"):
         spec_from_config(broken, arch="qwen3next", ftype="Q4_K_M", name="broken")
+
+
+# LiquidAI/LFM2-8B-A1B config.json as quoted by a public TensorRT port's test (_lfm2_8b_a1b_raw)
+_LFM2_8B_TYPES = ["conv"] * 24
+for _i in (2, 6, 10, 14, 18, 21):
+    _LFM2_8B_TYPES[_i] = "full_attention"
+LFM2_8B_A1B = {
+    "model_type": "lfm2_moe", "vocab_size": 65536, "hidden_size": 2048, "intermediate_size": 7168,
+    "num_hidden_layers": 24, "num_attention_heads": 32, "num_key_value_heads": 8, "layer_types": _LFM2_8B_TYPES,
+    "conv_L_cache": 3, "max_position_embeddings": 128000, "num_experts": 32, "num_experts_per_tok": 4,
+    "moe_intermediate_size": 1792, "num_dense_layers": 2,
+}
+
+
+def test_lfm2_moe_layout():
+    spec = spec_from_config(LFM2_8B_A1B, arch="lfm2moe", ftype="Q4_K_M", name="lfm2-8b-a1b")
+    assert [il for il in range(24) if not spec.recurrent_layers[il]] == [2, 6, 10, 14, 18, 21]
+    assert spec.ssm_state_bytes_per_seq == 2048 * 2 * 4
+    assert spec.tensor("blk.1.ffn_up.weight") is not None and spec.tensor("blk.2.ffn_up_exps.weight") is not None
+    assert spec.n_expert == 32 and spec.n_expert_used == 4

@@ -35,6 +35,10 @@ COMMON = dict(n_embd=256, n_head=4, head_dim=64, n_vocab=4000)
 CASES = {
     "lfm2": HybridShape("lfm2", **COMMON, n_head_kv=tuple(2 if i in ATTN_AT else 0 for i in range(L)),
                         n_ff=(1024,) * L),
+    # LFM2-MoE (LFM2-8B-A1B style): two dense layers, then routed experts with a bias
+    "lfm2moe": HybridShape("lfm2moe", **COMMON, n_head_kv=tuple(2 if i in ATTN_AT else 0 for i in range(L)),
+                           n_ff=(1024,) * L, n_expert=4, n_expert_used=2, n_ff_exp=256,
+                           moe_layers=tuple(i >= 2 for i in range(L))),
     "granitehybrid": HybridShape("granitehybrid", **COMMON,
                                  n_head_kv=tuple(2 if i in ATTN_AT else 0 for i in range(L)),
                                  n_ff=(1024,) * L, ssm_d_inner=512, ssm_d_state=128, ssm_dt_rank=8,

@@ -85,6 +85,8 @@ def ffn_peak(spec: ModelSpec, cfg: RunConfig) -> int:
         # MoE: gate, up and activation for each of the n_expert_used experts a token is
         # routed to; the router's own tensors are negligible (measured)
         hidden = 3 * _expert_ff(spec) * spec.n_expert_used * t * F32
+        # leading dense layers (LFM2-MoE, DeepSeek, GLM) may hold the larger one
+        hidden = max(hidden, 3 * dense_ff_in_moe(spec) * t * F32)
         return hidden + n_residual * _residual(spec, t) + mask_bytes(spec, cfg)
     n_ff = max(spec.n_ff) if spec.n_ff else 4 * spec.n_embd
     return 3 * n_ff * t * F32 + n_residual * _residual(spec, t) + mask_bytes(spec, cfg)
@@ -95,6 +97,14 @@ def output_peak(spec: ModelSpec, cfg: RunConfig) -> int:
     t = micro_batch(cfg)
     residuals = 2 + output_extra_residuals(spec)  # + a kept hidden state (recurrent_compute.py)
     return spec.n_vocab * t * F32 + residuals * _residual(spec, t)
+
+
+def dense_ff_in_moe(spec: ModelSpec) -> int:
+    """FFN width of an MoE model's dense layers (ffn_up without experts), 0 if it has none."""
+    for tensor in spec.tensors:
+        if tensor.name.endswith(".ffn_up.weight") and len(tensor.shape) >= 2:
+            return tensor.shape[1]
+    return 0
 
 
 def _expert_ff(spec: ModelSpec) -> int:

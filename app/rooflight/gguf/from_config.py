@@ -8,8 +8,9 @@ reads that header with gguf/build.py like a real file. So the recurrent layout
 (gguf/recurrent.py), the sliding-window layout (gguf/swa.py) and the shared KV cache come
 out exactly as they would from the published GGUF, through one code path:
 
-- LFM2: `layer_types` ("conv" / "full_attention", older files `full_attn_idxs`),
-  `conv_L_cache`, the feed-forward width after `block_auto_adjust_ff_dim` (lfm2.py);
+- LFM2 and LFM2-MoE: `layer_types` ("conv" / "full_attention", older files
+  `full_attn_idxs`), `conv_L_cache`, the feed-forward width after
+  `block_auto_adjust_ff_dim`; experts after `num_dense_layers` (lfm2.py);
 - Granite 4 H (granitehybrid): `layer_types` ("mamba" / "attention") or
   `attn_layer_indices`; `mamba_d_conv`, `mamba_d_state`, `mamba_n_groups`, `mamba_n_heads`,
   d_inner = `mamba_expand` x `hidden_size`; experts with a shared one (granite.py);
@@ -99,8 +100,14 @@ def _lfm2(c: Mapping[str, Any], arch: str) -> HybridShape:
     kv = int(c["num_key_value_heads"])
     common = _common(c)
     common["tie_embeddings"] = bool(c.get("tie_embedding", c.get("tie_word_embeddings", True)))
+    moe = {}
+    if arch == "lfm2moe":  # experts after num_dense_layers dense ones (lfm2.py LFM2MoeModel)
+        ff = int(c["intermediate_size"])
+        dense = int(c.get("num_dense_layers", 0))
+        moe = dict(n_expert=int(c["num_experts"]), n_expert_used=int(c["num_experts_per_tok"]),
+                   n_ff_exp=int(c["moe_intermediate_size"]), moe_layers=tuple(il >= dense for il in range(n)))
     return HybridShape(arch, **common, n_head_kv=tuple(kv if a else 0 for a in attn), n_ff=(ff,) * n,
-                       l_cache=int(c.get("conv_L_cache", 3)))
+                       l_cache=int(c.get("conv_L_cache", 3)), **moe)
 
 
 def _granite(c: Mapping[str, Any], arch: str) -> HybridShape:
@@ -182,7 +189,7 @@ def _delta_net(c: Mapping[str, Any], arch: str) -> tuple[HybridShape, list[bool]
     return shape, recurrent
 
 
-_HYBRID = {"lfm2": _lfm2, "granitehybrid": _granite, "nemotron_h": _nemotron, "jamba": _jamba}
+_HYBRID = {"lfm2": _lfm2, "lfm2moe": _lfm2, "granitehybrid": _granite, "nemotron_h": _nemotron, "jamba": _jamba}
 
 
 def _metadata(arch: str, add) -> dict[str, Any]:

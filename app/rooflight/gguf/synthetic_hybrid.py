@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from gguf import GGUFWriter
+from gguf import ExpertGatingFuncType, GGUFWriter
 from gguf import quants as gguf_quants
 
 from rooflight.gguf.synthetic import (
@@ -36,7 +36,7 @@ from rooflight.gguf.synthetic import (
     _weight_type,
 )
 
-HYBRID_ARCHITECTURES = ("lfm2", "granitehybrid", "nemotron_h", "jamba", "qwen3next", "qwen35", "qwen35moe")
+HYBRID_ARCHITECTURES = ("lfm2", "lfm2moe", "granitehybrid", "nemotron_h", "jamba", "qwen3next", "qwen35", "qwen35moe")
 DELTA_NET = ("qwen3next", "qwen35", "qwen35moe")  # gated delta-net layers, attention every Nth
 
 
@@ -98,7 +98,7 @@ def _check(shape: HybridShape) -> None:
         raise ValueError("n_ff needs one value per layer")
     if shape.arch in ("granitehybrid", "jamba") and shape.ssm_d_inner != 2 * shape.n_embd:
         raise ValueError(f"{shape.arch} needs ssm_d_inner == 2 * n_embd (llama.cpp asserts it)")
-    if shape.arch in ("lfm2", "jamba") and shape.n_head * shape.head_dim != shape.n_embd:
+    if shape.arch in ("lfm2", "lfm2moe", "jamba") and shape.n_head * shape.head_dim != shape.n_embd:
         raise ValueError(f"{shape.arch} needs n_head * head_dim == n_embd (its attention is n_embd wide)")
     if shape.arch in ("qwen3next", "qwen35moe") and not (shape.n_expert and shape.n_expert_used):
         raise ValueError(f"{shape.arch} needs experts (llama.cpp refuses zero experts)")
@@ -127,7 +127,7 @@ def plan_hybrid_tensors(shape: HybridShape, ftype: str) -> list[TensorPlan]:
     def norm(name: str, size: int) -> TensorPlan:
         return f32(name, (size,), "ones")
 
-    out_norm = "token_embd_norm.weight" if s.arch == "lfm2" else "output_norm.weight"
+    out_norm = "token_embd_norm.weight" if s.arch in ("lfm2", "lfm2moe") else "output_norm.weight"
     plans = [w("token_embd.weight", (s.n_vocab, e), "output" if s.tie_embeddings else "token_embd"),
              norm(out_norm, e)]
     if not s.tie_embeddings:
@@ -165,9 +165,13 @@ def plan_hybrid_tensors(shape: HybridShape, ftype: str) -> list[TensorPlan]:
                     f32(b + "ssm_norm.weight", (groups, d_inner // groups), "ones"),  # noqa: B023
                     w(b + "ssm_out.weight", (e, d_inner), "ssm_out", il)]  # noqa: B023
 
-        if s.arch == "lfm2":
+        if s.arch in ("lfm2", "lfm2moe"):
             plans.append(norm(b + "ffn_norm.weight", e))
-            plans += dense_ffn(s.n_ff[il])
+            if s.is_moe(il):  # LFM2-MoE: experts after the leading dense layers, a routing bias
+                plans += _experts(b, s, s.n_ff_exp, w, f32, il)
+                plans.append(f32(b + "exp_probs_b.bias", (s.n_expert,)))
+            else:
+                plans += dense_ffn(s.n_ff[il])
             if recr:
                 plans += [f32(b + "shortconv.conv.weight", (e, s.l_cache)),
                           w(b + "shortconv.in_proj.weight", (3 * e, e), "ssm_in", il),
@@ -272,7 +276,7 @@ def add_hybrid_metadata(writer: GGUFWriter, s: HybridShape) -> None:
     writer.add_layer_norm_rms_eps(1e-5)
     if a == "nemotron_h":
         writer.add_layer_norm_eps(1e-5)
-    if a == "lfm2":
+    if a in ("lfm2", "lfm2moe"):
         writer.add_uint32(f"{a}.shortconv.l_cache", s.l_cache)
         if s.sliding_window:
             writer.add_sliding_window(s.sliding_window)
@@ -286,6 +290,10 @@ def add_hybrid_metadata(writer: GGUFWriter, s: HybridShape) -> None:
     if s.n_expert:
         writer.add_expert_count(s.n_expert)
         writer.add_expert_used_count(s.n_expert_used)
+        if a == "lfm2moe":
+            writer.add_expert_feed_forward_length(s.n_ff_exp)
+            writer.add_leading_dense_block_count(next(il for il in range(s.n_layer) if s.is_moe(il)))
+            writer.add_expert_gating_func(ExpertGatingFuncType.SIGMOID)
         if a == "granitehybrid" and s.n_ff_shexp:
             writer.add_expert_shared_feed_forward_length(s.n_ff_shexp)
         if a in DELTA_NET:
