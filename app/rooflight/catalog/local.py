@@ -344,7 +344,7 @@ def rank_installed(
 ) -> InstalledRanking:
     """Each installed model planned for this machine from its real header, best first.
     A catalog model keeps its quality figure; any other gets the size prior."""
-    from rooflight.catalog.quality import quality_prior, size_prior
+    from rooflight.catalog.quality import quality_basis, quality_prior, size_prior
     from rooflight.catalog.rank import (
         DEFAULT_CTX,
         RankedModel,
@@ -370,9 +370,8 @@ def rank_installed(
         model = matched.get(id(f))
         quant = f.quant or spec.file_type
         if model is not None:
-            prior, params_b, source = quality_prior(model), model.params_total, "benchmark"
-            if model.quality is None:
-                source = "size"
+            prior, params_b = quality_prior(model), model.params_total
+            source = quality_basis(model)["quality_source"]
         else:
             model = model_from_spec(f.name, spec, name=f.name, repo_id=f.repo_id,
                                     files={quant: f.filename})
