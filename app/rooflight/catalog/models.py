@@ -163,21 +163,21 @@ class CatalogModel:
         return bool(src and src.untied_output)
 
     def spec(self, quant: str) -> ModelSpec:
-        """The model's tensors and sizes at this quantization, from its hyper-parameters.
-
-        A quant the size recipe does not know (MXFP4, NVFP4, IQ4_XS, Q3_K_M...) is built
-        at the nearest known recipe and resized to its published file size."""
+        """The model's tensors and sizes at this quantization, from its hyper-parameters,
+        resized to the file's published size where one is known. A quant the size recipe
+        does not know (MXFP4, NVFP4, IQ4_XS, Q3_K_M...) is built at the nearest known recipe
+        and resized; without a published size it cannot be sized (BadInputError)."""
         quant = quant.upper()
-        if quant not in FILE_TYPES:
-            published = self.published_size(quant)
-            if published is None:
-                raise BadInputError(f"Unknown quantization {quant!r} for {self.id}: no published file size "
-                                    f"and the size recipe knows only {', '.join(FILE_TYPES)}.")
-            from rooflight.catalog.hub_specs import resize_spec
+        published = self.published_size(quant)
+        if quant not in FILE_TYPES and published is None:
+            raise BadInputError(f"Unknown quantization {quant!r} for {self.id}: no published file size "
+                                f"and the size recipe knows only {', '.join(FILE_TYPES)}.")
+        computed = self._computed(proxy_quant(quant), untied=self.untied_in(quant))
+        if published is None:
+            return computed
+        from rooflight.catalog.hub_specs import resize_spec
 
-            return resize_spec(self._computed(proxy_quant(quant), untied=self.untied_in(quant)),
-                               published[0], quant=quant)
-        return self._computed(quant, untied=self.untied_in(quant))
+        return resize_spec(computed, published[0], quant=quant)
 
     def _computed(self, quant: str, *, untied: bool = False) -> ModelSpec:
         from rooflight.catalog.arch_support import SPEC_BUILDERS
