@@ -86,11 +86,14 @@ def choose_best(options: Sequence, *, threshold: float = 10.0, native_quant: str
     return max(free, key=lambda o: (o.quality, _decode(o))) if free else best
 
 
-def tier(best, threshold: float) -> int:
-    """2: fits with headroom at a usable speed; 1: fits, but slow or tight; 0: too large."""
+def tier(best, threshold: float, offered: Sequence[str] = ()) -> int:
+    """2: fits with headroom at a usable speed, at Q4_K_M or better where the model offers
+    such a file; 1: fits, but slow, tight or only at a lower quant; 0: too large."""
     e = best.estimate
     if e.fit == "too_large":
         return 0
-    if getattr(best, "headroom", True) and e.performance.decode_tok_s >= threshold:
-        return 2
-    return 1
+    if not getattr(best, "headroom", True) or e.performance.decode_tok_s < threshold:
+        return 1
+    if not at_least_q4_k_m(best.quant) and any(at_least_q4_k_m(q) for q in offered):
+        return 1
+    return 2

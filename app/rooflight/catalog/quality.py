@@ -9,8 +9,9 @@ scale, such a model ranks by a stated prior, shown as a prior (quality_source "p
 
 - "size": the least-squares line through the catalog's own leaderboard figures against
   log2 of the parameter count (SIZE_PRIOR_A + SIZE_PRIOR_B * log2(B); 28 models, residual
-  standard deviation 7.0 points); a mixture of experts counts sqrt(total * active)
-  parameters, the usual dense equivalent;
+  standard deviation 7.0 points); a mixture of experts counts its total parameters (what
+  it knows is held in all its experts; its speed, which the ranking weighs apart, follows
+  the active ones);
 - "successor:ID": a model published to replace catalog model ID is assumed at least as good
   as ID (its figure, or its own prior), and at least its size prior.
 
@@ -58,17 +59,10 @@ def quality_score(prior: float, quant: str, params_b: float) -> float:
     return prior / (1.0 + 1.4 * quant_kld(quant, params_b))
 
 
-def effective_params_b(total_b: float, active_b: float | None = None) -> float:
-    """Dense-equivalent size: a mixture of experts counts sqrt(total * active)."""
-    if active_b and active_b < total_b:
-        return math.sqrt(total_b * active_b)
-    return total_b
-
-
-def size_prior(params_b: float, active_b: float | None = None) -> float:
-    """The size-only prior on SCALE (module docstring), clamped to 1..60."""
-    b = effective_params_b(params_b, active_b)
-    return max(1.0, min(60.0, SIZE_PRIOR_A + SIZE_PRIOR_B * math.log2(max(b, 0.05))))
+def size_prior(params_b: float) -> float:
+    """The size-only prior on SCALE (module docstring), clamped to 1..60; params_b is the
+    total parameter count in billions (all experts of a mixture of experts)."""
+    return max(1.0, min(60.0, SIZE_PRIOR_A + SIZE_PRIOR_B * math.log2(max(params_b, 0.05))))
 
 
 def _by_id(model_id: str):
@@ -82,7 +76,7 @@ def quality_prior(model, _seen: frozenset = frozenset()) -> float:
     q = model.quality
     if q is not None and q.score is not None:
         return float(q.score)
-    prior = size_prior(model.params_total, model.params_active)
+    prior = size_prior(model.params_total)
     if q is not None and q.prior.startswith("successor:") and model.id not in _seen:
         before = _by_id(q.prior.removeprefix("successor:"))
         if before is not None:
@@ -103,6 +97,6 @@ def quality_basis(model) -> dict:
         note = (f"no {SCALE} figure; prior: at least the model it succeeds ({before}) and at least "
                 f"the size prior")
     else:
-        note = (f"no {SCALE} figure; prior: the size line {SIZE_PRIOR_A} + {SIZE_PRIOR_B} x log2(parameters, "
-                f"billions{', sqrt(total x active) for a mixture of experts' if model.is_moe else ''})")
+        note = (f"no {SCALE} figure; prior: the size line {SIZE_PRIOR_A} + {SIZE_PRIOR_B} x log2(total "
+                f"parameters, billions)")
     return {"quality_benchmark": SCALE, "quality_source": "prior", "quality_figure": None, "quality_note": note}

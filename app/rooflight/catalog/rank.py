@@ -79,6 +79,7 @@ class RankedModel:
     quality_source: str = "benchmark"  # benchmark (a figure on quality.SCALE) | prior | size (size prior only)
     tier: int = 2  # picks.tier: 2 usable with headroom, 1 fits but slow or tight, 0 too large
     usable_tok_s: float = MIN_USABLE_TOK_S
+    superseded_by: str | None = None  # a newer model of the same line that runs as well here
 
     @property
     def fit(self) -> str:
@@ -114,6 +115,7 @@ class RankedModel:
             "usable": self.tier == 2,
             "usable_tok_s": self.usable_tok_s,
             "headroom": self.best.headroom,
+            "superseded_by": self.superseded_by,
             "n_ctx": e.config.n_ctx,
             "n_gpu_layers": e.config.n_gpu_layers,
             "decode_tok_s": round(p.decode_tok_s, 2),
@@ -246,7 +248,7 @@ def choose_best(options: Sequence[QuantOption], use_case: str = "chat",
     return picks.choose_best(options, threshold=picks.usable_tok_s(use_case), native_quant=native_quant)
 
 
-def score_option(best: QuantOption, use_case: str) -> float:
+def score_option(best: QuantOption, use_case: str, offered: Sequence[str] = ()) -> float:
     """Quality (0-100 scale) with up to a sixth from speed; halved when the pick is slow or
     leaves no headroom; 0 for a model that does not fit. Ranking sorts by tier first."""
     e = best.estimate
@@ -255,7 +257,7 @@ def score_option(best: QuantOption, use_case: str) -> float:
     share = SPEED_SHARE.get(use_case, DEFAULT_SPEED_SHARE)
     speed = min(1.0, e.performance.decode_tok_s / (SPEED_TARGET * picks.usable_tok_s(use_case)))
     score = best.quality * (1.0 - share + share * speed)
-    return score if picks.tier(best, picks.usable_tok_s(use_case)) == 2 else 0.5 * score
+    return score if picks.tier(best, picks.usable_tok_s(use_case), offered) == 2 else 0.5 * score
 
 
 def unavailable_models(models: Sequence[CatalogModel] | None = None, use_case: str = "chat") -> list[dict]:
@@ -330,10 +332,29 @@ def rank_models(
         if fits_only and best.estimate.fit == "too_large":
             continue
         threshold = picks.usable_tok_s(use_case)
+        offered = [o.quant for o in options]
         ranked.append(RankedModel(
-            model, best, tuple(options), score_option(best, use_case), installed=tuple(mine),
-            quality_source=quality_basis(model)["quality_source"], tier=picks.tier(best, threshold),
+            model, best, tuple(options), score_option(best, use_case, offered), installed=tuple(mine),
+            quality_source=quality_basis(model)["quality_source"], tier=picks.tier(best, threshold, offered),
             usable_tok_s=threshold,
         ))
-    ranked.sort(key=lambda r: (r.tier, round(r.score, 6), r.model.release), reverse=True)
+    ranked = _mark_superseded(ranked)
+    ranked.sort(key=lambda r: (r.tier, r.superseded_by is None, round(r.score, 6), r.model.release), reverse=True)
     return ranked
+
+
+def _mark_superseded(ranked: list[RankedModel]) -> list[RankedModel]:
+    """A model whose catalog successor (quality prior "successor:ID") runs in the same tier
+    or better here is listed after the models that are not superseded: an expert would not
+    recommend the older model of a line when its replacement runs as well."""
+    from dataclasses import replace
+
+    tiers = {r.model.id: r.tier for r in ranked}
+    newer: dict[str, str] = {}
+    for r in ranked:
+        q = r.model.quality
+        if q is not None and q.prior.startswith("successor:"):
+            old = q.prior.removeprefix("successor:")
+            if old in tiers and r.tier >= tiers[old] and r.tier > 0:
+                newer.setdefault(old, r.model.id)
+    return [replace(r, superseded_by=newer[r.model.id]) if r.model.id in newer else r for r in ranked]
