@@ -69,7 +69,7 @@ def test_refresh_rewrites_files_sizes_sha256_and_hyperparameters(served):
     src = new["models"][0]["gguf"][0]
     # renamed file followed by its quant, a gone quant dropped, an added one listed; mmproj is no model
     assert src["files"] == {"Q4_K_M": "Tiny-Q4_K_M.gguf", "Q8_0": "Tiny-v2-Q8_0.gguf", "F16": "Tiny-F16.gguf"}
-    for q, name in src["files"].items():
+    for q in src["files"]:
         data = paths[q].read_bytes()
         assert src["sizes"][q] == len(data)
         assert src["sha256"][q] == [hashlib.sha256(data).hexdigest()]
