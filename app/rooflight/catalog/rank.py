@@ -137,6 +137,14 @@ class RankedModel:
                        offline=self.offline)
         return doc
 
+    def quality_text(self) -> tuple[str, str]:
+        """(short line, full source) of what the quality figure stands on, for the detail."""
+        f = self._quality_fields()
+        q = self.model.quality
+        if q is not None and q.score is not None:
+            return f"quality {q.score:g} on the {f['quality_benchmark']}", f["quality_note"]
+        return f"quality: no {f['quality_benchmark']} figure, ranked by a prior", f["quality_note"]
+
     def _quality_fields(self) -> dict:
         if self.origin == "catalog" or self.model.quality is not None:
             basis = quality_basis(self.model)
