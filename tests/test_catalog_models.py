@@ -142,7 +142,7 @@ def test_unmodeled_architectures_keep_their_config_and_say_so():
     assert {m.architecture for m in unmodeled} >= {"granitehybrid", "nemotron_h", "qwen3next", "lfm2", "gemma3n"}
     for m in unmodeled:
         assert m.hparams.config, m.id
-        assert unavailable_reason(m).startswith(f"estimate not available for {m.architecture}")
+        assert unavailable_reason(m).lower().startswith(f"estimate not available for {m.architecture}")
 
 
 def test_published_sizes_are_used():
@@ -178,9 +178,12 @@ def test_known_file_errors_fixed():
         unsloth = next(s for s in m.gguf if s.repo.startswith("unsloth/"))
         assert not unsloth.untied_output
     assert find_model("mistral-nemo-12b").hparams.context_length == 128000
-    ministral = find_model("ministral-8b").spec("Q4_K_M")
-    assert ministral.sliding_window == 32768
-    assert ministral.swa_layers[:8] == (False, True, True, True) * 2
+    # Ministral 8B: the interleaved window as configured is kept (hparams.config); the GGUF
+    # llama.cpp runs has none (its converter does not write it), so neither has the plan
+    ministral = find_model("ministral-8b")
+    assert ministral.hparams.config["layer_types"][:4] == ["full_attention"] + ["sliding_attention"] * 3
+    assert ministral.hparams.config["sliding_window"] == 32768
+    assert ministral.spec("Q4_K_M").sliding_window == 0
 
 
 @pytest.mark.parametrize("model", MODELED, ids=[m.id for m in MODELED])

@@ -180,9 +180,9 @@ class CatalogModel:
         return resize_spec(computed, published[0], quant=quant)
 
     def _computed(self, quant: str, *, untied: bool = False) -> ModelSpec:
-        from rooflight.catalog.arch_support import SPEC_BUILDERS
+        from rooflight.catalog.arch_support import spec_builder
 
-        builder = SPEC_BUILDERS.get(self.architecture)
+        builder = spec_builder(self)
         if builder is not None:  # an architecture with its own layers (arch_support.py)
             return builder(self, quant)
         h = self.hparams

@@ -296,6 +296,7 @@ def rank_models(
     hub_files: Mapping[str, Any] | None = None,
     installed: Sequence[Any] | None = None,
     installed_only: bool = False,
+    unavailable: list[dict] | None = None,
 ) -> list[RankedModel]:
     """Catalog models for this machine, best first, each at its best quant.
 
@@ -303,6 +304,8 @@ def rank_models(
     refresh_catalog_files().models): file sizes and lists as the Hub has them.
     installed: local.InstalledFile list (local.find_installed()); matching models are
     marked installed, and installed_only keeps only them (found on disk if not given).
+    unavailable: when given, gets one {"id", "name", "architecture", "reason", ...} row per
+    model whose architecture cannot be estimated (arch_support.py); they are not ranked.
     """
     catalog = models if models is not None else load_catalog()
     if installed_only and installed is None:
@@ -325,7 +328,9 @@ def rank_models(
         mine = on_disk.get(model.id, ())
         if installed_only and not mine:
             continue
-        if unavailable_reason(model) is not None:  # listed by unavailable_models instead
+        if unavailable_reason(model) is not None:  # listed apart, never given a number
+            if unavailable is not None:
+                unavailable.extend(unavailable_models((model,)))
             continue
         n_ctx = min(ctx or DEFAULT_CTX, model.hparams.context_length)
         prior = quality_prior(model)
