@@ -304,8 +304,8 @@ def rank_models(
     refresh_catalog_files().models): file sizes and lists as the Hub has them.
     installed: local.InstalledFile list (local.find_installed()); matching models are
     marked installed, and installed_only keeps only them (found on disk if not given).
-    unavailable: when given, gets one {"id", "name", "architecture", "reason", ...} row per
-    model whose architecture cannot be estimated (arch_support.py); they are not ranked.
+    unavailable: when given, gets one {"id", "name", "architecture", "reason"} row per
+    model whose architecture cannot be estimated (estimate/support.py); they are not ranked.
     """
     catalog = models if models is not None else load_catalog()
     if installed_only and installed is None:
