@@ -136,10 +136,11 @@ class CatalogModel:
         return tuple(sorted(have, key=quant_order))
 
     def published_size(self, quant: str) -> tuple[int, str] | None:
-        """(bytes, repo) of this quant's file where a source published its size."""
-        for s in self.gguf:
-            if quant in s.files and s.sizes.get(quant):
-                return s.sizes[quant], s.repo
+        """(bytes, repo) of this quant's file -- the one file_for names -- where its size
+        was published."""
+        src = next((s for s in self.gguf if quant in s.files), None)
+        if src is not None and src.sizes.get(quant):
+            return src.sizes[quant], src.repo
         return None
 
     def sizable(self, quant: str) -> bool:

@@ -110,7 +110,7 @@ class RankedModel:
             "quality": round(self.best.quality, 2),
             "quality_source": self.quality_source,
             **self._quality_fields(),
-            "release": self.model.release,
+            "release": self.model.release or None,  # YYYY-MM; None for a Hub or disk file
             "architecture": self.model.architecture,
             "usable": self.tier == 2,
             "usable_tok_s": self.usable_tok_s,
