@@ -74,6 +74,7 @@ def test_refresh_rewrites_files_sizes_sha256_and_hyperparameters(served):
         assert src["sizes"][q] == len(data)
         assert src["sha256"][q] == [hashlib.sha256(data).hexdigest()]
     assert src["checked"] is True and "refreshed" in src["source"] and src["revision"]
+    assert src["mmproj"] == {"F16": "mmproj-Tiny-F16.gguf"}  # the projector is listed apart
     h = new["models"][0]["hparams"]
     assert h["n_layer"] == 4 and h["context_length"] == 4096 and h["n_vocab"] > 256  # the header wins
     assert src["untied_output"] is True  # the files carry output.weight

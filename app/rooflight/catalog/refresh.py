@@ -10,6 +10,7 @@ requests) to check the hyper-parameters. It then rewrites the entry:
 - quants the repository added are listed, quants it removed are dropped (a source that
   loses every file is kept unchanged and reported: a failed listing never empties an entry);
 - `checked` becomes true and `source` names the listing it was checked against, and when;
+  the vision projectors (`mmproj-*.gguf`) the repository publishes become `mmproj`;
 - where the header disagrees with the entry's hyper-parameters (layers, width, heads, KV
   heads, vocabulary, training context, experts), the header wins and the change is
   reported; a header that carries output.weight for a model with tied embeddings marks
@@ -104,11 +105,36 @@ def _refresh_source(entry: dict, src: dict, listing: hub.RepoFiles, today: str, 
     src["files"] = {q: files[q] for q in order}
     src["sizes"] = {q: sizes[q] for q in order}
     src["sha256"] = {q: sha[q] for q in order if q in sha}
+    projectors = _projectors(src["repo"])
+    if projectors is not None and (projectors or src.get("mmproj")):
+        if projectors != (src.get("mmproj") or {}):
+            report.note(mid, f"{src['repo']}: vision projectors {sorted(projectors.values()) or 'gone'}")
+        if projectors:
+            src["mmproj"] = projectors
+        else:
+            src.pop("mmproj", None)
     src["checked"] = True
     src["source"] = (f"{hub.endpoint()}/api/models/{src['repo']} file listing"
                      f"{' at ' + listing.commit if listing.commit else ''} (refreshed {today})")
     if listing.commit:
         src["revision"] = listing.commit
+
+
+def _projectors(repo: str) -> dict[str, str] | None:
+    """precision -> file of the repository's vision projectors (mmproj-*.gguf), from the
+    listing list_gguf_files just stored; None when that listing is not at hand."""
+    from rooflight.catalog import hub_cache
+    from rooflight.catalog.hub_files import parse_quant
+
+    cached = hub_cache.load("files", hub._files_key(repo, None))
+    if cached is None or not isinstance(cached.data, dict):
+        return None
+    out: dict[str, str] = {}
+    for f in cached.data.get("files", ()):
+        path = f.get("path", "") if isinstance(f, dict) else ""
+        if "mmproj" in path.rsplit("/", 1)[-1].lower():
+            out.setdefault(parse_quant(path) or path, path)
+    return dict(sorted(out.items()))
 
 
 def _check_header(entry: dict, src: dict, listing: hub.RepoFiles, report: RefreshReport,
