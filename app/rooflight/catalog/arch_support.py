@@ -43,14 +43,21 @@ def register(arch: str, builder: Callable) -> None:
     _build_error.cache_clear()
 
 
-def _estimator_refuses(arch: str) -> str | None:
+@functools.cache
+def _estimator_support():
     try:
         from rooflight.estimate import support
     except ImportError:
         return None
-    return support.unavailable_reason(arch)
+    return support
 
 
+def _estimator_refuses(arch: str) -> str | None:
+    support = _estimator_support()
+    return None if support is None else support.unavailable_reason(arch)
+
+
+@functools.cache
 def _config_builder() -> Callable | None:
     try:
         from rooflight.gguf.from_config import spec_from_config
