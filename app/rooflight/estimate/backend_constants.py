@@ -44,26 +44,29 @@ class BackendConstants:
 _FIT = "fitted on published llama-bench rows (bench/fit_constants.py)"
 _OWN = _FIT + "; band: leave-one-device-out p10-p90 of this backend's rows"
 _POOLED = _FIT + "; band: too few rows of its own, the GPU backends' pooled leave-one-device-out p10-p90"
+_METAL_BAND = _FIT + "; band: decode from its own 9 leave-one-device-out rows, prefill (7 rows) pooled"
 
-# CUDA: 22 rows, 6 devices (RTX 3060/3090/4090, V100, P40, DGX Spark GB10). Per-layer cost
+# CUDA: 24 rows, 6 devices (RTX 3060/3090/4090, V100, P40, DGX Spark GB10). Per-layer cost
 # 52 us from 9 decode rows (was 63 us from solving the 3090/3060 pair exactly).
-CUDA = BackendConstants(0.881, 52.2e-6, 0.453, 0.208, _OWN, moe_prefill_slowdown=1.59,
-                        decode_band=(0.93, 1.05), prefill_band=(0.51, 1.36), band_basis=_OWN)
-# Metal: 12 rows, 3 devices (M2, M2 Max, M5); no MoE rows: pooled MoE slowdown.
-METAL = BackendConstants(0.940, 193.4e-6, 0.735, 0.618, _FIT, moe_prefill_slowdown=1.92,
-                         decode_band=(0.93, 1.07), prefill_band=(0.61, 1.24), band_basis=_POOLED)
-# ROCm: 7 rows, 3 devices (RX 6700 XT, RX 7900 XTX, MI50). Two decode rows cannot separate the
+CUDA = BackendConstants(0.881, 52.2e-6, 0.453, 0.200, _FIT, moe_prefill_slowdown=1.74,
+    decode_band=(0.93, 1.05), prefill_band=(0.58, 1.39), band_basis=_OWN)
+# Metal: 16 rows, 4 devices (M2, M2 Max, M2 Ultra, M5); no MoE rows: pooled MoE slowdown.
+METAL = BackendConstants(0.892, 140.7e-6, 0.725, 0.623, _FIT, moe_prefill_slowdown=1.92,
+    decode_band=(0.92, 1.14), prefill_band=(0.65, 1.36), band_basis=_METAL_BAND)
+# ROCm: 8 rows, 3 devices (RX 6700 XT, RX 7900 XTX, MI50). Two decode rows cannot separate the
 # per-layer cost from the efficiency: the 80 us prior is kept (PRIOR_LAYER_S in the script);
 # no F16 rows: pooled float efficiency.
-ROCM = BackendConstants(0.729, 80e-6, 0.631, 0.484, _FIT, moe_prefill_slowdown=2.04,
-                        decode_band=(0.93, 1.07), prefill_band=(0.61, 1.24), band_basis=_POOLED)
-# Vulkan: 22 rows, 2 devices (Radeon 8060S / Strix Halo, RX 9070 XT); no F16 rows.
-VULKAN = BackendConstants(0.881, 60.2e-6, 0.631, 0.227, _OWN, moe_prefill_slowdown=2.17,
-                          decode_band=(0.93, 1.06), prefill_band=(0.75, 1.22), band_basis=_OWN)
-# SYCL: 2 rows on one device (Arc B580, Intel's IPEX-LLM build); per-layer cost: the 90 us
-# prior; float efficiency and MoE slowdown pooled. Still the weakest-founded backend.
-SYCL = BackendConstants(0.777, 90e-6, 0.631, 0.285, _FIT, moe_prefill_slowdown=1.92,
-                        decode_band=(0.93, 1.07), prefill_band=(0.61, 1.24), band_basis=_POOLED)
+ROCM = BackendConstants(0.729, 80.0e-6, 0.648, 0.490, _FIT, moe_prefill_slowdown=2.01,
+    decode_band=(0.8, 1.25), prefill_band=(0.65, 1.36), band_basis=_POOLED)
+# Vulkan: 29 rows, 5 devices (Radeon 8060S / Strix Halo, RX 9070 XT, RX 5700 XT, RTX 3090,
+# RTX 5090); no F16 rows.
+VULKAN = BackendConstants(0.908, 87.8e-6, 0.648, 0.233, _FIT, moe_prefill_slowdown=2.17,
+    decode_band=(0.79, 1.26), prefill_band=(0.71, 1.15), band_basis=_OWN)
+# SYCL: 6 rows, 2 devices (Arc B580 with ggml-org's backend and Intel's IPEX-LLM build, Lunar
+# Lake's Arc 140V); per-layer cost: the 90 us prior; float efficiency and MoE slowdown pooled.
+# Still the weakest-founded backend.
+SYCL = BackendConstants(0.679, 90.0e-6, 0.648, 0.199, _FIT, moe_prefill_slowdown=1.92,
+    decode_band=(0.8, 1.25), prefill_band=(0.65, 1.36), band_basis=_POOLED)
 # CPU: fitted on this project's 2-core AMD EPYC VM with llama.cpp 0.3.36 against the
 # measured copy bandwidth (hardware/bandwidth.py) over generated llama models of 10-400 MB
 # and Gemma-3-270M (bench/accuracy.py prints the check).
@@ -77,7 +80,7 @@ SYCL = BackendConstants(0.777, 90e-6, 0.631, 0.285, _FIT, moe_prefill_slowdown=1
 _CPU_BAND = ("constants fitted on the project's 2-core EPYC VM; band: the GPU backends' pooled "
              "leave-one-device-out p10-p90, widened to the published Ryzen 9 7950X rows")
 CPU = BackendConstants(1.15, 10e-6, 0.38, 0.42, "fitted on a 2-core EPYC VM, bench/accuracy.py",
-                       decode_band=(0.54, 1.07), prefill_band=(0.26, 1.24), band_basis=_CPU_BAND)
+                       decode_band=(0.54, 1.25), prefill_band=(0.26, 1.36), band_basis=_CPU_BAND)
 
 BACKENDS = {"cuda": CUDA, "metal": METAL, "rocm": ROCM, "vulkan": VULKAN, "sycl": SYCL, "cpu": CPU}
 
