@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
-
 from rooflight.errors import BadInputError
+from rooflight.gguf.quant_recipe import GGML_BLOCK_SIZES, GGMLType
 
 # KV cache element types llama.cpp accepts for --cache-type-k/v that Rooflight offers.
 KV_TYPES = ("f16", "q8_0", "q4_0")
@@ -20,7 +19,7 @@ def kv_bytes_per_element(kv_type: str) -> float:
     """Bytes per cached element: f16 2, q8_0 34/32, q4_0 18/32 (GGML block sizes)."""
     if kv_type not in KV_TYPES:
         raise BadInputError(f"Unknown KV cache type {kv_type!r}; use one of {', '.join(KV_TYPES)}.")
-    block, size = GGML_QUANT_SIZES[GGMLQuantizationType[kv_type.upper()]]
+    block, size = GGML_BLOCK_SIZES[GGMLType[kv_type.upper()]]
     return size / block
 
 

@@ -71,13 +71,19 @@ def _build(spec: ModelSpec) -> LayerTable:
     cycles = [0.0] * n
     out_cycles = 0.0
     moe_ratio = spec.n_expert_used / spec.n_expert if spec.n_expert else 1.0
+    per_type: dict[str, float] = {}  # cpu_cycles_per_weight by type: ~100k tensors, ~10 types
     for t in spec.tensors:
-        if t.layer is not None and 0 <= t.layer < n:
+        layer = t.layer
+        if layer is not None and 0 <= layer < n:
             r = moe_ratio if t.is_expert else 1.0
-            nbytes[t.layer] += t.n_bytes
-            active_b[t.layer] += t.n_bytes * r
-            active_p[t.layer] += t.n_elements * r
-            cycles[t.layer] += t.n_elements * r * cpu_cycles_per_weight(t.ggml_type)
+            b, e = t.n_bytes, t.n_elements
+            c = per_type.get(t.ggml_type)
+            if c is None:
+                c = per_type[t.ggml_type] = cpu_cycles_per_weight(t.ggml_type)
+            nbytes[layer] += b
+            active_b[layer] += b * r
+            active_p[layer] += e * r
+            cycles[layer] += e * r * c
         elif t.name.startswith(("output.", "output_norm.")):
             out_b += t.n_bytes
             out_p += t.n_elements
