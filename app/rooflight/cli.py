@@ -43,10 +43,17 @@ def cmd_estimate(args) -> int:
     # calibration only describes this machine: never apply it to a --hardware profile
     calibration = calibration_for(args, profile)
     est = plan(spec, profile, _wishes(args), calibration=calibration)
+    doc = est.to_dict()
+    if getattr(args, "confirm", False):
+        from rooflight.commands.confirm import confirmation_for
+
+        doc["confirmed"], said = confirmation_for(args, est, profile)
     if args.json:
-        _emit_json(est.to_dict())
+        _emit_json(doc)
     else:
         print(format_estimate(est))
+        if getattr(args, "confirm", False):
+            print(said)
     return 0
 
 
@@ -103,6 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("estimate", help="memory plan and speed estimate for a model")
     _add_estimate_options(p)
+    p.add_argument("--confirm", action="store_true",
+                   help="also ask this machine's llama.cpp what it would allocate (no-alloc load of the header)")
     p.set_defaults(func=cmd_estimate)
 
     p = sub.add_parser("rank", help="catalog models ranked for this machine, each at its best quant")

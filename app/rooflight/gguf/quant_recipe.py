@@ -34,7 +34,10 @@ class GGMLType(IntEnum):
     Q4_K = 12
     Q5_K = 13
     Q6_K = 14
+    IQ4_XS = 23
     BF16 = 30
+    MXFP4 = 39
+    NVFP4 = 40
 
 
 # (elements per block, bytes per block): ggml's type traits
@@ -50,6 +53,9 @@ GGML_BLOCK_SIZES: dict[GGMLType, tuple[int, int]] = {
     GGMLType.Q5_K: (256, 176),
     GGMLType.Q6_K: (256, 210),
     GGMLType.BF16: (1, 2),
+    GGMLType.IQ4_XS: (256, 136),
+    GGMLType.MXFP4: (32, 17),
+    GGMLType.NVFP4: (64, 36),
 }
 
 
@@ -68,7 +74,10 @@ class FileType(IntEnum):
     MOSTLY_Q5_K_S = 16
     MOSTLY_Q5_K_M = 17
     MOSTLY_Q6_K = 18
+    MOSTLY_IQ4_XS = 30
     MOSTLY_BF16 = 32
+    MOSTLY_MXFP4_MOE = 38
+    MOSTLY_NVFP4 = 39
 
 
 Q = GGMLType
@@ -91,6 +100,14 @@ FILE_TYPES: dict[str, tuple[FileType, GGMLType]] = {
     "Q5_K_M": (FileType.MOSTLY_Q5_K_M, Q.Q5_K),
     "Q6_K": (FileType.MOSTLY_Q6_K, Q.Q6_K),
 }
+# Written as single-type files only (pure=True): llama-quant's mixtures for these are not
+# modelled here. The machine probe (runtime/probe.py) times their kernels.
+PURE_FILE_TYPES: dict[str, tuple[FileType, GGMLType]] = {
+    "IQ4_XS": (FileType.MOSTLY_IQ4_XS, Q.IQ4_XS),
+    "MXFP4": (FileType.MOSTLY_MXFP4_MOE, Q.MXFP4),
+    "NVFP4": (FileType.MOSTLY_NVFP4, Q.NVFP4),
+}
+_ALL_FILE_TYPES = {**FILE_TYPES, **PURE_FILE_TYPES}
 # Bare K-quant names mean the "_M" mixture, the one people download.
 _FTYPE_ALIASES = {"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M", "FP16": "F16", "FP32": "F32"}
 
@@ -133,8 +150,8 @@ def tensor_nbytes(n_elements: int, qtype: GGMLType) -> int:
 
 def normalize_ftype(ftype: str) -> str:
     name = _FTYPE_ALIASES.get(ftype.upper(), ftype.upper())
-    if name not in FILE_TYPES:
-        raise ValueError(f"unsupported ftype {ftype!r}; choose one of {', '.join(FILE_TYPES)}")
+    if name not in _ALL_FILE_TYPES:
+        raise ValueError(f"unsupported ftype {ftype!r}; choose one of {', '.join(_ALL_FILE_TYPES)}")
     return name
 
 
@@ -152,23 +169,25 @@ def _fallback(qtype: GGMLType, ne0: int) -> GGMLType:
     """tensor_type_fallback(): the type llama-quant uses when ne0 does not fill whole blocks."""
     if ne0 % GGML_BLOCK_SIZES[qtype][0] == 0:
         return qtype
-    qtype = {Q.Q4_K: Q.Q5_0, Q.Q5_K: Q.Q5_1, Q.Q6_K: Q.Q8_0}.get(qtype, qtype)
+    qtype = {Q.Q4_K: Q.Q5_0, Q.Q5_K: Q.Q5_1, Q.Q6_K: Q.Q8_0, Q.IQ4_XS: Q.Q4_0, Q.NVFP4: Q.Q8_0}.get(qtype, qtype)
     if ne0 % GGML_BLOCK_SIZES[qtype][0]:
         return Q.F16
     return qtype
 
 
 def _weight_type(
-    ftype: str, role: str, ne0: int, layer: int, n_layer: int, n_expert: int
+    ftype: str, role: str, ne0: int, layer: int, n_layer: int, n_expert: int, pure: bool = False
 ) -> GGMLType:
     """Type of one 2-D/3-D weight, following llama_tensor_get_type_impl() for our ftypes.
 
     role: "output" (also a tied token_embd), "token_embd", "attn_q", "attn_k", "attn_v",
     "attn_output", "ffn_gate", "ffn_up", "ffn_down" (dense or experts).
     """
-    base = FILE_TYPES[ftype][1]
+    base = _ALL_FILE_TYPES[ftype][1]
     if base in (Q.F32, Q.F16, Q.BF16):
         return base  # unquantized files keep every matrix in the file's float type
+    if pure:  # llama-quantize --pure: every matrix in the base type (fallbacks aside)
+        return _fallback(base, ne0)
     new = base
     if role == "output":
         if ne0 % GGML_BLOCK_SIZES[base][0] != 0:
@@ -224,11 +243,14 @@ def tensor_rows(
     n_vocab: int,
     n_expert: int = 0,
     tie_embeddings: bool = False,
+    pure: bool = False,
 ) -> list[TensorRow]:
     """Every tensor llama.cpp's loader requires for this architecture, with its file type
     and size. Blocks repeat: a type and a size are worked out once per distinct one (the
     catalog sizes ~100k tensors this way when `rooflight rank` starts)."""
     ftype = normalize_ftype(ftype)
+    if ftype in PURE_FILE_TYPES and not pure:
+        raise ValueError(f"{ftype} files are written with pure=True only (one type for every matrix)")
     types: dict[tuple, GGMLType] = {}
     sizes: dict[tuple, int] = {}
 
@@ -245,7 +267,7 @@ def tensor_rows(
         key = (role, shape[-1], at if role in _BY_LAYER else 0)
         qtype = types.get(key)
         if qtype is None:
-            qtype = types[key] = _weight_type(ftype, role, shape[-1], at, n_layer, n_expert)
+            qtype = types[key] = _weight_type(ftype, role, shape[-1], at, n_layer, n_expert, pure)
         return row(name, shape, qtype, "output" if role == "output" else "normal", layer)
 
     def norm(name: str, size: int, layer: int | None = None) -> TensorRow:
