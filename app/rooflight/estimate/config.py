@@ -7,6 +7,7 @@ mapped one to one onto a Llama() argument (see runtime_kwargs()).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from rooflight.errors import BadInputError
 from rooflight.gguf.quant_recipe import GGML_BLOCK_SIZES, GGMLType
@@ -50,7 +51,7 @@ class RunConfig:
             "q8_0": llama_cpp.GGML_TYPE_Q8_0,
             "q4_0": llama_cpp.GGML_TYPE_Q4_0,
         }[self.kv_type]
-        kwargs = dict(
+        kwargs: dict[str, Any] = dict(
             n_ctx=self.n_ctx,
             n_gpu_layers=self.n_gpu_layers,
             n_threads=self.n_threads,

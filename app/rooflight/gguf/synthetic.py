@@ -206,7 +206,7 @@ _K_QUANTIZERS = {Q.Q4_K: _quantize_q4_k, Q.Q5_K: _quantize_q5_k, Q.Q6_K: _quanti
                  Q.IQ4_XS: _quantize_iq4_xs, Q.NVFP4: _quantize_nvfp4}
 
 
-def _encode(rows: np.ndarray, qtype: GGMLQuantizationType) -> np.ndarray:
+def _encode(rows: np.ndarray, qtype: int) -> np.ndarray:
     """float32 rows (n, ne0) -> the bytes of those rows in qtype, shape (n, row_bytes)."""
     qtype = Q(int(qtype))  # the recipe's GGMLType -> the gguf package's enum
     if qtype == Q.F32:

@@ -45,7 +45,7 @@ def _small_pages() -> Iterator[None]:
     the page fault, which stalled a 256 MiB allocation for up to a second here. 4 KiB pages
     fault in a steady ~0.1 s and the copy runs at the same speed."""
     try:
-        from numpy._core.multiarray import _set_madvise_hugepage
+        from numpy._core.multiarray import _set_madvise_hugepage  # type: ignore[attr-defined]
     except ImportError:
         try:
             from numpy.core.multiarray import _set_madvise_hugepage  # type: ignore
