@@ -63,6 +63,11 @@ SAMPLING_S_PER_VOCAB = 1e-9
 # CPU arithmetic: llama.cpp multiplies quantized weights by int8-quantized activations
 # (AVX2 maddubs / AVX512-VNNI / NEON dotprod). Multiply-adds per cycle per core by ISA,
 # counted as 2 FLOPs each; prefill efficiency above is relative to this peak.
+# ASSUMPTIONS, not measurements: the per-cycle widths are nominal issue rates per ISA (a
+# core that splits 512-bit operations over 256-bit units, as Zen 4 does, reaches about half
+# the AVX-512 figure), and the clock is the reported maximum or DEFAULT_CPU_MHZ; the fitted
+# efficiencies absorb the difference only on the machine they were fitted on. A probe of the
+# machine (estimate/probe.py) replaces this peak with measured kernel rates.
 def cpu_peak_flops(hardware: HardwareProfile, n_threads: int) -> float:
     isa = set(hardware.cpu.isa)
     if "avx512_vnni" in isa or "avx_vnni" in isa or "i8mm" in isa:
