@@ -85,12 +85,15 @@ def cmd_rank(args) -> int:
         min_params_b=args.min_params, max_params_b=args.max_params,
         license_contains=args.license, calibration=calibration,
         hub_files=hub_files, installed=find_installed(), installed_only=args.installed,
+        unavailable=(unavailable := []),
     )
     if args.json:
         _emit_json({"hardware": profile.to_dict(), "use_case": args.use_case, "offline": offline,
-                    "models": [r.to_dict() for r in ranked]})
+                    "models": [r.to_dict() for r in ranked], "unavailable": unavailable})
     else:
         print(format_ranking(ranked))
+        for row in unavailable:
+            print(f"{row['name']}: {row['reason']}")
     return 0
 
 

@@ -348,8 +348,12 @@ class ModelDetail(QWidget):
         m = ranked.model
         self.name.setText(m.name)
         active = f", {m.params_active:g}B active" if m.params_active < m.params_total else ""
+        quality, quality_source = ranked.quality_text()
+        released = f" · released {m.release}" if m.release else ""
         self.meta.setText(f"{m.params_total:g}B parameters{active} · {m.architecture} · licence {m.license} · "
-                          f"{', '.join(m.tags)} · up to {ctx_label(m.hparams.context_length)} context")
+                          f"{', '.join(m.tags)} · up to {ctx_label(m.hparams.context_length)} context{released} · "
+                          f"{quality}")
+        self.meta.setToolTip(f"Quality source: {quality_source}")
         self._ctx_steps = context_steps(m.hparams.context_length)
         target = keep_ctx or ranked.best.estimate.config.n_ctx
         self.ctx_slider.blockSignals(True)
