@@ -17,6 +17,7 @@ from rooflight.commands.common import emit_json as _emit_json
 from rooflight.commands.common import gpu_layers as _gpu_layers
 from rooflight.commands.common import load_hardware as _hardware
 from rooflight.commands.common import positive_int as _positive_int
+from rooflight.commands.rpc import add_rpc_option, remotes_from_args
 from rooflight.errors import RooflightError
 
 
@@ -54,6 +55,11 @@ def cmd_estimate(args) -> int:
 
     spec = load_model_spec(args.model)
     profile = _hardware(args)
+    remotes = remotes_from_args(args)
+    if remotes:
+        from dataclasses import replace
+
+        profile = replace(profile, remotes=profile.remotes + remotes)
     # calibration only describes this machine: never apply it to a --hardware profile
     calibration = calibration_for(args, profile)
     est = plan(spec, profile, _wishes(args), calibration=calibration)
@@ -113,6 +119,7 @@ def _add_estimate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=_positive_int)
     p.add_argument("--prompt-tokens", type=_positive_int, default=512)
     p.add_argument("--gen-tokens", type=_positive_int, default=128)
+    add_rpc_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON document")
 
 

@@ -19,6 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "advise",
     "chat",
     "gui",
+    "rpc",
 )
 
 

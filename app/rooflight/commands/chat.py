@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from rooflight.commands.common import emit_json, gpu_layers, positive_int
+from rooflight.commands.rpc import add_rpc_option, remotes_from_args
 from rooflight.errors import BadInputError, RooflightError
 
 HELP = """commands:
@@ -42,6 +43,7 @@ def register(subparsers) -> None:
     g.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16")
     g.add_argument("--flash-attn", choices=["on", "off", "auto"], default="auto")
     g.add_argument("--force", action="store_true", help="load even if the plan says it does not fit")
+    add_rpc_option(g)
     g.add_argument("--chat-format", choices=FORMAT_NAMES, default="auto",
                    help="auto: the model's template, else its family's format, else a transcript (base models)")
     s = p.add_argument_group("sampling (defaults depend on the model)")
@@ -84,13 +86,13 @@ def resolve_model(name: str) -> list[Path]:
     return sorted(found, key=lambda p: p.stat().st_size, reverse=True)
 
 
-def plan_best(paths: list[Path], wishes):
+def plan_best(paths: list[Path], wishes, remotes=()):
     """The plan of the largest file that fits (the smallest one if none does: its refusal says why)."""
     from rooflight.runtime.loader import plan_load
 
     plans = []
     for p in paths:
-        lp = plan_load(p, wishes)
+        lp = plan_load(p, wishes, remotes=remotes)
         if lp.fits:
             return lp
         plans.append(lp)
@@ -215,7 +217,8 @@ def cmd_chat(args) -> int:
 
     _sampling(args, Sampling())  # a bad setting is reported before the model is loaded
     interactive = sys.stdin.isatty() and not args.json
-    lp = plan_best(resolve_model(args.model), _wishes(args))
+    remotes = remotes_from_args(args)  # before llama.cpp loads: an RPC build must be chosen first
+    lp = plan_best(resolve_model(args.model), _wishes(args), remotes)
     print(plan_summary(lp), file=sys.stderr)
     if lp.cpu_only_build:
         print(f"note: {lp.cpu_only_build}", file=sys.stderr)
