@@ -24,8 +24,9 @@ def gpu_name(index: int) -> str:
 
 def offload_devices(hardware: HardwareProfile) -> tuple[tuple[str, int], ...]:
     """(name, free bytes) of the devices llama.cpp offloads layers to, in its order:
-    remote RPC devices first, then this machine's GPUs (src/llama.cpp device selection)."""
-    remote = tuple((d.name, d.free_bytes) for d in remote_devices(hardware))
+    remote RPC devices first, then this machine's GPUs (src/llama.cpp device selection);
+    the free bytes are what llama.cpp splits the offloaded layers by."""
+    remote = tuple((d.name, d.split_bytes) for d in remote_devices(hardware))
     local = tuple((gpu_name(g.index), g.free_bytes) for g in hardware.gpus) if hardware.backend != "cpu" else ()
     return remote + local
 

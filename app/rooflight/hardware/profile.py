@@ -63,6 +63,7 @@ class RemoteMachine:
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        d["cpu"] = {k: v for k, v in d["cpu"].items() if v not in (None, "")}  # null/"" read as "not given"
         d["cpu"]["isa"] = list(self.cpu.isa)
         d["gpus"] = [asdict(g) for g in self.gpus]
         return d

@@ -38,6 +38,12 @@ class RemoteDevice:
         return self.gpu.free_bytes
 
     @property
+    def split_bytes(self) -> int:
+        """The free memory its server reports, by which llama.cpp splits layers: a CPU
+        server reports all of its RAM as free (ggml-cpu.cpp, Linux and macOS)."""
+        return self.machine.cpu.ram_total_bytes if self.gpu is None else self.gpu.free_bytes
+
+    @property
     def total_bytes(self) -> int:
         if self.gpu is None:
             return self.machine.cpu.ram_total_bytes
