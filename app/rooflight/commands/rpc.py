@@ -12,15 +12,8 @@ from __future__ import annotations
 import os
 import sys
 
-from rooflight.commands.common import emit_json, positive_int
+from rooflight.commands.common import add_rpc_option, emit_json, positive_int  # noqa: F401 (re-exported)
 from rooflight.errors import BadInputError
-
-
-def add_rpc_option(p) -> None:
-    p.add_argument("--rpc", metavar="HOST:PORT[,...]",
-                   help="also run layers on these llama.cpp RPC servers (see `rooflight rpc-server`)")
-    p.add_argument("--link-gbps", type=float, default=1.0,
-                   help="network link to the RPC servers, Gbit/s (default 1, gigabit Ethernet)")
 
 
 def endpoints_of(text: str) -> list[str]:
