@@ -184,6 +184,8 @@ def main() -> int:
             p, r = plan[kind] / 2**20, rep.get(kind, 0) / 2**20
             ratio = f"{p / r:.3f}" if r else "-"
             print(f"{dev:<7}{kind:<9}{p:>13.2f}{r:>15.2f}{ratio:>8}")
+    print("(cpu model: llama.cpp reports the mapped file range of the CPU's tensors, which spans any\n"
+          " offloaded tensor stored between them; the plan counts the CPU's tensors themselves)")
     pr, me = doc["predicted"], doc["measured"]
     print(f"prefill: predicted {pr['prefill_tok_s']:.1f} tok/s, measured {me['prefill_tok_s']:.1f} "
           f"(measured/predicted {me['prefill_tok_s'] / pr['prefill_tok_s']:.2f})")

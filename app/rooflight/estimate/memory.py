@@ -13,6 +13,7 @@ from rooflight.estimate.config import RunConfig
 from rooflight.estimate.kv import kv_bytes_by_layer
 from rooflight.estimate.layers import layer_table
 from rooflight.estimate.placement import CPU, device_runs, gpu_name, layer_devices
+from rooflight.estimate.rpc_compute import remote_compute_bytes
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
 from rooflight.hardware.remote import is_remote, remote_device, remote_devices
@@ -147,8 +148,13 @@ def plan_memory(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig) -> M
     unified = {gpu_name(g.index) for g in hardware.gpus if g.unified_memory}
     usage = []  # (device, weights, kv, compute, overhead)
     for name in names:
-        compute = compute_bytes(spec, cfg, runs_layers=name in devices[: spec.n_layer],
-                                runs_output=name == output_dev)
+        if is_remote(name):
+            compute = remote_compute_bytes(spec, cfg, n_blocks=devices[: spec.n_layer].count(name),
+                                           runs_output=name == output_dev,
+                                           cpu_runs_layers=CPU in devices[: spec.n_layer])
+        else:
+            compute = compute_bytes(spec, cfg, runs_layers=name in devices[: spec.n_layer],
+                                    runs_output=name == output_dev)
         if name == CPU:
             compute += output_buffer_bytes(spec)
         overhead = _overhead_bytes(hardware, name)
