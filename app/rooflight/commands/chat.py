@@ -129,6 +129,12 @@ def plan_summary(lp) -> str:
     mem_gb = est.memory.total_bytes / 1e9
     p = est.performance
     layers = f"{cfg.n_gpu_layers}/{lp.spec.n_layer + 1} layers on GPU" if lp.hardware.backend != "cpu" else "CPU"
+    if lp.hardware.remotes:
+        devs = est.memory.layer_devices
+        remote = sorted({d for d in devs if d.startswith("rpc")})
+        layers = (f"{len(devs) - devs.count('cpu')}/{len(devs)} layers on "
+                  + ", ".join(f"{d} ({devs.count(d)})" for d in remote)
+                  + ("" if lp.hardware.backend == "cpu" else " and this machine's GPUs"))
     return (f"{lp.spec.name} ({lp.spec.file_type}) · {est.fit} · {layers} · {cfg.n_ctx}-token context · "
             f"{cfg.n_threads} threads · {mem_gb:.2f} GB · predicted {p.decode_tok_s:.1f} tok/s decode, "
             f"{p.prefill_tok_s:.0f} tok/s prefill" + (" (calibrated)" if p.calibrated else ""))
