@@ -44,3 +44,37 @@ def test_a_second_pc_lets_a_70b_model_run_fully_offloaded(qtbot):
     with qtbot.waitSignal(models.ranked, timeout=30000):
         machine.reset_what_if()
     assert window.ctx.machine.profile.remotes == ()
+
+
+def test_remote_machines_are_checked_and_listed(qtbot):
+    import socket
+
+    import pytest
+
+    from rooflight.runtime import rpc
+
+    window = make_window(qtbot, cpu_box())
+    panel = window.page("machine").remote_panel
+    assert "no authentication" in " ".join(n.text.text() for n in panel.findChildren(type(window.page("machine").what_if_note)))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    panel.field.setText(f"127.0.0.1:{port}")
+    panel.check_button.click()
+    qtbot.waitUntil(lambda: panel.check_button.isEnabled(), timeout=30000)
+    assert ("No RPC server answers at" in panel.result.text()
+            or "has no RPC backend" in panel.result.text())  # one sentence either way
+    panel.field.setText("not an endpoint")
+    panel.check_button.click()
+    qtbot.waitUntil(lambda: panel.check_button.isEnabled(), timeout=30000)
+    assert 'must be "host:port"' in panel.result.text()
+    if rpc.find_build() is None:
+        pytest.skip("no RPC build here for a live server")
+    server = rpc.start_server(port, threads=1)
+    try:
+        panel.field.setText(f"127.0.0.1:{port}")
+        panel.check_button.click()
+        qtbot.waitUntil(lambda: panel.check_button.isEnabled(), timeout=60000)
+        assert panel.result.text().startswith(f"127.0.0.1:{port}: reachable · device 0:")
+    finally:
+        rpc.stop_server(server)

@@ -21,6 +21,7 @@ from rooflight.hardware.remote import RemoteDevice, remote_devices
 from rooflight.ui.gpu_build_panel import add_gpu_build_action, gpu_needing_build
 from rooflight.ui.pages.base import Page, Shot
 from rooflight.ui.probe_panel import ProbePanel
+from rooflight.ui.remote_panel import RemotePanel
 from rooflight.ui.whatif import LINKS, WhatIf, link_name, short_gpu, table_gpu_names
 from rooflight.ui.widgets import Card, Note, UsageBar, gb, label
 
@@ -200,6 +201,9 @@ class MachinePage(Page):
         self.probe_panel.calibration_changed.connect(ctx.machine.set_calibration)
         ctx.machine.changed.connect(lambda _p: self.probe_panel.refresh() if self.probe_panel.task is None else None)
         outer.addWidget(self.probe_panel)
+        # llama.cpp RPC servers named by the user, checked in a worker (ui/remote_panel.py);
+        # kept across re-draws of the cards, shown below them
+        self.remote_panel = RemotePanel(ctx)
 
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
@@ -318,7 +322,7 @@ class MachinePage(Page):
         while self._content_layout.count():
             item = self._content_layout.takeAt(0)
             w = item.widget()
-            if w is self.busy:
+            if w is self.busy or w is self.remote_panel:
                 w.setParent(None)
             elif w is not None:
                 _discard(w)
@@ -376,6 +380,7 @@ class MachinePage(Page):
         grid.setColumnStretch(0, 1)
         grid.setColumnStretch(1, 1)
         self._content_layout.addLayout(grid)
+        self._content_layout.addWidget(self.remote_panel)
         self._content_layout.addStretch(1)
 
     def cards(self) -> list[Card]:
