@@ -668,4 +668,6 @@ def network_summary(
         "decode_tok_s_no_network": round(decode_factor / (t_token - t_net), 3) if t_token > t_net else None,
         "faster_link_factor": FASTER_LINK,
         "bound": t_net >= t_token / 2,
+        # README "Across machines": RPC's per-call work is not priced yet
+        "note": "an upper bound: RPC's per-call overhead (graph serialisation, server wake-up) is not modelled",
     }
