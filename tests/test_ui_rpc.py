@@ -78,3 +78,21 @@ def test_remote_machines_are_checked_and_listed(qtbot):
         assert panel.result.text().startswith(f"127.0.0.1:{port}: reachable · device 0:")
     finally:
         rpc.stop_server(server)
+
+
+def test_the_detail_shows_the_remote_device_and_the_network(qtbot):
+    from rooflight.ui.whatif import WhatIf
+
+    window = make_window(qtbot, cpu_box())
+    page = wait_ranked(qtbot, window)
+    with qtbot.waitSignal(page.ranked, timeout=30000):
+        window.page("machine").set_what_if(WhatIf(remote_gpu="NVIDIA GeForce RTX 3090", remote_link_gbps=0.3))
+    page.select_model("qwen3-8b")
+    detail = page.detail
+    qtbot.waitUntil(lambda: detail.estimate is not None)
+    detail.select_quant("Q4_K_M")
+    est = detail.estimate
+    assert est.fit == "full_gpu" and detail.layers_slider.isEnabled()  # layers can go to the remote GPU
+    names = [d.name for d in detail.memory.devices]
+    assert names == ["CPU RAM", "rpc0 · NVIDIA GeForce RTX 3090 on a second PC"]
+    assert "The network" in detail.speed.text() and "faster link would give" in detail.speed.text()
