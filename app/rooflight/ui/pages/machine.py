@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 from rooflight.hardware import GPUInfo, HardwareProfile
 from rooflight.ui.gpu_build_panel import add_gpu_build_action, gpu_needing_build
 from rooflight.ui.pages.base import Page, Shot
+from rooflight.ui.probe_panel import ProbePanel
 from rooflight.ui.whatif import WhatIf, short_gpu, table_gpu_names
 from rooflight.ui.widgets import Card, Note, UsageBar, gb, label
 
@@ -167,6 +168,11 @@ class MachinePage(Page):
         outer.addWidget(self.subtitle)
 
         outer.addWidget(self._what_if_panel())
+        # this machine's kernels measured (ui/probe_panel.py); estimates follow a new probe
+        self.probe_panel = ProbePanel(ctx)
+        self.probe_panel.calibration_changed.connect(ctx.machine.set_calibration)
+        ctx.machine.changed.connect(lambda _p: self.probe_panel.refresh() if self.probe_panel.task is None else None)
+        outer.addWidget(self.probe_panel)
 
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
