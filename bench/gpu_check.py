@@ -405,7 +405,8 @@ def main(argv: list[str] | None = None) -> int:
                  "host": platform.node(), "python": sys.version.split()[0], "platform": platform.platform()}
     doc["build"] = ensure_build(args.dry_run, args.source)
     doc["rooflight_hardware"] = rooflight_cli("hardware", "--json")
-    doc["rooflight_probe"] = (rooflight_cli("probe", "--json", timeout=240) if has_command("probe")
+    probe_args = ("--types", "Q4_0", "--budget", "15") if args.dry_run else ()  # the dry run: one type, short
+    doc["rooflight_probe"] = (rooflight_cli("probe", "--json", *probe_args, timeout=240) if has_command("probe")
                               else {"skipped": "this build of Rooflight has no `rooflight probe` command"})
     if "skipped" in doc["rooflight_probe"]:
         log(f"probe: {doc['rooflight_probe']['skipped']}")
