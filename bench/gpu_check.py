@@ -405,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
                  "host": platform.node(), "python": sys.version.split()[0], "platform": platform.platform()}
     doc["build"] = ensure_build(args.dry_run, args.source)
     doc["rooflight_hardware"] = rooflight_cli("hardware", "--json")
-    probe_args = ("--types", "Q4_0", "--budget", "15") if args.dry_run else ()  # the dry run: one type, short
+    probe_args = ("--types", "Q4_0", "--budget", "5") if args.dry_run else ()  # the dry run: one type, short
     doc["rooflight_probe"] = (rooflight_cli("probe", "--json", *probe_args, timeout=240) if has_command("probe")
                               else {"skipped": "this build of Rooflight has no `rooflight probe` command"})
     if "skipped" in doc["rooflight_probe"]:
