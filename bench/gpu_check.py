@@ -115,8 +115,9 @@ def _gpu_for_build(dry_run: bool):
     return gpus[0] if gpus else GPUInfo(0, "no NVIDIA GPU", "nvidia", None, None, None, None)
 
 
-def ensure_build(dry_run: bool, source: str | None) -> dict:
-    """Reuse or build the CUDA llama-cpp-python; a record of what was done."""
+def ensure_build(dry_run: bool, source: str | None, deadline_s: float = 480.0) -> dict:
+    """Reuse or build the CUDA llama-cpp-python; a record of what was done. A build still
+    running 90 s before the deadline is stopped (the CPU build stays; the JSON says so)."""
     from rooflight.hardware.gpu_build import gpu_build_for
     from rooflight.runtime.gpu_build_run import build_and_install
 
@@ -153,7 +154,8 @@ def ensure_build(dry_run: bool, source: str | None) -> dict:
 
     tail: list[str] = []
     outcome = build_and_install(build, on_line=lambda ln: tail.append(ln) if len(tail) < 100000 else None,
-                                on_progress=progress, keep_wheel=str(STATE / "wheels"))
+                                on_progress=progress, keep_wheel=str(STATE / "wheels"),
+                                should_stop=lambda: time.perf_counter() - t0 > deadline_s - 90)
     log(f"build: {outcome.message}")
     if not outcome.ok:
         for line in tail[-30:]:
@@ -403,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     doc: dict = {"kit": "bench/gpu_check.py", "dry_run": args.dry_run, "started": started,
                  "host": platform.node(), "python": sys.version.split()[0], "platform": platform.platform()}
-    doc["build"] = ensure_build(args.dry_run, args.source)
+    doc["build"] = ensure_build(args.dry_run, args.source, args.deadline)
     doc["rooflight_hardware"] = rooflight_cli("hardware", "--json")
     probe_args = ("--types", "Q4_0", "--budget", "5") if args.dry_run else ()  # the dry run: one type, short
     doc["rooflight_probe"] = (rooflight_cli("probe", "--json", *probe_args, timeout=240) if has_command("probe")
