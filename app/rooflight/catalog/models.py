@@ -17,8 +17,8 @@ from typing import Any
 
 from rooflight.errors import BadInputError
 from rooflight.gguf.from_hparams import spec_from_hparams
+from rooflight.gguf.quant_recipe import ARCHITECTURES, FILE_TYPES
 from rooflight.gguf.spec import ModelSpec
-from rooflight.gguf.synthetic import ARCHITECTURES, FILE_TYPES
 
 __all__ = [
     "CatalogModel",
@@ -111,7 +111,7 @@ class CatalogModel:
     name: str
     family: str
     architecture: str  # the real architecture (qwen2, phi3, gpt-oss, ...)
-    layout: str  # the tensor layout used to compute sizes: one of synthetic.ARCHITECTURES
+    layout: str  # the tensor layout used to compute sizes: one of quant_recipe.ARCHITECTURES
     params_total: float  # billions
     params_active: float  # billions (== params_total for dense models)
     license: str

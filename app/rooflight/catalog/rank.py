@@ -20,8 +20,8 @@ from rooflight.catalog.arch_support import unavailable_reason
 from rooflight.catalog.models import CatalogModel, load_catalog, proxy_quant, quant_order
 from rooflight.catalog.quality import quality_basis, quality_prior, quality_score
 from rooflight.estimate import Calibration, Estimate, Wishes, plan
+from rooflight.gguf.quant_recipe import FILE_TYPES
 from rooflight.gguf.spec import ModelSpec
-from rooflight.gguf.synthetic import FILE_TYPES
 from rooflight.hardware.profile import HardwareProfile
 
 DEFAULT_CTX = 8192
@@ -222,7 +222,7 @@ def model_from_spec(
     result, a file on disk), so that it ranks, prints and shows like a catalog model.
     It has no benchmark figure (quality=None): its quality prior is the size prior."""
     from rooflight.catalog.models import GGUFSource, HParams
-    from rooflight.gguf.synthetic import ARCHITECTURES
+    from rooflight.gguf.quant_recipe import ARCHITECTURES
 
     kv = [h for h in spec.n_head_kv if h] or [spec.n_head[0] if spec.n_head else 1]
     swa = spec.swa_layers if spec.sliding_window else ()
