@@ -134,3 +134,35 @@ def test_lfm2_moe_layout():
     assert spec.ssm_state_bytes_per_seq == 2048 * 2 * 4
     assert spec.tensor("blk.1.ffn_up.weight") is not None and spec.tensor("blk.2.ffn_up_exps.weight") is not None
     assert spec.n_expert == 32 and spec.n_expert_used == 4
+
+
+def test_recipe_vocab_floor_is_the_writers():
+    from rooflight.gguf import arch_recipe, synthetic
+
+    assert arch_recipe.MINIMAL_VOCAB_SIZE == synthetic.MINIMAL_VOCAB_SIZE
+    from gguf import ExpertGatingFuncType
+
+    assert arch_recipe.EXPERT_GATING_SIGMOID == int(ExpertGatingFuncType.SIGMOID)
+
+
+def test_config_spec_is_the_written_files_spec(tmp_path):
+    # one recipe: the header of a written file and the spec from config fields agree
+    from rooflight.gguf import load_model_spec
+    from rooflight.gguf.synthetic_hybrid import write_hybrid_model
+
+    spec = spec_from_config(QWEN35_9B, arch="qwen35", ftype="Q8_0", name="q")
+    shape_config = {**QWEN35_9B, "hidden_size": 256, "num_attention_heads": 4, "head_dim": 64,
+                    "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000,
+                    "linear_key_head_dim": 32, "linear_value_head_dim": 32}
+    small = spec_from_config(shape_config, arch="qwen35", ftype="Q8_0", name="q")
+    from rooflight.gguf.arch_recipe import HybridShape
+
+    shape = HybridShape("qwen35", n_embd=256, n_head=4, head_dim=64, n_head_kv=(2,) * 32, n_ff=(512,) * 32,
+                        n_vocab=1000, context_length=small.context_length, ssm_d_conv=4, ssm_d_inner=32 * 32,
+                        ssm_d_state=32, ssm_dt_rank=32, ssm_n_group=16, tie_embeddings=False)
+    written = load_model_spec(str(write_hybrid_model(tmp_path / "q.gguf", shape, ftype="Q8_0")))
+    assert [(t.name, t.ggml_type, t.shape) for t in written.tensors] == [
+        (t.name, t.ggml_type, t.shape) for t in small.tensors]
+    for field in ("recurrent_layers", "n_head_kv", "ssm_state_bytes_per_seq", "n_ff", "file_type"):
+        assert getattr(written, field) == getattr(small, field), field
+    assert spec.params > small.params

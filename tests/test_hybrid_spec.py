@@ -75,9 +75,9 @@ def test_rank_lists_unmodeled_architectures_apart():
     from rooflight.catalog.models import load_catalog
     from rooflight.catalog.rank import rank_models
 
-    model = replace(load_catalog()[0], layout="rwkv7")  # sized as llama, named an RWKV
+    model = replace(load_catalog()[0], architecture="rwkv7")  # an entry naming an RWKV model
     rows: list[dict] = []
     ranked = rank_models(HOST, models=(model,), unavailable=rows)
     assert ranked == []
-    assert rows == [{"id": model.id, "name": model.name, "architecture": "rwkv7",
-                     "reason": unavailable_reason("rwkv7")}]
+    assert [(r["id"], r["architecture"], r["reason"]) for r in rows] == [
+        (model.id, "rwkv7", unavailable_reason("rwkv7"))]

@@ -33,28 +33,33 @@ out exactly as they would from the published GGUF, through one code path:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
-
-from gguf import GGUFValueType, GGUFWriter
 
 from rooflight.errors import BadInputError
 
-from .build import build_model_spec
-from .header import ArrayInfo, GGUFHeader, GGUFTensor
-from .spec import ModelSpec
-from .synthetic import TensorPlan, plan_tensors
-from .synthetic_gemma3n import KV_FROM_START, add_gemma3n_metadata, plan_gemma3n_tensors
-from .synthetic_hybrid import (
+from .arch_recipe import (
     HYBRID_ARCHITECTURES,
+    KV_FROM_START,
     HybridShape,
-    add_hybrid_metadata,
+    gemma3n_metadata,
+    hybrid_metadata,
+    plan_gemma3n_tensors,
     plan_hybrid_tensors,
 )
+from .arrays import ArrayInfo
+from .build import build_model_spec
+from .quant_recipe import _ALL_FILE_TYPES, TensorPlan, normalize_ftype, plan_tensors
+from .spec import ModelSpec
 
 # transformer architectures whose converter writes the config's sliding window, and how
 # it writes the per-layer pattern ("layer_types" array, or none: llama.cpp's fixed one)
 _SWA_FROM_CONFIG = {"gemma2": None, "gemma3": None, "cohere2": None, "olmo2": "layer_types",
                     "exaone4": "layer_types"}
+# plain transformers the llama-style tensor list describes (dense or routed experts without a
+# shared one); any other architecture gets a sentence rather than a layout it does not have
+_TRANSFORMERS = frozenset({"llama", "mistral3", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3",
+                           "cohere2", "olmo2", "exaone4", "phi3", "granite", "smollm3", "mixtral"})
 
 
 def _text(config: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -192,28 +197,44 @@ def _delta_net(c: Mapping[str, Any], arch: str) -> tuple[HybridShape, list[bool]
 _HYBRID = {"lfm2": _lfm2, "lfm2moe": _lfm2, "granitehybrid": _granite, "nemotron_h": _nemotron, "jamba": _jamba}
 
 
-def _metadata(arch: str, add) -> dict[str, Any]:
-    """What add(writer) writes, as the header parser would return it."""
-    writer = GGUFWriter(None, arch)
-    add(writer)
-    out: dict[str, Any] = {}
-    for key, v in writer.kv_data[0].items():
-        if v.type == GGUFValueType.ARRAY:
-            values = tuple(v.value)
-            item = GGUFValueType.BOOL if values and type(values[0]) is bool else GGUFValueType.INT32
+_BOOL, _INT32 = 7, 5  # gguf.GGUFValueType.BOOL / INT32
+
+
+def _metadata(arch: str, keys: dict[str, Any], ftype: str) -> dict[str, Any]:
+    """Recipe keys as the header parser returns them: lists become ArrayInfo."""
+    out: dict[str, Any] = {"general.architecture": arch,
+                           "general.file_type": int(_ALL_FILE_TYPES[normalize_ftype(ftype)][0])}
+    for key, value in keys.items():
+        if isinstance(value, list | tuple):
+            values = tuple(value)
+            item = _BOOL if values and type(values[0]) is bool else _INT32
             out[key] = ArrayInfo(item, len(values), values)
         else:
-            out[key] = v.value
+            out[key] = value
     return out
 
 
-def _header(name: str, metadata: dict[str, Any], plans: Sequence[TensorPlan]) -> GGUFHeader:
-    tensors, offset = [], 0
-    for p in plans:
-        tensors.append(GGUFTensor(p.name, int(p.qtype), p.qtype.name, p.ne, offset, p.n_bytes))
-        offset += p.n_bytes + (-p.n_bytes % 32)
-    return GGUFHeader(source=name, version=3, metadata=metadata, tensors=tuple(tensors), alignment=32,
-                      data_offset=0, file_size=offset, bytes_read=0)
+@dataclass(frozen=True)
+class _Tensor:  # what build_model_spec reads of a header's tensor
+    name: str
+    type_name: str
+    shape: tuple[int, ...]
+    n_bytes: int
+
+
+@dataclass(frozen=True)
+class _Header:  # what build_model_spec reads of a GGUFHeader
+    source: str
+    metadata: dict[str, Any]
+    tensors: tuple[_Tensor, ...]
+    file_size: int
+    bytes_read: int = 0
+
+
+def _header(name: str, metadata: dict[str, Any], plans: Sequence[TensorPlan]) -> _Header:
+    tensors = tuple(_Tensor(p.name, p.qtype.name, p.ne, p.n_bytes) for p in plans)
+    size = sum(t.n_bytes + (-t.n_bytes % 32) for t in tensors)  # 32-byte aligned, as written
+    return _Header(name, metadata, tensors, size)
 
 
 def _transformer(c: Mapping[str, Any], arch: str, ftype: str) -> tuple[dict[str, Any], list[TensorPlan]]:
@@ -227,26 +248,24 @@ def _transformer(c: Mapping[str, Any], arch: str, ftype: str) -> tuple[dict[str,
                          n_head_kv=n_kv, head_dim=common["head_dim"], n_ff=n_ff, n_vocab=common["n_vocab"],
                          n_expert=n_expert, tie_embeddings=common["tie_embeddings"])
 
-    def add(w: GGUFWriter) -> None:
-        w.add_block_count(n)
-        w.add_context_length(common["context_length"])
-        w.add_embedding_length(common["n_embd"])
-        w.add_feed_forward_length(n_ff)
-        w.add_head_count(common["n_head"])
-        w.add_head_count_kv(n_kv)
-        w.add_key_length(common["head_dim"])
-        w.add_value_length(common["head_dim"])
-        if n_expert:
-            w.add_expert_count(n_expert)
-            w.add_expert_used_count(int(_find(c, ["num_experts_per_tok", "num_experts_per_token"])))
-            w.add_expert_feed_forward_length(n_ff)
-        if arch in _SWA_FROM_CONFIG and c.get("sliding_window"):
-            w.add_sliding_window(int(c["sliding_window"]))
-            types = c.get("layer_types")
-            if _SWA_FROM_CONFIG[arch] == "layer_types" and isinstance(types, list) and len(types) == n:
-                w.add_sliding_window_pattern([t == "sliding_attention" for t in types])
+    a = arch
+    keys: dict[str, Any] = {
+        f"{a}.block_count": n, f"{a}.context_length": common["context_length"],
+        f"{a}.embedding_length": common["n_embd"], f"{a}.feed_forward_length": n_ff,
+        f"{a}.attention.head_count": common["n_head"], f"{a}.attention.head_count_kv": n_kv,
+        f"{a}.attention.key_length": common["head_dim"], f"{a}.attention.value_length": common["head_dim"],
+    }
+    if n_expert:
+        keys[f"{a}.expert_count"] = n_expert
+        keys[f"{a}.expert_used_count"] = int(_find(c, ["num_experts_per_tok", "num_experts_per_token"]))
+        keys[f"{a}.expert_feed_forward_length"] = n_ff
+    if arch in _SWA_FROM_CONFIG and c.get("sliding_window"):
+        keys[f"{a}.attention.sliding_window"] = int(c["sliding_window"])
+        types = c.get("layer_types")
+        if _SWA_FROM_CONFIG[arch] == "layer_types" and isinstance(types, list) and len(types) == n:
+            keys[f"{a}.attention.sliding_window_pattern"] = [t == "sliding_attention" for t in types]
 
-    return _metadata(arch, add), plans
+    return _metadata(arch, keys, ftype), plans
 
 
 def spec_from_config(config: Mapping[str, Any], *, arch: str, ftype: str, name: str) -> ModelSpec:
@@ -263,12 +282,10 @@ def spec_from_config(config: Mapping[str, Any], *, arch: str, ftype: str, name: 
                 shape, recurrent = _delta_net(c, arch)
             plans = plan_hybrid_tensors(shape, ftype)
 
-            def add(w: GGUFWriter) -> None:
-                add_hybrid_metadata(w, shape)
-                if recurrent is not None:
-                    w.add_array(f"{arch}.attention.recurrent_layers", recurrent)
-
-            metadata = _metadata(arch, add)
+            keys = hybrid_metadata(shape)
+            if recurrent is not None:
+                keys[f"{arch}.attention.recurrent_layers"] = recurrent
+            metadata = _metadata(arch, keys, ftype)
         elif arch == "gemma3n":
             common = _common(c)
             n = int(c["num_hidden_layers"])
@@ -279,15 +296,18 @@ def spec_from_config(config: Mapping[str, Any], *, arch: str, ftype: str, name: 
             plans = plan_gemma3n_tensors(ftype=ftype, n_vocab=common["n_vocab"], **kw)
             types = c.get("layer_types")
             pattern = [t == "sliding_attention" for t in types] if isinstance(types, list) and len(types) == n else None
-            metadata = _metadata(arch, lambda w: add_gemma3n_metadata(
-                w, **kw, context_length=common["context_length"], sliding_window=int(c["sliding_window"]),
-                swa_pattern=pattern))
+            metadata = _metadata(arch, gemma3n_metadata(
+                **kw, context_length=common["context_length"], sliding_window=int(c["sliding_window"]),
+                swa_pattern=pattern), ftype)
             shared = c.get("num_kv_shared_layers")
             if isinstance(shared, int) and n - shared != KV_FROM_START:
                 raise BadInputError(f"{name}: llama.cpp keeps the KV cache of exactly {KV_FROM_START} gemma3n "
                                     f"layers, but this config shares all but {n - shared}.")
-        else:
+        elif arch in _TRANSFORMERS:
             metadata, plans = _transformer(c, arch, ftype)
+        else:
+            raise BadInputError(f"{name}: Rooflight has no config.json mapping for {arch} layers "
+                                "(a GGUF header of the file is needed).")
     except (KeyError, TypeError, ValueError) as e:
         raise BadInputError(f"{name}: config.json cannot describe a {arch} model ({e}).") from e
     return build_model_spec([_header(name, metadata, plans)], default_name=name)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .header import ArrayInfo
+from .arrays import ArrayInfo
 
 F32 = 4
 
