@@ -22,6 +22,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from rooflight.estimate import experts
 from rooflight.estimate.compute import micro_batch
 from rooflight.estimate.config import RunConfig
 from rooflight.estimate.kv import kv_cells_seen, kv_reads_by_layer
@@ -232,7 +233,13 @@ def _decode_fixed(
     overhead = SAMPLING_S_PER_VOCAB * spec.n_vocab
     for dev, start, end in device_runs(devices[: spec.n_layer]):
         overhead = sum(itertools.repeat(overhead_per_layer[dev], end - start), overhead)
-    return _weight_reads_per_token(spec, devices), _cpu_cycles_per_token(spec, devices), overhead
+    reads, cycles = _weight_reads_per_token(spec, devices), _cpu_cycles_per_token(spec, devices)
+    if mem.n_cpu_moe:  # experts in RAM (estimate/experts.py): the CPU reads and multiplies them
+        experts.shift_reads(reads, spec, devices, mem.n_cpu_moe)
+        cycles += experts.cpu_cycles(spec, devices, mem.n_cpu_moe)
+        for dev, n in experts.handovers(devices, mem.n_cpu_moe).items():
+            overhead += n * overhead_per_layer[dev]
+    return reads, cycles, overhead
 
 
 def decode_parts_s(
@@ -351,6 +358,7 @@ def prefill_time_s(
         for il in range(start, end):
             acc[4 if swa[il] else 2] += spec.head_dim_k * max(spec.n_head[il], 1)
         acc[3] += end - start
+    experts.shift_prefill(per_dev, spec, devices, mem.n_cpu_moe)  # experts in RAM: CPU-held weights
 
     total, bound_times = 0.0, {"compute": 0.0, "memory": 0.0, "pcie": 0.0}
     done = 0
