@@ -12,10 +12,11 @@ import sys
 
 from rooflight import __version__
 from rooflight.commands import register_all
-from rooflight.commands.common import calibration_for, check_use_case
+from rooflight.commands.common import N_CPU_MOE_HELP, calibration_for, check_use_case
 from rooflight.commands.common import emit_json as _emit_json
 from rooflight.commands.common import gpu_layers as _gpu_layers
 from rooflight.commands.common import load_hardware as _hardware
+from rooflight.commands.common import n_cpu_moe as _n_cpu_moe
 from rooflight.commands.common import positive_int as _positive_int
 from rooflight.errors import RooflightError
 
@@ -44,6 +45,7 @@ def _wishes(args):
         n_ubatch=args.ubatch,
         prompt_tokens=args.prompt_tokens,
         gen_tokens=args.gen_tokens,
+        n_cpu_moe=args.n_cpu_moe,
     )
 
 
@@ -110,6 +112,7 @@ def _add_estimate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16")
     p.add_argument("--flash-attn", choices=["on", "off", "auto"], default="auto")
     p.add_argument("--gpu-layers", type=_gpu_layers, default="auto", metavar="N|auto")
+    p.add_argument("--n-cpu-moe", type=_n_cpu_moe, default=0, metavar="N|auto|all", help=N_CPU_MOE_HELP)
     p.add_argument("--threads", type=_positive_int)
     p.add_argument("--prompt-tokens", type=_positive_int, default=512)
     p.add_argument("--gen-tokens", type=_positive_int, default=128)

@@ -15,7 +15,7 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from rooflight.commands.common import emit_json, gpu_layers, positive_int
+from rooflight.commands.common import N_CPU_MOE_HELP, emit_json, gpu_layers, n_cpu_moe, positive_int
 from rooflight.errors import BadInputError, RooflightError
 
 HELP = """commands:
@@ -36,6 +36,7 @@ def register(subparsers) -> None:
     g = p.add_argument_group("load (as `rooflight estimate`; the plan is what gets loaded)")
     g.add_argument("--ctx", type=positive_int, help="context length (default: 8192, capped at the model's)")
     g.add_argument("--gpu-layers", type=gpu_layers, default="auto", metavar="N|auto")
+    g.add_argument("--n-cpu-moe", type=n_cpu_moe, default=0, metavar="N|auto|all", help=N_CPU_MOE_HELP)
     g.add_argument("--threads", type=positive_int)
     g.add_argument("--batch", type=positive_int, default=512)
     g.add_argument("--ubatch", type=positive_int, default=512)
@@ -113,7 +114,7 @@ def _wishes(args):
     from rooflight.estimate import Wishes
 
     return Wishes(n_ctx=args.ctx, n_gpu_layers=args.gpu_layers, kv_type=args.kv_type, flash_attn=args.flash_attn,
-                  n_threads=args.threads, n_batch=args.batch, n_ubatch=args.ubatch)
+                  n_threads=args.threads, n_batch=args.batch, n_ubatch=args.ubatch, n_cpu_moe=args.n_cpu_moe)
 
 
 def _sampling(args, base):
@@ -127,6 +128,8 @@ def plan_summary(lp) -> str:
     mem_gb = est.memory.total_bytes / 1e9
     p = est.performance
     layers = f"{cfg.n_gpu_layers}/{lp.spec.n_layer + 1} layers on GPU" if lp.hardware.backend != "cpu" else "CPU"
+    if cfg.n_cpu_moe:
+        layers += f" · experts of {cfg.n_cpu_moe} layers in RAM"
     return (f"{lp.spec.name} ({lp.spec.file_type}) · {est.fit} · {layers} · {cfg.n_ctx}-token context · "
             f"{cfg.n_threads} threads · {mem_gb:.2f} GB · predicted {p.decode_tok_s:.1f} tok/s decode, "
             f"{p.prefill_tok_s:.0f} tok/s prefill" + (" (calibrated)" if p.calibrated else ""))

@@ -35,6 +35,22 @@ def gpu_layers(text: str) -> int | str:
     return value
 
 
+def n_cpu_moe(text: str) -> int | str:
+    """--n-cpu-moe N|auto|all: MoE experts of the first N layers kept in RAM (llama.cpp's flag)."""
+    from rooflight.errors import BadInputError
+    from rooflight.estimate.experts import parse_wish
+
+    try:
+        return parse_wish(text)
+    except BadInputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+N_CPU_MOE_HELP = ("MoE models: keep the routed experts of the first N layers in RAM, attention and KV cache on "
+                  "the GPU (llama.cpp's --n-cpu-moe); all; or auto: the faster of that and a layer split "
+                  "(default 0)")
+
+
 def load_hardware(args):
     """The machine to plan for: the --hardware profile if given, else this one, detected."""
     from rooflight.hardware import detect, load_profile

@@ -136,7 +136,7 @@ class BufferOverrides:
         self.buft = cpu_buffer_type() if buft is None else buft
         self._strings: list[ctypes.Array] | None = [ctypes.create_string_buffer(p.encode()) for p in self.patterns]
         arr = (_Override * (len(self.patterns) + 1))()
-        for slot, s in zip(arr, self._strings):
+        for slot, s in zip(arr, self._strings, strict=False):  # the last slot stays the terminator
             slot.pattern = ctypes.cast(s, ctypes.c_char_p)
             slot.buft = self.buft
         arr[len(self.patterns)].pattern = None  # the terminator llama.cpp stops at
