@@ -27,6 +27,7 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFWriter, LlamaFileTy
 from gguf import quants as gguf_quants
 
 from rooflight.errors import OperationFailedError
+from rooflight.gguf import gptoss_layout
 
 __all__ = [
     "ARCHITECTURES",
@@ -41,7 +42,7 @@ __all__ = [
 
 Q = GGMLQuantizationType
 
-ARCHITECTURES = ("llama", "gemma3", "qwen3moe")
+ARCHITECTURES = ("llama", "gemma3", "qwen3moe", "gpt-oss")
 
 # ftype name -> (general.file_type, the tensor type a 2-D weight gets before llama-quant's
 # per-tensor adjustments). Same table as llama_ftype_get_default_type() in llama-quant.cpp.
@@ -59,6 +60,8 @@ FILE_TYPES: dict[str, tuple[LlamaFileType, GGMLQuantizationType]] = {
     "Q5_K_S": (LlamaFileType.MOSTLY_Q5_K_S, Q.Q5_K),
     "Q5_K_M": (LlamaFileType.MOSTLY_Q5_K_M, Q.Q5_K),
     "Q6_K": (LlamaFileType.MOSTLY_Q6_K, Q.Q6_K),
+    # gpt-oss as released: experts MXFP4, every other matrix Q8_0 (gguf/gptoss_layout.py)
+    "MXFP4_MOE": (LlamaFileType.MOSTLY_MXFP4_MOE, Q.MXFP4),
 }
 # Bare K-quant names mean the "_M" mixture, the one people download.
 _FTYPE_ALIASES = {"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M", "FP16": "F16", "FP32": "F32"}
@@ -194,7 +197,10 @@ def plan_tensors(
     ftype = _normalize_ftype(ftype)
 
     def weight(name: str, shape: tuple[int, ...], role: str, layer: int = 0) -> TensorPlan:
-        qtype = _weight_type(ftype, role, shape[-1], layer, n_layer, n_expert)
+        if ftype == "MXFP4_MOE":  # llama-quant: 3-D (expert) tensors MXFP4, the rest Q8_0
+            qtype = _fallback(Q.MXFP4 if len(shape) == 3 else Q.Q8_0, shape[-1])
+        else:
+            qtype = _weight_type(ftype, role, shape[-1], layer, n_layer, n_expert)
         init = "output" if role == "output" else "normal"
         return TensorPlan(name, shape, qtype, init)
 
@@ -208,6 +214,9 @@ def plan_tensors(
     if not tie_embeddings:
         plans.append(weight("output.weight", (n_vocab, n_embd), "output"))
 
+    if arch == gptoss_layout.ARCH:
+        return plans + gptoss_layout.tensors(TensorPlan, weight, norm, n_layer=n_layer, n_embd=n_embd, n_head=n_head,
+                                             n_head_kv=n_head_kv, head_dim=head_dim, n_ff=n_ff, n_expert=n_expert)
     q_dim, kv_dim = n_head * head_dim, n_head_kv * head_dim
     for i in range(n_layer):
         b = f"blk.{i}."
@@ -480,6 +489,8 @@ def write_model(
                     writer.add_sliding_window_pattern(
                         swa_pattern if isinstance(swa_pattern, int) else [bool(v) for v in swa_pattern]
                     )
+        elif arch == gptoss_layout.ARCH:
+            gptoss_layout.add_header(writer, n_ff=n_ff, sliding_window=sliding_window)
         else:
             writer.add_rope_freq_base(10_000.0)
         if n_expert:
@@ -533,7 +544,7 @@ def _check_args(
         raise ValueError("n_embd and n_ff must be multiples of 32 and head_dim even")
     if n_vocab < MINIMAL_VOCAB_SIZE:
         raise ValueError(f"n_vocab must be at least {MINIMAL_VOCAB_SIZE} (specials, bytes, '▁')")
-    if sliding_window and arch != "gemma3":
+    if sliding_window and arch not in ("gemma3", gptoss_layout.ARCH):
         raise ValueError(f"arch {arch!r} has no sliding-window attention in llama.cpp")
     if swa_pattern is not None and not sliding_window:
         raise ValueError("swa_pattern needs sliding_window > 0")
@@ -545,8 +556,8 @@ def _check_args(
         raise ValueError("n_expert_used must be > 0 when n_expert > 0")
     if n_expert and arch == "gemma3":
         raise ValueError("gemma3 has no expert layers")
-    if arch == "qwen3moe" and not n_expert:
-        raise ValueError("qwen3moe needs n_expert > 0")
+    if arch in ("qwen3moe", gptoss_layout.ARCH) and not n_expert:
+        raise ValueError(f"{arch} needs n_expert > 0")
 
 
 # --------------------------------------------------------------------------------------------
