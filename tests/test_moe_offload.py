@@ -76,7 +76,7 @@ def test_override_array_is_null_terminated_and_freed():
     ov.release(params)
     assert ov.released and params.tensor_buft_overrides is None
     with pytest.raises(RuntimeError):
-        ov.address
+        _ = ov.address
 
 
 def test_too_many_overrides_and_layout_mismatch_are_one_sentence(monkeypatch):
