@@ -39,6 +39,7 @@ from rooflight.hardware import HardwareProfile
 from rooflight.ui import theme
 from rooflight.ui.advice_panel import AdvicePanel
 from rooflight.ui.detail_plots import DetailPlots
+from rooflight.ui.experts_control import ExpertsInRam
 from rooflight.ui.latest import LatestTask
 from rooflight.ui.pages.base import Shot
 from rooflight.ui.stack_page import StackPage
@@ -264,6 +265,7 @@ class ModelDetail(QWidget):
         self.memory = MemoryBar()
         right.addWidget(self.memory)
         right.addLayout(self._layers_row())
+        right.addWidget(self._experts_row())
         self.speed = label("", "heading", wrap=True)
         self.speed.setAccessibleName("Predicted speed")
         self.config = label("", "muted", wrap=True, selectable=True)
@@ -300,6 +302,22 @@ class ModelDetail(QWidget):
         lrow.addWidget(self.layers_value)
         lrow.addWidget(self.layers_auto)
         return lrow
+
+    def _experts_row(self) -> QWidget:
+        """MoE models only: the experts of the first N layers in RAM (part of the tuning)."""
+        self.experts_row = QWidget()
+        erow = QHBoxLayout(self.experts_row)
+        erow.setContentsMargins(0, 0, 0, 0)
+        erow.addWidget(label("Experts in RAM", "heading"))
+        self.experts = ExpertsInRam()
+        self.experts.value_changed.connect(self._experts_changed)
+        erow.addWidget(self.experts, 1)
+        self.experts_row.hide()
+        return self.experts_row
+
+    def _experts_changed(self, value) -> None:
+        self.tuning = replace(self.tuning, n_cpu_moe=value)
+        self._replan_quants()  # every quant with the experts placed so; bars and speeds follow
 
     # -- public ------------------------------------------------------------------------
     @property
@@ -348,6 +366,8 @@ class ModelDetail(QWidget):
         self.meta.setText(f"{m.params_total:g}B parameters{active} · {m.architecture} · licence {m.license} · "
                           f"{', '.join(m.tags)} · up to {ctx_label(m.hparams.context_length)} context")
         self._ctx_steps = context_steps(m.hparams.context_length)
+        self.experts.set_layers(m.hparams.n_layer)
+        self.experts_row.setVisible(m.is_moe)
         target = keep_ctx or ranked.best.estimate.config.n_ctx
         self.ctx_slider.blockSignals(True)
         self.ctx_slider.setRange(0, len(self._ctx_steps) - 1)
@@ -434,6 +454,7 @@ class ModelDetail(QWidget):
 
     def _show_tuning(self) -> None:
         text = tuning_text(self.tuning)
+        self.experts.set_value(self.tuning.n_cpu_moe)  # the advisor's or Reset's, shown in its control
         self.tuning_note.setText(f"Settings from the advisor: {text}." if text else "")
         self.tuning_note.setVisible(bool(text))
         self.tuning_reset.setVisible(bool(text))
@@ -588,6 +609,7 @@ class ModelDetail(QWidget):
         gpu = profile is not None and profile.backend != "cpu" and bool(profile.gpus)
         self.layers_slider.setEnabled(gpu)
         self.layers_auto.setEnabled(gpu)
+        self.experts.set_gpu(gpu)
         tip = ("" if gpu else "No GPU that llama.cpp can use here; try “What if…” on the "
                "This machine page to plan for one.")
         self.layers_slider.setToolTip(tip or "Layers offloaded to the GPU(s); the rest run on the CPU")
@@ -603,7 +625,9 @@ class ModelDetail(QWidget):
             f"Planned: {cfg.n_gpu_layers} of {s.n_layer + 1} layers on the GPU · KV cache {cfg.kv_type} · "
             f"flash attention {'on' if cfg.flash_attn else 'off'} · {cfg.n_threads} threads · "
             f"batch {cfg.n_batch}/{cfg.n_ubatch} · decode {p.bound}-bound"
-            + (" · calibrated on this machine" if p.calibrated else ""))
+            + (f" · MoE experts of {cfg.n_cpu_moe} layers in RAM" if cfg.n_cpu_moe else "")
+            + (" · calibrated on this machine" if p.calibrated else "")
+            + (f"\n{est.moe_choice.reason}" if est.moe_choice is not None else ""))
         self._update_panels()
 
     def _update_panels(self) -> None:
