@@ -231,8 +231,8 @@ def test_speed_charges_the_cpu_for_the_routed_experts():
     hw = _profile([{"name": "RTX 3090"}])
     w = Wishes(n_ctx=4096, n_gpu_layers=spec.n_layer + 1)
     base, moved = plan(spec, hw, w), plan(spec, hw, replace(w, n_cpu_moe=6))
-    r0 = _decode_fixed(spec, hw, base.memory)[0]
-    r6 = _decode_fixed(spec, hw, moved.memory)[0]
+    r0 = _decode_fixed(spec, hw, base.memory).reads
+    r6 = _decode_fixed(spec, hw, moved.memory).reads
     routed = sum(ex.expert_table(spec).active_bytes[:6])
     assert r6["cpu"] - r0.get("cpu", 0.0) == pytest.approx(routed)
     assert r0["gpu0"] - r6["gpu0"] == pytest.approx(routed)
@@ -306,3 +306,23 @@ def test_cli_estimate_advise_bench_take_n_cpu_moe(small_models, tmp_path):
              "--gen-tokens", "4", "--ctx", "256", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["config"]["n_cpu_moe"] == 2
+
+
+def test_a_measured_probe_prices_the_experts_in_ram(small_models):
+    """With this machine's kernel probe (estimate/probe_roofline.py) the CPU's share of decode
+    is the probe's seconds per weight over the moved experts' active elements."""
+    from test_probe import _probe
+
+    from rooflight.store.calibration import machine_key
+
+    spec = load_model_spec(str(small_models["qwen3moe"]))
+    hw = _profile([{"name": "RTX 3090"}])
+    probe = _probe(machine_key(hw), "b", n_threads=8)
+    w = Wishes(n_ctx=512, n_threads=8, n_gpu_layers=spec.n_layer + 1, n_cpu_moe=2)
+    est = plan(spec, hw, w)
+    fixed = _decode_fixed(spec, hw, est.memory, est.config, probe)
+    elements = ex.cpu_by_type(spec, est.memory.layer_devices, 2)
+    assert elements and all(set(d) == {"Q8_0"} for d in elements)
+    want = sum(n * probe.kernel("Q8_0").decode_s_per_weight for d in elements for n in d.values())
+    assert sum(fixed.cpu_weights.values()) == pytest.approx(want)
+    assert "cpu" not in fixed.reads  # priced by the probe, not by bandwidth

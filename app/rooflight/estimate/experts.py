@@ -46,6 +46,7 @@ class ExpertTable:
     active_bytes: tuple[float, ...]  # read per token (n_expert_used of n_expert)
     active_params: tuple[float, ...]  # multiply-adds per token
     cpu_cycles: tuple[float, ...]  # CPU cycles per token (layers.cpu_cycles_per_weight)
+    by_type: tuple[dict[str, float], ...] = ()  # active matrix elements per weight type (a probe prices these)
 
     @property
     def total_bytes(self) -> int:
@@ -61,14 +62,19 @@ def expert_table(spec: ModelSpec) -> ExpertTable:
     if table is None:
         n = spec.n_layer
         b, ab, ap, cy = [0] * n, [0.0] * n, [0.0] * n, [0.0] * n
-        ratio = spec.n_expert_used / spec.n_expert if spec.n_expert else 1.0
+        by_type: list[dict[str, float]] = [{} for _ in range(n)]
+        moe_ratio = spec.n_expert_used / spec.n_expert if spec.n_expert else 1.0
         for t in spec.tensors:
             if t.layer is not None and 0 <= t.layer < n and is_moved_by_n_cpu_moe(t.name):
+                ratio = moe_ratio if t.is_expert else 1.0  # as layers.py counts them, to move exactly that
                 b[t.layer] += t.n_bytes
                 ab[t.layer] += t.n_bytes * ratio
                 ap[t.layer] += t.n_elements * ratio
                 cy[t.layer] += t.n_elements * ratio * cpu_cycles_per_weight(t.ggml_type)
-        table = _cache[key] = ExpertTable(tuple(b), tuple(ab), tuple(ap), tuple(cy))
+                if len(t.shape) >= 2:
+                    kind = t.ggml_type.upper()
+                    by_type[t.layer][kind] = by_type[t.layer].get(kind, 0.0) + t.n_elements * ratio
+        table = _cache[key] = ExpertTable(tuple(b), tuple(ab), tuple(ap), tuple(cy), tuple(by_type))
         weakref.finalize(spec, _cache.pop, key, None)
     return table
 
@@ -154,6 +160,12 @@ def cpu_cycles(spec: ModelSpec, devices, n_cpu_moe: int) -> float:
     return sum(sum(table.cpu_cycles[s:e]) for _, s, e in _moved_runs(devices, n_cpu_moe)) if n_cpu_moe else 0.0
 
 
+def cpu_by_type(spec: ModelSpec, devices, n_cpu_moe: int) -> list[dict[str, float]]:
+    """Decode with a measured probe: the moved experts' active elements per weight type."""
+    table = expert_table(spec)
+    return [table.by_type[i] for _, s, e in (_moved_runs(devices, n_cpu_moe) if n_cpu_moe else ()) for i in range(s, e)]
+
+
 def handovers(devices, n_cpu_moe: int) -> dict[str, int]:
     """Blocks per GPU whose experts run on the CPU: each is one GPU -> CPU -> GPU round trip."""
     out: dict[str, int] = {}
@@ -162,17 +174,27 @@ def handovers(devices, n_cpu_moe: int) -> dict[str, int]:
     return out
 
 
-def shift_prefill(per_dev: dict[str, list[float]], spec: ModelSpec, devices, n_cpu_moe: int) -> None:
-    """Prefill: per_dev[dev] = [weight bytes, multiply-adds per token, ...] (perf.py); the
-    experts' bytes and work go to the CPU entry, which perf.py copies over PCIe to the GPU
-    for micro-batches of 32+ tokens (op_offload) or runs on the CPU below that."""
+def shift_prefill(per_dev: dict, spec: ModelSpec, devices, n_cpu_moe: int, new) -> None:
+    """Prefill: per_dev[dev] is perf.py's _PrefillWork (weight_bytes, params, params_by_type);
+    the experts' bytes and work go to the CPU's entry (new() makes one), which perf.py copies
+    over PCIe to the GPU for micro-batches of 32+ tokens (op_offload) or runs on the CPU."""
     if not n_cpu_moe:
         return
     table = expert_table(spec)
     for dev, start, end in _moved_runs(devices, n_cpu_moe):
+        src = per_dev[dev]
+        cpu = per_dev.get(CPU)
+        if cpu is None:
+            cpu = per_dev[CPU] = new()
         b, p = sum(table.bytes[start:end]), sum(table.active_params[start:end])
-        per_dev[dev][0] -= b
-        per_dev[dev][1] -= p
-        cpu = per_dev.setdefault(CPU, [0.0, 0.0, 0.0, 0, 0.0])
-        cpu[0] += b
-        cpu[1] += p
+        src.weight_bytes -= b
+        src.params -= p
+        cpu.weight_bytes += b
+        cpu.params += p
+        for i in range(start, end):
+            for kind, n in table.by_type[i].items():
+                if src.params_by_type is not None:
+                    src.params_by_type[kind] = src.params_by_type.get(kind, 0.0) - n
+                if cpu.params_by_type is None:
+                    cpu.params_by_type = {}
+                cpu.params_by_type[kind] = cpu.params_by_type.get(kind, 0.0) + n

@@ -38,6 +38,7 @@ from rooflight.format import FIT_BADGES, FIT_LABELS
 from rooflight.hardware import HardwareProfile
 from rooflight.ui import theme
 from rooflight.ui.advice_panel import AdvicePanel
+from rooflight.ui.confirm_row import ConfirmRow, model_source
 from rooflight.ui.detail_plots import DetailPlots
 from rooflight.ui.experts_control import ExpertsInRam
 from rooflight.ui.latest import LatestTask
@@ -264,6 +265,8 @@ class ModelDetail(QWidget):
         right.addWidget(self.fit_text)
         self.memory = MemoryBar()
         right.addWidget(self.memory)
+        self.confirm_row = ConfirmRow(self.ctx)  # llama.cpp's own numbers, on demand
+        right.addWidget(self.confirm_row)
         right.addLayout(self._layers_row())
         right.addWidget(self._experts_row())
         self.speed = label("", "heading", wrap=True)
@@ -628,6 +631,9 @@ class ModelDetail(QWidget):
             + (f" · MoE experts of {cfg.n_cpu_moe} layers in RAM" if cfg.n_cpu_moe else "")
             + (" · calibrated on this machine" if p.calibrated else "")
             + (f"\n{est.moe_choice.reason}" if est.moe_choice is not None else ""))
+        m = self.ctx.machine
+        self.confirm_row.set_subject(model_source(self.ranked, self.current, self.ctx.installed), est,
+                                     m.detected, m.is_what_if)
         self._update_panels()
 
     def _update_panels(self) -> None:
