@@ -311,9 +311,8 @@ def test_cli_estimate_advise_bench_take_n_cpu_moe(small_models, tmp_path):
 def test_a_measured_probe_prices_the_experts_in_ram(small_models):
     """With this machine's kernel probe (estimate/probe_roofline.py) the CPU's share of decode
     is the probe's seconds per weight over the moved experts' active elements."""
-    from test_probe import _probe
-
     from rooflight.store.calibration import machine_key
+    from test_probe import _probe
 
     spec = load_model_spec(str(small_models["qwen3moe"]))
     hw = _profile([{"name": "RTX 3090"}])
