@@ -83,27 +83,8 @@ def has_experts(spec: ModelSpec) -> bool:
     return spec.is_moe and expert_table(spec).total_bytes > 0
 
 
-def resolve(value: int | str, spec: ModelSpec) -> int | str:
-    """A --n-cpu-moe wish as a block count (or "auto"): "all" is every block; counts beyond
-    the model's blocks mean all of them (llama.cpp adds patterns no tensor matches); a model
-    without routed experts has nothing to move (0)."""
-    if isinstance(value, str):
-        v = value.strip().lower()
-        if v == "auto":
-            return "auto" if has_experts(spec) else 0
-        if v == "all":
-            return spec.n_layer if has_experts(spec) else 0
-        try:
-            value = int(v)
-        except ValueError:
-            raise BadInputError(f"--n-cpu-moe must be a number, auto or all, not {value!r}.") from None
-    if value < 0:
-        raise BadInputError("--n-cpu-moe must be 0 or more, auto or all.")
-    return min(int(value), spec.n_layer) if has_experts(spec) else 0
-
-
 def parse_wish(text: str) -> int | str:
-    """The CLI's --n-cpu-moe value: an int, "auto" or "all" (checked against a model later)."""
+    """A --n-cpu-moe value: an int, "auto" or "all" (checked against a model by resolve())."""
     v = str(text).strip().lower()
     if v in ("auto", "all"):
         return v
@@ -114,6 +95,18 @@ def parse_wish(text: str) -> int | str:
     if n < 0:
         raise BadInputError("--n-cpu-moe must be 0 or more, auto or all.")
     return n
+
+
+def resolve(value: int | str, spec: ModelSpec) -> int | str:
+    """A --n-cpu-moe wish as a block count (or "auto"): "all" is every block; counts beyond
+    the model's blocks mean all of them (llama.cpp adds patterns no tensor matches); a model
+    without routed experts has nothing to move (0)."""
+    value = parse_wish(value)
+    if not has_experts(spec):
+        return 0
+    if value == "all":
+        return spec.n_layer
+    return value if value == "auto" else min(value, spec.n_layer)
 
 
 def _moved_runs(devices, n_cpu_moe: int):

@@ -9,7 +9,8 @@ bias, and routed experts (gate, up, down) each with a per-expert bias. Attention
 Weight types follow llama-quant.cpp: in an MXFP4_MOE file (the form OpenAI released and
 ggml-org converts) the 3-D expert matrices are MXFP4 (32-element blocks of 4-bit E2M1
 values with one shared E8M0 scale: 17 bytes per 32 weights, 4.25 bits per weight) and every
-other matrix Q8_0; in other file types the experts take the file type's expert roles.
+other matrix Q8_0 (synthetic.plan_tensors picks that by shape, as llama-quant does by
+ne[2]); in other file types every matrix follows the file type's recipe by its role.
 """
 
 from __future__ import annotations
@@ -43,19 +44,14 @@ def tensors(plan_cls, weight, norm, *, n_layer: int, n_embd: int, n_head: int, n
             weight(b + "attn_output.weight", (n_embd, q_dim), "attn_output", i), f32(b + "attn_output.bias", (n_embd,)),
             f32(b + "attn_sinks.weight", (n_head,)),
             f32(b + "ffn_gate_inp.weight", (n_expert, n_embd)), f32(b + "ffn_gate_inp.bias", (n_expert,)),
-            weight(b + "ffn_gate_exps.weight", (n_expert, n_ff, n_embd), "ffn_gate_exps", i),
+            weight(b + "ffn_gate_exps.weight", (n_expert, n_ff, n_embd), "ffn_gate", i),
             f32(b + "ffn_gate_exps.bias", (n_expert, n_ff)),
-            weight(b + "ffn_up_exps.weight", (n_expert, n_ff, n_embd), "ffn_up_exps", i),
+            weight(b + "ffn_up_exps.weight", (n_expert, n_ff, n_embd), "ffn_up", i),
             f32(b + "ffn_up_exps.bias", (n_expert, n_ff)),
-            weight(b + "ffn_down_exps.weight", (n_expert, n_embd, n_ff), "ffn_down_exps", i),
+            weight(b + "ffn_down_exps.weight", (n_expert, n_embd, n_ff), "ffn_down", i),
             f32(b + "ffn_down_exps.bias", (n_expert, n_embd)),
         ]
     return out
-
-
-def mxfp4_moe_type(role: str) -> GGMLQuantizationType:
-    """llama-quant.cpp for LLAMA_FTYPE_MOSTLY_MXFP4_MOE: 3-D expert tensors MXFP4, the rest Q8_0."""
-    return Q.MXFP4 if role.endswith("_exps") else Q.Q8_0
 
 
 def add_header(writer, *, n_ff: int, sliding_window: int) -> None:
