@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rooflight.errors import OperationFailedError, RooflightError
 from rooflight.estimate.perf import PerfEstimate, estimate_performance
@@ -230,7 +231,7 @@ class Engine:
         what a measurement is compared with when it is stored for calibration."""
         lp = self.plan
         args = (lp.spec, lp.hardware, lp.config, lp.estimate.memory)
-        kw = dict(prompt_tokens=max(1, prompt_tokens), gen_tokens=max(1, gen_tokens))
+        kw: dict[str, Any] = dict(prompt_tokens=max(1, prompt_tokens), gen_tokens=max(1, gen_tokens))
         raw = estimate_performance(*args, **kw)
         cal = estimate_performance(*args, **kw, calibration=lp.calibration) if lp.calibration.active else raw
         return cal, raw
@@ -303,6 +304,10 @@ def load_engine(
     notices = _once(lp.cpu_only_build)
     if not force:
         check_memory_now(lp, memory_probe, force_hint=force_hint)
+    if lp.hardware.remotes:  # layers planned on RPC servers: register them before the load
+        from rooflight.runtime import rpc
+
+        rpc.connect([r.endpoint for r in lp.hardware.remotes])
 
     import llama_cpp
 
