@@ -40,6 +40,7 @@ class Estimate:
     config: RunConfig
     memory: MemoryPlan
     performance: PerfEstimate
+    vision: object | None = None  # estimate/vision.py VisionPlan, for a model with a projector
 
     @property
     def fit(self) -> str:
@@ -65,6 +66,7 @@ class Estimate:
             "config": self.config.to_dict(),
             "memory": self.memory.to_dict(),
             "performance": self.performance.to_dict(),
+            **({"vision": self.vision.to_dict(self.spec.projector)} if self.vision else {}),
         }
 
 
@@ -167,4 +169,9 @@ def plan(
         spec, hardware, cfg, mem,
         prompt_tokens=wishes.prompt_tokens, gen_tokens=wishes.gen_tokens, calibration=calibration,
     )
-    return Estimate(spec, cfg, mem, perf)
+    vision = None
+    if spec.projector is not None:
+        from rooflight.estimate.vision import vision_for_plan
+
+        vision = vision_for_plan(spec.projector, hardware, cfg)
+    return Estimate(spec, cfg, mem, perf, vision)

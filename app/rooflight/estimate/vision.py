@@ -94,3 +94,31 @@ def plan_vision(
         encode_s, basis = flops / (device_flops * eff), "flops"
     return VisionPlan(device, proj.weights_bytes, compute_buffer_bytes(proj, cfg.flash_attn),
                       proj.image_tokens, flops, encode_s, basis)
+
+
+def add_projector_usage(
+    usage: list[tuple[str, int, int, int, int]], proj: ProjectorSpec,
+    hardware: HardwareProfile, cfg: RunConfig,
+) -> list[tuple[str, int, int, int, int]]:
+    """memory.plan_memory's per-device (device, weights, kv, compute, overhead) rows with
+    the projector's weights and compute buffer added on its device."""
+    device = projector_device(hardware, cfg)
+    extra_w, extra_c = proj.weights_bytes, compute_buffer_bytes(proj, cfg.flash_attn)
+    out, placed = [], False
+    for name, w, kv, c, o in usage:
+        if name == device:
+            w, c, placed = w + extra_w, c + extra_c, True
+        out.append((name, w, kv, c, o))
+    if not placed:  # a GPU that got no layer still hosts it; the runtime overhead with it
+        from rooflight.estimate.memory import GPU_OVERHEAD_BYTES, MIB
+
+        overhead = GPU_OVERHEAD_BYTES.get(hardware.backend, 457 * MIB) if device != "cpu" else 0
+        out.append((device, extra_w, 0, extra_c, overhead))
+    return out
+
+
+def vision_for_plan(proj: ProjectorSpec, hardware: HardwareProfile, cfg: RunConfig) -> VisionPlan:
+    from rooflight.estimate.perf import _device_flops
+
+    return plan_vision(proj, hardware, cfg,
+                       device_flops=_device_flops(hardware, projector_device(hardware, cfg), cfg))

@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 
 from rooflight.errors import BadInputError
 
-from .header import ArrayInfo, GGUFHeader
+from .header import GGUFHeader
 from .splits import read_headers
 
 # The file names vision repositories give their projectors: mmproj-<model>-f16.gguf,
@@ -145,5 +145,51 @@ def load_projector_spec(source: str | os.PathLike[str]) -> ProjectorSpec:
     return replace(spec, source=str(source))  # the header keeps only a display name
 
 
-__all__ = ["ArrayInfo", "ProjectorSpec", "build_projector_spec", "is_projector_name",
-           "load_projector_spec"]
+
+
+# Variants in the order a user would want them when several sit beside the model: the
+# full-precision projector first (repositories offer Q8_0 as the smaller option).
+_PREFERENCE = ("F16", "BF16", "F32", "Q8_0")
+
+
+def projectors_beside(model_path: str | os.PathLike[str]) -> list[Path]:
+    """mmproj files in the model's folder (a Hugging Face snapshot, an LM Studio model
+    folder, a chosen folder), best first."""
+    folder = Path(model_path).parent
+    try:
+        found = [p for p in folder.iterdir() if is_projector_name(p.name) and p.is_file()]
+    except OSError:
+        return []
+
+    def rank(p: Path) -> tuple[int, str]:
+        up = p.name.upper()
+        return next((i for i, t in enumerate(_PREFERENCE) if t in up), len(_PREFERENCE)), p.name
+
+    return sorted(found, key=rank)
+
+
+def check_pair(projector: ProjectorSpec, n_embd: int, model_name: str) -> None:
+    """mtmd refuses a projector whose output width is not the model's (mtmd.cpp)."""
+    if projector.projection_dim and projector.projection_dim != n_embd:
+        raise BadInputError(
+            f"The projector {PurePosixPath(projector.source).name} makes {projector.projection_dim}-wide "
+            f"embeddings but {model_name} takes {n_embd}; it belongs to another model.")
+
+
+def with_projector(spec, projector_path: str | os.PathLike[str]):
+    """The ModelSpec with the projector given (BadInputError when it does not fit the model)."""
+    proj = load_projector_spec(projector_path)
+    check_pair(proj, spec.n_embd, spec.name)
+    return replace(spec, projector=proj)
+
+
+def pair_local(spec, model_path: str | os.PathLike[str]):
+    """The spec with the best projector found beside model_path that fits it (or unchanged)."""
+    for candidate in projectors_beside(model_path):
+        try:
+            proj = load_projector_spec(candidate)
+            check_pair(proj, spec.n_embd, spec.name)
+        except BadInputError:
+            continue
+        return replace(spec, projector=proj)
+    return spec

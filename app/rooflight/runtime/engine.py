@@ -112,6 +112,7 @@ class Engine:
         self.recurrent = bool(llama_cpp.llama_model_is_recurrent(llm.model)
                               or llama_cpp.llama_model_is_hybrid(llm.model))
         self.format: ChatFormat = choose_format(_model_info(llm, self, lp.path), chat_format)
+        self.vision = None  # runtime/vision.VisionContext when the plan pairs a projector
 
     # ---- facts ------------------------------------------------------------------------
 
@@ -313,6 +314,11 @@ def load_engine(
             raise LoadCancelledError()
         buffers = parse_buffers(cap.text)
         engine = Engine(llm, lp, buffers, load_s, notices, chat_format)
+        if lp.spec.projector is not None:  # a vision model: its projector beside it, as planned
+            from rooflight.runtime.vision import VisionContext
+
+            engine.vision = VisionContext(llm, lp.spec.projector.source,
+                                          use_gpu=lp.config.n_gpu_layers > 0)
         if warmup:
             engine.warm_up()
             engine.load_s = time.perf_counter() - t0
