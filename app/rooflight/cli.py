@@ -51,8 +51,9 @@ def cmd_estimate(args) -> int:
     from rooflight.estimate import plan
     from rooflight.format import format_estimate
     from rooflight.gguf import load_model_spec
+    from rooflight.gguf.projector import projector_for_args
 
-    spec = load_model_spec(args.model)
+    spec = projector_for_args(load_model_spec(args.model), args.model, getattr(args, "mmproj", None))
     profile = _hardware(args)
     # calibration only describes this machine: never apply it to a --hardware profile
     calibration = calibration_for(args, profile)
@@ -104,6 +105,8 @@ def cmd_rank(args) -> int:
 def _add_estimate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="a local .gguf path, or hf:OWNER/REPO/FILE.gguf (header read remotely)")
     p.add_argument("--hardware", metavar="FILE", help="estimate for the machine in this JSON profile")
+    p.add_argument("--mmproj", metavar="FILE", help="a vision projector (local or hf:) to plan with the "
+                   "model (default: an mmproj-*.gguf beside a local model)")
     p.add_argument("--ctx", type=_positive_int, help="context length (default: 8192, capped at the model's)")
     p.add_argument("--batch", type=_positive_int, default=512)
     p.add_argument("--ubatch", type=_positive_int, default=512)

@@ -193,3 +193,12 @@ def pair_local(spec, model_path: str | os.PathLike[str]):
             continue
         return replace(spec, projector=proj)
     return spec
+
+
+def projector_for_args(spec, model: str, mmproj: str | None):
+    """A command's spec with --mmproj, else with a projector beside a local model file."""
+    if mmproj:
+        return with_projector(spec, mmproj if mmproj.startswith("hf:") else Path(mmproj).expanduser())
+    if not model.startswith("hf:") and Path(model).is_file():
+        return pair_local(spec, model)
+    return spec

@@ -114,7 +114,11 @@ def plan_load(
     hw, cpu_only = effective_hardware(hw)
     if calibration is None:
         calibration = machine_calibration(hw) if live else Calibration()
-    spec = spec or load_model_spec(str(path))
+    if spec is None:
+        from rooflight.gguf.projector import pair_local
+
+        # a vision model's projector beside it is planned and loaded with it
+        spec = pair_local(load_model_spec(str(path)), path)
     wishes = wishes or Wishes()
     est = plan(spec, hw, wishes, calibration=calibration)
     return LoadPlan(path, spec, hw, wishes, est, calibration, cpu_only, live)
