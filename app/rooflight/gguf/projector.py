@@ -152,6 +152,23 @@ def load_projector_spec(source: str | os.PathLike[str]) -> ProjectorSpec:
 _PREFERENCE = ("F16", "BF16", "F32", "Q8_0")
 
 
+def _rank(name: str) -> tuple[int, str]:
+    up = PurePosixPath(name).name.upper()
+    return next((i for i, t in enumerate(_PREFERENCE) if t in up), len(_PREFERENCE)), name
+
+
+def choose_projector(filenames: list[str], wanted: str = "auto") -> str | None:
+    """The projector among a repository's files: the one named, or (auto) the best of them.
+
+    wanted may also be a precision ("F16", "Q8_0"): the file whose name carries it."""
+    projectors = sorted((f for f in filenames if is_projector_name(f)), key=_rank)
+    if wanted == "auto":
+        return projectors[0] if projectors else None
+    if wanted in filenames and is_projector_name(wanted):
+        return wanted
+    return next((f for f in projectors if wanted.upper() in PurePosixPath(f).name.upper()), None)
+
+
 def projectors_beside(model_path: str | os.PathLike[str]) -> list[Path]:
     """mmproj files in the model's folder (a Hugging Face snapshot, an LM Studio model
     folder, a chosen folder), best first."""
@@ -161,11 +178,7 @@ def projectors_beside(model_path: str | os.PathLike[str]) -> list[Path]:
     except OSError:
         return []
 
-    def rank(p: Path) -> tuple[int, str]:
-        up = p.name.upper()
-        return next((i for i, t in enumerate(_PREFERENCE) if t in up), len(_PREFERENCE)), p.name
-
-    return sorted(found, key=rank)
+    return sorted(found, key=lambda p: _rank(p.name))
 
 
 def check_pair(projector: ProjectorSpec, n_embd: int, model_name: str) -> None:
