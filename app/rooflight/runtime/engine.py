@@ -129,6 +129,13 @@ class Engine:
         return int(self.llm.n_ctx())
 
     @property
+    def tokens_evaluated(self) -> int | None:
+        """Tokens the model's context holds now (the prompt and the reply so far); None
+        once closed. The live rate (runtime/live_rate.py) and Stop's count read this."""
+        llm = self.llm
+        return None if llm is None else int(llm.n_tokens)
+
+    @property
     def metadata(self) -> dict[str, str]:
         return dict(self.llm.metadata)
 
