@@ -66,3 +66,16 @@ def test_estimate_counts_the_projector(tmp_path, monkeypatch, capsys):
     assert doc["vision"]["device"] == "cpu" and doc["vision"]["weights_bytes"] > 0
     rc, out, _ = run(monkeypatch, capsys, "", "estimate", str(lm), "--mmproj", str(proj))
     assert "vision" in out.lower() and "16 tokens" in out
+
+
+def test_advise_and_models_include_the_projector(tmp_path, monkeypatch, capsys):
+    lm, proj = vision_model(tmp_path / "m")
+    rc, out, err = run(monkeypatch, capsys, "", "advise", str(lm), "--json")
+    assert rc == 0, err
+    with_proj = json.loads(out)
+    assert with_proj["baseline"]["vision"]["image_tokens"] == 16  # paired from the folder
+    rc, out, err = run(monkeypatch, capsys, "", "models", "--dir", str(lm.parent), "--only-dirs", "--json")
+    assert rc == 0, err
+    (m,) = json.loads(out)["models"]
+    assert m["installed_files"][0]["mmproj"].endswith("mmproj-vis-lm-f16.gguf")
+    assert m["vision"]["weights_bytes"] == with_proj["baseline"]["vision"]["weights_bytes"]

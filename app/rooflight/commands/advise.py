@@ -56,7 +56,12 @@ def _variants(model: str, quant: str | None, mmproj: str | None = None):
                 f"{model!r} is not a .gguf file, an hf:OWNER/REPO/FILE.gguf reference or a catalog id; "
                 "`rooflight rank` lists the catalog."
             )
-        variants = catalog_variants(entry)
+        from dataclasses import replace
+
+        from rooflight.catalog.hub_vision import catalog_projector, with_vision
+
+        projector = catalog_projector(entry)  # a vision model: advised with its projector
+        variants = tuple(replace(v, spec=with_vision(v.spec, projector)) for v in catalog_variants(entry))
         current = quant or default_quant([v.quant for v in variants])
         return variants, current
     from rooflight.gguf.projector import projector_for_args
