@@ -27,11 +27,12 @@ from rooflight.hardware.profile import HardwareProfile
 
 F32 = 4
 
-# Encoder GEMMs on a CPU run from F16/Q8_0 weights with F32 activations; this fraction
-# of the peak is what the prefill constants assume for float weights (perf.py). A
-# measured encode (the probe, rooflight probe) replaces it through measured_encode_s.
-CPU_ENCODE_EFFICIENCY = 0.35
-GPU_ENCODE_EFFICIENCY = 0.5
+# The encoder is GEMMs over its F16 (or Q8_0) weights like a language model's prefill, so
+# it runs at the prefill efficiency perf.py uses for weights of that type on that device
+# (measured here: a 6-layer 768-wide projector encoded at 8 GFLOP/s while an F16 language
+# model of the same shape prefilled at 5 GFLOP/s, in the same loaded run; bench/vision_encode.py).
+# A measured encode (the probe, when it measures projectors) replaces the estimate
+# through plan_vision(measured_encode_s=...).
 
 
 @dataclass(frozen=True)
@@ -83,11 +84,11 @@ def encode_flops(proj: ProjectorSpec) -> float:
 
 def plan_vision(
     proj: ProjectorSpec, hardware: HardwareProfile, cfg: RunConfig, *,
-    device_flops: float, measured_encode_s: float | None = None,
+    device_flops: float, efficiency: float, measured_encode_s: float | None = None,
 ) -> VisionPlan:
     device = projector_device(hardware, cfg)
     flops = encode_flops(proj)
-    eff = CPU_ENCODE_EFFICIENCY if device == "cpu" else GPU_ENCODE_EFFICIENCY
+    eff = efficiency
     if measured_encode_s is not None:  # hook for the probe's measurement
         encode_s, basis = measured_encode_s, "measured"
     else:
@@ -118,7 +119,12 @@ def add_projector_usage(
 
 
 def vision_for_plan(proj: ProjectorSpec, hardware: HardwareProfile, cfg: RunConfig) -> VisionPlan:
-    from rooflight.estimate.perf import _device_flops
+    from rooflight.estimate.perf import _device_constants, _device_flops, cpu_prefill_efficiency
 
-    return plan_vision(proj, hardware, cfg,
-                       device_flops=_device_flops(hardware, projector_device(hardware, cfg), cfg))
+    device = projector_device(hardware, cfg)
+    if device == "cpu":
+        eff = cpu_prefill_efficiency(proj.file_type)
+    else:
+        c = _device_constants(hardware, device)
+        eff = c.prefill_efficiency_float if proj.file_type in ("F16", "BF16", "F32") else c.prefill_efficiency_quant
+    return plan_vision(proj, hardware, cfg, device_flops=_device_flops(hardware, device, cfg), efficiency=eff)
