@@ -9,7 +9,8 @@ sends one image in a fresh chat and times what the chat loop spent on images (mt
 encode of the picture plus decoding its 49 embeddings into the model); the plan's figure
 is estimate/vision.py's encode time (FLOPs at CPU_ENCODE_EFFICIENCY) plus the image
 tokens at the planned prefill rate. Prints measured, predicted and their ratio (median
-of the rounds). Timing on a busy machine varies: record it as measured, with the load.
+of the rounds), and the same ratio for the language model's own text prefill in the same
+run: the two should agree (the encoder is costed like prefill); both move with the load.
 """
 
 from __future__ import annotations
@@ -57,11 +58,17 @@ def main() -> int:
                                 record_calibration=False)
                 r = s.send("what is it?", images=[check_image(png_bytes(300, 200, seed=i))])
                 measured.append(r.stats.image_s)
+            # the language model's own prefill in the same run, as a yardstick for the load
+            t = ChatSession(eng, sampling=Sampling(temperature=0.0, max_tokens=1, seed=1),
+                            record_calibration=False).send("word " * 200)
+            text_ratio = t.stats.predicted["prefill_tok_s"] / t.stats.prefill_tok_s
         m = statistics.median(measured)
         print(f"projector: {args.layers} layers x 768, {v.image_tokens} tokens per image, "
               f"{v.encode_flops / 1e9:.2f} GFLOP per image, on {v.device} with {lp.config.n_threads} threads")
         print(f"image before the first token: measured {m:.3f} s (rounds {', '.join(f'{x:.3f}' for x in measured)}), "
               f"predicted {predicted:.3f} s, ratio measured/predicted {m / predicted:.2f}")
+        print(f"the model's text prefill in the same run: measured/predicted time {text_ratio:.2f} "
+              "(the machine's load and this build's F16 kernels, which calibration corrects)")
     return 0
 
 
