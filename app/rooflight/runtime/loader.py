@@ -225,7 +225,8 @@ def _sibling_specs(lp: LoadPlan) -> list[tuple[Path, ModelSpec]]:
         same_model = (spec.architecture == lp.spec.architecture and spec.n_layer == lp.spec.n_layer
                       and spec.n_embd == lp.spec.n_embd)
         if same_model and spec.file_bytes < lp.spec.file_bytes:
-            out.append((other, spec))
+            # the same projector goes with any quant of a vision model
+            out.append((other, replace(spec, projector=lp.spec.projector)))
     return out
 
 
