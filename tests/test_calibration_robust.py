@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rooflight.estimate.perf import Calibration
+from rooflight.estimate.perf import Calibration, Ratio
 from rooflight.store.calibration import CalibrationStore, Measurement
 
 
@@ -35,6 +35,6 @@ def test_implausible_rows_are_not_used(tmp_path) -> None:
 
 def test_factors_are_bounded() -> None:
     cal = Calibration(decode_factor=7.0, prefill_factor=0.13, samples=1,
-                      ratios=(("Q4_K_M", 2, 300_000_000, 7.0, 0.13),))
+                      ratios=(Ratio("Q4_K_M", 2, 300_000_000, 7.0, 0.13),))
     assert cal.factors("Q4_K_M", 2, 300_000_000) == (4.0, 0.25)
     assert cal.factors("Q4_K_M", 8, 300_000_000) == (4.0, 0.25)  # the fallback too

@@ -5,7 +5,7 @@ import pytest
 from rooflight.estimate import Calibration, RunConfig, Wishes, plan, plan_memory
 from rooflight.estimate.kv import kv_bytes_read_per_token
 from rooflight.estimate.layers import layer_table
-from rooflight.estimate.perf import BACKENDS, SAMPLING_S_PER_VOCAB, decode_time_s
+from rooflight.estimate.perf import BACKENDS, SAMPLING_S_PER_VOCAB, Ratio, decode_time_s
 from rooflight.gguf.from_hparams import spec_from_hparams
 from test_estimate_memory import GiB, llama, machine
 
@@ -84,10 +84,20 @@ def test_calibration_scales_and_narrows():
     raw = plan(spec, hw, Wishes(n_ctx=2048)).performance
     cal = plan(spec, hw, Wishes(n_ctx=2048), calibration=Calibration(0.5, 2.0, 5)).performance
     assert cal.calibrated and not raw.calibrated
+    assert (cal.basis, raw.basis) == ("calibrated", "table")
     assert cal.decode_tok_s == pytest.approx(raw.decode_tok_s * 0.5)
     assert cal.prefill_tok_s == pytest.approx(raw.prefill_tok_s * 2.0)
     width = lambda p: p.decode_tok_s_range[1] / p.decode_tok_s_range[0]  # noqa: E731
-    assert width(cal) < width(raw)
+    # no per-run detail: nothing to narrow the range with, it stays the table's
+    assert width(cal) == pytest.approx(width(raw))
+    # five measurements of this kind that agree within a few percent: the range is theirs
+    n_threads = plan(spec, hw, Wishes(n_ctx=2048)).config.n_threads
+    ratios = tuple(Ratio(spec.file_type, n_threads, spec.file_bytes, d, 2.0) for d in (0.48, 0.49, 0.5, 0.51, 0.52))
+    tight = plan(spec, hw, Wishes(n_ctx=2048), calibration=Calibration(0.5, 2.0, 5, ratios=ratios)).performance
+    assert width(tight) < width(raw)
+    assert "5 stored measurements" in tight.range_basis
+    lo, hi = tight.decode_tok_s_range
+    assert lo <= tight.decode_tok_s <= hi
 
 
 def test_time_to_first_token_is_prompt_over_prefill_plus_one_token():

@@ -36,7 +36,7 @@ def test_every_entry_has_sane_figures():
         if e["vendor"] == "apple":
             assert isinstance(e["gpu_cores"], int) and 7 <= e["gpu_cores"] <= 80
         if e["vendor"] == "nvidia":
-            assert e["compute_capability"] in {"7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "12.0"}
+            assert e["compute_capability"] in {"6.1", "7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "12.0", "12.1"}
         variant = e.get("memory_variant_of")
         if variant:
             assert variant in {x["name"] for x in gpu_table()}

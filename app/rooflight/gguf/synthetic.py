@@ -9,8 +9,8 @@ compute graph are the ones a real model of that shape would have.
 
 Supported: arch "llama" (dense, GQA, or Mixtral-style experts), "gemma3" (sliding-window
 layers), "qwen3moe"; file types F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K_S, Q4_K_M,
-Q5_K_S, Q5_K_M, Q6_K. The gguf package only quantizes the 32-wide block types, so the K-quants
-(Q4_K, Q5_K, Q6_K) are quantized here with small vectorized numpy encoders.
+Q5_K_S, Q5_K_M, Q6_K, and single-type (pure) IQ4_XS, MXFP4, NVFP4. The gguf package only quantizes the 32-wide block types, so the K-quants
+(Q4_K, Q5_K, Q6_K) and IQ4_XS, NVFP4 are quantized here with small vectorized numpy encoders.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from rooflight.errors import OperationFailedError
 __all__ = [
     "ARCHITECTURES",
     "FILE_TYPES",
+    "PURE_FILE_TYPES",
     "MINIMAL_VOCAB_SIZE",
     "TensorPlan",
     "gemma_270m_path",
@@ -60,6 +61,14 @@ FILE_TYPES: dict[str, tuple[LlamaFileType, GGMLQuantizationType]] = {
     "Q5_K_M": (LlamaFileType.MOSTLY_Q5_K_M, Q.Q5_K),
     "Q6_K": (LlamaFileType.MOSTLY_Q6_K, Q.Q6_K),
 }
+# Written as single-type files only (pure=True): llama-quant's mixtures for these are not
+# modelled here. The machine probe (runtime/probe.py) times their kernels.
+PURE_FILE_TYPES: dict[str, tuple[LlamaFileType, GGMLQuantizationType]] = {
+    "IQ4_XS": (LlamaFileType.MOSTLY_IQ4_XS, Q.IQ4_XS),
+    "MXFP4": (LlamaFileType.MOSTLY_MXFP4_MOE, Q.MXFP4),
+    "NVFP4": (LlamaFileType.MOSTLY_NVFP4, Q.NVFP4),
+}
+_ALL_FILE_TYPES = {**FILE_TYPES, **PURE_FILE_TYPES}
 # Bare K-quant names mean the "_M" mixture, the one people download.
 _FTYPE_ALIASES = {"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M", "FP16": "F16", "FP32": "F32"}
 
@@ -132,23 +141,25 @@ def _fallback(qtype: GGMLQuantizationType, ne0: int) -> GGMLQuantizationType:
     """tensor_type_fallback(): the type llama-quant uses when ne0 does not fill whole blocks."""
     if ne0 % GGML_QUANT_SIZES[qtype][0] == 0:
         return qtype
-    qtype = {Q.Q4_K: Q.Q5_0, Q.Q5_K: Q.Q5_1, Q.Q6_K: Q.Q8_0}.get(qtype, qtype)
+    qtype = {Q.Q4_K: Q.Q5_0, Q.Q5_K: Q.Q5_1, Q.Q6_K: Q.Q8_0, Q.IQ4_XS: Q.Q4_0, Q.NVFP4: Q.Q8_0}.get(qtype, qtype)
     if ne0 % GGML_QUANT_SIZES[qtype][0]:
         return Q.F16
     return qtype
 
 
 def _weight_type(
-    ftype: str, role: str, ne0: int, layer: int, n_layer: int, n_expert: int
+    ftype: str, role: str, ne0: int, layer: int, n_layer: int, n_expert: int, pure: bool = False
 ) -> GGMLQuantizationType:
     """Type of one 2-D/3-D weight, following llama_tensor_get_type_impl() for our ftypes.
 
     role: "output" (also a tied token_embd), "token_embd", "attn_q", "attn_k", "attn_v",
     "attn_output", "ffn_gate", "ffn_up", "ffn_down" (dense or experts).
     """
-    base = FILE_TYPES[ftype][1]
+    base = _ALL_FILE_TYPES[ftype][1]
     if base in (Q.F32, Q.F16, Q.BF16):
         return base  # unquantized files keep every matrix in the file's float type
+    if pure:  # llama-quantize --pure: every matrix in the base type (fallbacks aside)
+        return _fallback(base, ne0)
     new = base
     if role == "output":
         if ne0 % GGML_QUANT_SIZES[base][0] != 0:
@@ -189,12 +200,15 @@ def plan_tensors(
     n_vocab: int,
     n_expert: int = 0,
     tie_embeddings: bool = False,
+    pure: bool = False,
 ) -> list[TensorPlan]:
     """Every tensor llama.cpp's loader requires for this architecture, with its file type."""
     ftype = _normalize_ftype(ftype)
+    if ftype in PURE_FILE_TYPES and not pure:
+        raise ValueError(f"{ftype} files are written with pure=True only (one type for every matrix)")
 
     def weight(name: str, shape: tuple[int, ...], role: str, layer: int = 0) -> TensorPlan:
-        qtype = _weight_type(ftype, role, shape[-1], layer, n_layer, n_expert)
+        qtype = _weight_type(ftype, role, shape[-1], layer, n_layer, n_expert, pure)
         init = "output" if role == "output" else "normal"
         return TensorPlan(name, shape, qtype, init)
 
@@ -322,7 +336,54 @@ def _quantize_q6_k(x: np.ndarray) -> np.ndarray:
     return np.concatenate([ql, qh, sc.view(np.uint8), _f16_bytes(d)], axis=1)
 
 
-_K_QUANTIZERS = {Q.Q4_K: _quantize_q4_k, Q.Q5_K: _quantize_q5_k, Q.Q6_K: _quantize_q6_k}
+def _nearest(values: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """Index of the grid value nearest to each value (grid sorted ascending)."""
+    idx = np.clip(np.searchsorted(grid, values), 1, len(grid) - 1)
+    return np.where(np.abs(values - grid[idx - 1]) <= np.abs(values - grid[idx]), idx - 1, idx)
+
+
+_IQ4_GRID = np.array(gguf_quants.IQ4_NL.kvalues, np.float32)  # sorted ascending
+
+
+def _quantize_iq4_xs(x: np.ndarray) -> np.ndarray:
+    """IQ4_XS: 256 values per block, one fp16 d, a 6-bit signed scale per 32, and a 4-bit
+    index into the non-linear IQ4_NL grid per value (layout of IQ4_XS.dequantize_blocks)."""
+    n_blocks = x.shape[0]
+    xs = x.reshape(n_blocks, 8, 32)
+    scale = np.abs(xs).max(axis=-1) / 127  # per 32: largest value hits the grid's end
+    d = (scale.max(axis=-1) / 31).astype(np.float16)
+    d32 = d.astype(np.float32)[:, None]
+    ls = np.clip(np.rint(_safe_div(scale, d32)), 0, 31).astype(np.int32)
+    eff = (d32 * ls)[..., None]
+    q = _nearest(_safe_div(xs, eff), _IQ4_GRID).astype(np.uint8)  # (n, 8, 32)
+    u = (ls + 32).astype(np.uint16)  # stored as unsigned 6 bits, minus 32 on read
+    scales_l = ((u[:, 0::2] & 0xF) | ((u[:, 1::2] & 0xF) << 4)).astype(np.uint8)  # (n, 4)
+    scales_h = ((u >> 4) << (2 * np.arange(8, dtype=np.uint16))).sum(axis=1).astype(np.uint16)
+    qs = (q[:, :, :16] | (q[:, :, 16:] << 4)).reshape(n_blocks, 128)
+    return np.concatenate([_f16_bytes(d), scales_h.reshape(-1, 1).view(np.uint8), scales_l, qs], axis=1)
+
+
+_FP4_GRID = np.array(sorted(set(gguf_quants.NVFP4.kvalues)), np.float32)  # doubled E2M1 values
+
+
+def _quantize_nvfp4(x: np.ndarray) -> np.ndarray:
+    """NVFP4: 64 values per block, an unsigned E4M3 scale per 16 and a 4-bit E2M1 code per
+    value (layout of NVFP4.dequantize_blocks: value = ue4m3/2 x doubled E2M1)."""
+    n_blocks = x.shape[0]
+    xs = x.reshape(n_blocks, 4, 16)
+    raw = np.abs(xs).max(axis=-1) / 6  # ue4m3 x 0.5 x 12 = block max
+    codes = gguf_quants.NVFP4.fp32_to_ue4m3(raw)
+    d = gguf_quants.NVFP4.ue4m3_to_fp32(codes)[..., None]
+    v = _FP4_GRID[_nearest(_safe_div(xs, d), _FP4_GRID)]
+    positive = np.array(gguf_quants.NVFP4.kvalues[:8], np.float32)
+    # code of each doubled value: 0..7 positive, 8 + the same for negative (0 written as +0)
+    q = (np.searchsorted(positive, np.abs(v)) + np.where(v < 0, 8, 0)).astype(np.uint8)
+    qs = (q[:, :, :8] | (q[:, :, 8:] << 4)).reshape(n_blocks, 32)
+    return np.concatenate([codes.astype(np.uint8), qs], axis=1)
+
+
+_K_QUANTIZERS = {Q.Q4_K: _quantize_q4_k, Q.Q5_K: _quantize_q5_k, Q.Q6_K: _quantize_q6_k,
+                 Q.IQ4_XS: _quantize_iq4_xs, Q.NVFP4: _quantize_nvfp4}
 
 
 def _encode(rows: np.ndarray, qtype: GGMLQuantizationType) -> np.ndarray:
@@ -338,8 +399,12 @@ def _encode(rows: np.ndarray, qtype: GGMLQuantizationType) -> np.ndarray:
     return gguf_quants.quantize(rows, qtype).view(np.uint8).reshape(n_rows, -1)
 
 
-def _tensor_bytes(plan: TensorPlan, seed: int, std: float) -> np.ndarray:
-    """The file bytes of one tensor: float32 weights generated and encoded slice by slice."""
+def _tensor_bytes(plan: TensorPlan, seed: int, std: float, tiles: dict | None = None) -> np.ndarray:
+    """The file bytes of one tensor: float32 weights generated and encoded slice by slice.
+
+    tiles: when given (write_model(tiled=True)), the first encoded slice of each
+    (type, row width) is kept there and repeated, so writing costs a memory copy rather
+    than a quantization per slice; the file is as large and reads as a random one does."""
     ne0 = plan.shape[-1]
     n_rows = plan.n_elements // ne0
     out = np.empty((n_rows, plan.n_bytes // n_rows), np.uint8)
@@ -350,6 +415,16 @@ def _tensor_bytes(plan: TensorPlan, seed: int, std: float) -> np.ndarray:
     # which other tensors the architecture has
     rng = np.random.default_rng([seed, zlib.crc32(plan.name.encode())])
     rows_per_chunk = max(1, _CHUNK_ELEMENTS // ne0)
+    if tiles is not None and plan.init == "normal":
+        key = (plan.qtype, ne0)
+        if key not in tiles:
+            rows = min(n_rows, rows_per_chunk)
+            tiles[key] = _encode(rng.standard_normal((rows, ne0), dtype=np.float32) * np.float32(std), plan.qtype)
+        tile = tiles[key]
+        for start in range(0, n_rows, len(tile)):
+            stop = min(n_rows, start + len(tile))
+            out[start:stop] = tile[: stop - start]
+        return out
     for start in range(0, n_rows, rows_per_chunk):
         stop = min(n_rows, start + rows_per_chunk)
         chunk = rng.standard_normal((stop - start, ne0), dtype=np.float32)
@@ -400,8 +475,8 @@ def _vocab(n_vocab: int) -> tuple[list[str], list[float], list[int]]:
 
 def _normalize_ftype(ftype: str) -> str:
     name = _FTYPE_ALIASES.get(ftype.upper(), ftype.upper())
-    if name not in FILE_TYPES:
-        raise ValueError(f"unsupported ftype {ftype!r}; choose one of {', '.join(FILE_TYPES)}")
+    if name not in _ALL_FILE_TYPES:
+        raise ValueError(f"unsupported ftype {ftype!r}; choose one of {', '.join(_ALL_FILE_TYPES)}")
     return name
 
 
@@ -426,6 +501,8 @@ def write_model(
     chat_template: str | None = None,
     head_dim: int | None = None,
     tie_embeddings: bool | None = None,
+    pure: bool = False,
+    tiled: bool = False,
 ) -> Path:
     """Write a random-weight GGUF model that llama.cpp can load and run; return its path.
 
@@ -437,6 +514,9 @@ def write_model(
     llama.cpp's default for gemma3 is 6 when the key is absent) or one bool per layer (True =
     sliding window). K-quant types need n_embd and n_ff to be multiples of 256, otherwise the
     affected tensors fall back to 32-wide block types exactly as llama-quantize would do.
+    pure: every matrix in the file type's base type (llama-quantize --pure; required for
+    IQ4_XS, MXFP4 and NVFP4). tiled: weights repeat one random slice per type and row width
+    (fast to write; for timing runs such as runtime/probe.py, where values do not matter).
     """
     if arch not in ARCHITECTURES:
         raise ValueError(f"unsupported arch {arch!r}; choose one of {', '.join(ARCHITECTURES)}")
@@ -450,10 +530,10 @@ def write_model(
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    file_type = FILE_TYPES[ftype][0]
+    file_type = _ALL_FILE_TYPES[ftype][0]
     plans = plan_tensors(arch=arch, ftype=ftype, n_layer=n_layer, n_embd=n_embd, n_head=n_head,
                          n_head_kv=n_head_kv, head_dim=head_dim, n_ff=n_ff, n_vocab=n_vocab,
-                         n_expert=n_expert, tie_embeddings=tie_embeddings)
+                         n_expert=n_expert, tie_embeddings=tie_embeddings, pure=pure)
 
     writer = GGUFWriter(path, arch)
     try:
@@ -509,8 +589,9 @@ def write_model(
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_ti_data_to_file()
+        tiles: dict | None = {} if tiled else None
         for plan in plans:
-            writer.write_tensor_data(_tensor_bytes(plan, seed, WEIGHT_STD))
+            writer.write_tensor_data(_tensor_bytes(plan, seed, WEIGHT_STD, tiles))
     except BaseException:
         writer.close()
         path.unlink(missing_ok=True)  # never leave a half-written model behind

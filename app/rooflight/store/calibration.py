@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rooflight.estimate.perf import Calibration
+from rooflight.estimate.perf import Calibration, Ratio
 from rooflight.store.paths import data_dir
 
 # How many recent measurements calibrate: enough to damp noise, few enough to follow a
@@ -95,6 +95,7 @@ class Measurement:
     measured_prefill: float
     n_threads: int = 0  # 0: not recorded (rows from before the column existed)
     model_bytes: int = 0  # the GGUF file size; 0: not recorded
+    basis: str = "table"  # what the prediction stood on: table | probe (PerfEstimate.basis)
 
     @property
     def usable(self) -> bool:
@@ -115,6 +116,8 @@ class CalibrationStore:
         for column in ("n_threads", "model_bytes"):  # databases from before these were kept
             if column not in columns:
                 self._db.execute(f"ALTER TABLE measurements ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
+        if "basis" not in columns:
+            self._db.execute("ALTER TABLE measurements ADD COLUMN basis TEXT NOT NULL DEFAULT 'table'")
         self._db.commit()
 
     def close(self) -> None:
@@ -125,30 +128,33 @@ class CalibrationStore:
             self._db.execute(
                 "INSERT INTO measurements (created_at, machine, backend, model, quant, n_ctx,"
                 " n_gpu_layers, prompt_tokens, gen_tokens, predicted_decode, measured_decode,"
-                " predicted_prefill, measured_prefill, n_threads, model_bytes)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " predicted_prefill, measured_prefill, n_threads, model_bytes, basis)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (time.time(), m.machine, m.backend, m.model, m.quant, m.n_ctx, m.n_gpu_layers,
                  m.prompt_tokens, m.gen_tokens, m.predicted_decode, m.measured_decode,
-                 m.predicted_prefill, m.measured_prefill, m.n_threads, m.model_bytes),
+                 m.predicted_prefill, m.measured_prefill, m.n_threads, m.model_bytes,
+                 "probe" if m.basis == "probe" else "table"),
             )
 
-    def calibration(self, machine: str, backend: str) -> Calibration:
+    def calibration(self, machine: str, backend: str, probe=None) -> Calibration:
+        """probe: this machine's valid probe (store/probes.py), carried along for the estimator."""
         rows = self._db.execute(
             "SELECT predicted_decode, measured_decode, predicted_prefill, measured_prefill, quant, n_threads,"
-            " model_bytes"
+            " model_bytes, basis"
             " FROM measurements WHERE machine = ? AND backend = ? ORDER BY id DESC LIMIT ?",
             (machine, backend, RECENT),
         ).fetchall()
         rows = [r for r in rows if min(r[:4]) > 0 and plausible_ratio(r[1] / r[0]) and plausible_ratio(r[3] / r[2])]
         threads = self.thread_choices(machine, backend)
         if not rows:
-            return Calibration(threads=threads)
+            return Calibration(threads=threads, probe=probe)
         return Calibration(
             decode_factor=statistics.median(r[1] / r[0] for r in rows),
             prefill_factor=statistics.median(r[3] / r[2] for r in rows),
             samples=len(rows),
             threads=threads,
-            ratios=tuple((r[4].upper(), int(r[5]), int(r[6]), r[1] / r[0], r[3] / r[2]) for r in rows),
+            ratios=tuple(Ratio(r[4].upper(), int(r[5]), int(r[6]), r[1] / r[0], r[3] / r[2], r[7]) for r in rows),
+            probe=probe,
         )
 
     def set_thread_choice(self, c: ThreadChoice) -> None:
@@ -188,9 +194,13 @@ def plausible_ratio(ratio: float) -> bool:
 
 
 def machine_calibration(profile) -> Calibration:
-    """The calibration stored for this machine (profile as detected here), read and closed."""
+    """The calibration stored for this machine (profile as detected here), with its probe
+    when one was taken with this llama.cpp build, read and closed."""
+    from rooflight.store.probes import current_probe
+
+    probe = current_probe(profile)
     store = CalibrationStore()
     try:
-        return store.calibration(machine_key(profile), profile.backend)
+        return store.calibration(machine_key(profile), profile.backend, probe)
     finally:
         store.close()

@@ -31,6 +31,7 @@ class Settings:
     offline: bool = False  # HF_HUB_OFFLINE: no network, answers from the cache
     default_ctx: int = 8192  # context that ranking and planning use (capped per model)
     theme: str = "system"  # system | light | dark
+    probe_offered: bool = False  # the first start's "Measure this machine?" was shown (ui/probe_panel.py)
     # keys written by a newer version: kept so that saving does not drop them
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -50,9 +51,9 @@ def _check(name: str, value: Any) -> Any:
         if not isinstance(value, str):
             raise BadInputError("models_dir must be a folder path")
         return value
-    if name == "offline":
+    if name in ("offline", "probe_offered"):
         if not isinstance(value, bool):
-            raise BadInputError("offline must be true or false")
+            raise BadInputError(f"{name} must be true or false")
         return value
     if name == "default_ctx":
         if isinstance(value, bool) or not isinstance(value, int) or not MIN_CTX <= value <= MAX_CTX:

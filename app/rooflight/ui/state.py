@@ -29,13 +29,9 @@ def detect_machine() -> tuple[HardwareProfile, Calibration | None]:
     with full_gc_paused():  # imports and probes allocate a lot: no full collection meanwhile
         profile = detect()
     try:
-        from rooflight.store.calibration import CalibrationStore, machine_key
+        from rooflight.store.calibration import machine_calibration
 
-        store = CalibrationStore()
-        try:
-            calibration = store.calibration(machine_key(profile), profile.backend)
-        finally:
-            store.close()
+        calibration = machine_calibration(profile)  # with this machine's probe, if current
     except Exception as exc:  # a broken calibration file must not hide the machine
         log.warning("calibration not read: %s", exc)
         calibration = None
@@ -106,6 +102,11 @@ class MachineState(QObject):
         self._calibration = calibration
         if not self.what_if.is_empty:
             self._what_if_profile = what_if_profile(profile, self.what_if)
+        self.changed.emit(self.profile)
+
+    def set_calibration(self, calibration: Calibration | None) -> None:
+        """New measurements of this machine (a probe, a bench): every estimate follows."""
+        self._calibration = calibration
         self.changed.emit(self.profile)
 
     def set_what_if(self, what: WhatIf) -> None:

@@ -38,6 +38,7 @@ from rooflight.format import FIT_BADGES, FIT_LABELS
 from rooflight.hardware import HardwareProfile
 from rooflight.ui import theme
 from rooflight.ui.advice_panel import AdvicePanel
+from rooflight.ui.confirm_row import ConfirmRow, model_source
 from rooflight.ui.detail_plots import DetailPlots
 from rooflight.ui.latest import LatestTask
 from rooflight.ui.pages.base import Shot
@@ -263,6 +264,8 @@ class ModelDetail(QWidget):
         right.addWidget(self.fit_text)
         self.memory = MemoryBar()
         right.addWidget(self.memory)
+        self.confirm_row = ConfirmRow(self.ctx)  # llama.cpp's own numbers, on demand
+        right.addWidget(self.confirm_row)
         right.addLayout(self._layers_row())
         self.speed = label("", "heading", wrap=True)
         self.speed.setAccessibleName("Predicted speed")
@@ -603,6 +606,9 @@ class ModelDetail(QWidget):
             f"flash attention {'on' if cfg.flash_attn else 'off'} · {cfg.n_threads} threads · "
             f"batch {cfg.n_batch}/{cfg.n_ubatch} · decode {p.bound}-bound"
             + (" · calibrated on this machine" if p.calibrated else ""))
+        m = self.ctx.machine
+        self.confirm_row.set_subject(model_source(self.ranked, self.current, self.ctx.installed), est,
+                                     m.detected, m.is_what_if)
         self._update_panels()
 
     def _update_panels(self) -> None:

@@ -1,0 +1,97 @@
+"""`rooflight probe`: measure this machine's llama.cpp kernels (runtime/probe.py).
+
+Exit 0 when the probe was measured and stored (estimates then stand on it: performance.basis
+"probe"); 1 with one sentence when it could not be measured cleanly (a busy machine) and
+was not stored. --json prints what was measured per device and weight type either way.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from rooflight.commands.common import emit_json, positive_int
+from rooflight.errors import BadInputError
+
+
+def _fraction(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {value}")
+    return value
+
+
+def register(subparsers) -> None:
+    from rooflight.runtime.busy import DEFAULT_BUSY_THRESHOLD
+    from rooflight.runtime.probe import ALL_TYPES, BUDGET_S
+
+    p = subparsers.add_parser("probe", help="measure this machine's llama.cpp kernels (about 30 s); estimates use them")
+    p.add_argument("--types", metavar="T[,T...]",
+                   help=f"weight types to measure (default all this build supports: {','.join(ALL_TYPES)})")
+    p.add_argument("--threads", type=positive_int, help="thread count (default: the one plans use)")
+    p.add_argument("--busy-threshold", type=_fraction, default=DEFAULT_BUSY_THRESHOLD, metavar="SHARE",
+                   help=f"share of the CPU other programs may use during a run (default {DEFAULT_BUSY_THRESHOLD})")
+    p.add_argument("--budget", type=float, default=BUDGET_S, metavar="SECONDS",
+                   help=f"time the probe may take (default {BUDGET_S:g})")
+    p.add_argument("--keep-disturbed", action="store_true",
+                   help="store figures measured on a busy machine too (marked disturbed; estimates say so)")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=cmd_probe)
+
+
+def cmd_probe(args) -> int:
+    from rooflight.hardware import detect
+    from rooflight.runtime.probe import probe_machine
+
+    types = tuple(t.strip().upper() for t in args.types.split(",") if t.strip()) if args.types else None
+    if args.types is not None and not types:
+        raise BadInputError("--types needs at least one weight type, e.g. --types Q4_0,Q8_0.")
+    if args.budget <= 0:
+        raise BadInputError("--budget must be more than 0 seconds.")
+    profile = detect()
+
+    def progress(fraction: float, message: str, left: float) -> None:
+        if not args.json or sys.stderr.isatty():
+            print(f"  {fraction:4.0%}  {message} (about {left:.0f} s left)", file=sys.stderr, flush=True)
+
+    run = probe_machine(profile, weight_types=types, n_threads=args.threads, busy_threshold=args.busy_threshold,
+                        budget_s=args.budget, keep_disturbed=args.keep_disturbed, progress=progress)
+    if args.json:
+        emit_json(run.to_dict())
+    else:
+        print(format_probe(run))
+    if not run.stored:
+        print(f"rooflight: {run.refused}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def format_probe(run) -> str:
+    p = run.probe
+    lines = [f"Probe of this machine ({p.machine}) with {p.build}, {p.n_threads} threads, "
+             f"{p.duration_s:.1f} s", ""]
+    lines.append(f"{'weight type':12}{'decode ns/weight':>18}{'GB/s':>8}  {'bound':8}{'prompt ns/weight':>18}"
+                 f"{'spread':>8}")
+    for k in p.kernels:
+        mark = "  (busy)" if k.disturbed else ""
+        lines.append(f"{k.weight_type:12}{k.decode_s_per_weight * 1e9:18.4f}{k.decode_gbs:8.1f}  {k.bound:8}"
+                     f"{k.prefill_s_per_weight * 1e9:18.5f}{max(k.decode_spread, k.prefill_spread):8.0%}{mark}")
+    for wt, why in run.skipped.items():
+        lines.append(f"{wt:12}  {why}")
+    for a in p.attention:
+        lines.append(f"attention, flash {'on ' if a.flash_attn else 'off'}: {a.decode_s_per_unit * 1e9:.3f} ns per "
+                     f"modelled decode cycle, {a.prefill_s_per_flop * 1e12:.1f} ps per prompt FLOP "
+                     f"(spread {a.spread:.0%})")
+    f = p.fixed
+    lines.append(f"fixed: {f.token_s * 1e6:.1f} us per token, "
+                 f"{f.layer_s * 1e6:.1f} us per layer, {f.vocab_s * 1e9:.2f} ns per vocabulary entry "
+                 f"(spread {f.spread:.0%})")
+    lines += [f"note: {n}" for n in p.notes]
+    lines.append("")
+    lines.append("Stored: estimates on this machine now stand on these figures." if run.stored
+                 else "Not stored.")
+    return "\n".join(lines)

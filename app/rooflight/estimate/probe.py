@@ -1,0 +1,193 @@
+"""What a machine probe measured (runtime/probe.py), and the arithmetic that turns timings
+into the figures the roofline uses in place of table constants.
+
+Everything here is pure: timings in, figures out, so the arithmetic is tested from
+synthetic timings (tests/test_probe.py) without llama.cpp.
+
+The figures, all at the probe's thread count on the CPU backend:
+- per weight type, seconds per weight element for one token's matrix-vector product, on
+  a model several times the last-level cache (so it is what a real model pays), and the
+  bytes per second that reached; and seconds per weight element per prompt token for the
+  matrix-matrix product at the planned micro-batch;
+- attention: seconds per unit of perf.py's attention model (decode: its cycle count over
+  the cached positions; prefill: its FLOPs), flash attention on and off;
+- fixed: seconds per token (graph, Python, sampler), per layer, per vocabulary entry.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field, replace
+
+# A figure's repeats may disagree by this much (max - min over median) and still count as
+# one clean measurement; beyond it something else was running.
+MAX_CLEAN_SPREAD = 0.25
+# A type is memory-bound when its achieved bytes/s is within this factor of the fastest
+# type's (the observed bandwidth roof): it reads as fast as the machine delivers.
+MEMORY_BOUND_WITHIN = 0.8
+
+
+@dataclass(frozen=True)
+class Repeats:
+    """The runs of one measurement: durations (s), and for each whether the machine was
+    quiet enough during it (runtime/busy.py)."""
+
+    seconds: tuple[float, ...]
+    clean: tuple[bool, ...]
+
+    @property
+    def used(self) -> tuple[float, ...]:
+        """The clean runs, or all of them when none was clean."""
+        kept = tuple(s for s, ok in zip(self.seconds, self.clean, strict=True) if ok)
+        return kept or self.seconds
+
+    @property
+    def value(self) -> float:
+        return statistics.median(self.used)
+
+    @property
+    def spread(self) -> float:
+        """(max - min) / median of the runs used: the run-to-run spread."""
+        used = self.used
+        return (max(used) - min(used)) / statistics.median(used) if len(used) > 1 else 0.0
+
+    @property
+    def disturbed(self) -> bool:
+        """Fewer than two clean runs, or clean runs that disagree."""
+        return sum(self.clean) < 2 or self.spread > MAX_CLEAN_SPREAD
+
+
+def slope_intercept(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least-squares line through (x, y): (slope, intercept)."""
+    if len(xs) < 2 or len(set(xs)) < 2:
+        raise ValueError("a line needs two distinct x values")
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    return slope, my - slope * mx
+
+
+@dataclass(frozen=True)
+class FixedCosts:
+    token_s: float  # per generated token, whatever the model (Python, graph build, sampler)
+    layer_s: float  # per layer per token (kernel launches, thread barriers)
+    vocab_s: float  # per vocabulary entry per token (logits copy-out and sampling)
+    spread: float = 0.0
+
+
+def fixed_costs(
+    layers: tuple[int, int], per_token_s: tuple[float, float], vocab: tuple[int, int],
+    per_token_vocab_s: tuple[float, float], output_s: float = 0.0, spread: float = 0.0,
+) -> FixedCosts:
+    """From two tiny models that differ only in layer count (per-token times) and two that
+    differ only in vocabulary size; output_s: the larger vocabulary's extra output-matrix
+    time (from the kernel figures), which is not a fixed cost."""
+    layer_s, token_s = slope_intercept([float(n) for n in layers], list(per_token_s))
+    vocab_s = (per_token_vocab_s[1] - per_token_vocab_s[0] - output_s) / (vocab[1] - vocab[0])
+    # noise can push a tiny difference below zero; a cost is never negative
+    return FixedCosts(max(token_s, 0.0), max(layer_s, 0.0), max(vocab_s, 0.0), spread)
+
+
+@dataclass(frozen=True)
+class AttentionCost:
+    flash_attn: bool
+    decode_s_per_unit: float  # seconds per perf._cpu_attention_cycles unit
+    prefill_s_per_flop: float  # seconds per attention FLOP in prompt processing
+    spread: float = 0.0
+
+
+def attention_cost(
+    flash_attn: bool, *, decode_short_s: float, decode_long_s: float, units_short: float,
+    units_long: float, prefill_s: float, prefill_other_s: float, prefill_flops: float,
+    spread: float = 0.0,
+) -> AttentionCost:
+    """Decode: per-token time at a long and a short cache, over the difference in modelled
+    attention units. Prefill: the prompt's time less what its weights and fixed costs take
+    (prefill_other_s), over its attention FLOPs."""
+    decode = max(decode_long_s - decode_short_s, 0.0) / max(units_long - units_short, 1.0)
+    prefill = max(prefill_s - prefill_other_s, 0.0) / max(prefill_flops, 1.0)
+    return AttentionCost(flash_attn, decode, prefill, spread)
+
+
+@dataclass(frozen=True)
+class KernelFigure:
+    """One weight type's matrix kernels on this machine."""
+
+    weight_type: str  # ggml type name: F16, Q8_0, Q4_K, ...
+    decode_s_per_weight: float  # one token, matrix-vector, weights out of cache
+    prefill_s_per_weight: float  # per prompt token, matrix-matrix at the probe's micro-batch
+    decode_gbs: float  # weight bytes per second the decode kernel reached
+    bound: str = "memory"  # memory | compute (decode)
+    decode_spread: float = 0.0
+    prefill_spread: float = 0.0
+    disturbed: bool = False
+
+
+def kernel_figure(
+    weight_type: str, *, decode_token_s: float, decode_other_s: float, decode_weights: int,
+    decode_bytes: int, prefill_s: float, prefill_other_s: float, prefill_weights: int,
+    prompt_tokens: int, decode_spread: float = 0.0, prefill_spread: float = 0.0,
+    disturbed: bool = False,
+) -> KernelFigure:
+    """decode_token_s: seconds per generated token on the decode model; decode_other_s:
+    the fixed and attention part of it (known from the other figures); likewise for the
+    prompt. *_weights: weight elements of that type the token or prompt token multiplies."""
+    t_dec = max(decode_token_s - decode_other_s, 1e-9)
+    t_pp = max(prefill_s - prefill_other_s, 1e-9)
+    return KernelFigure(
+        weight_type=weight_type,
+        decode_s_per_weight=t_dec / decode_weights,
+        prefill_s_per_weight=t_pp / (prefill_weights * prompt_tokens),
+        decode_gbs=decode_bytes / t_dec / 1e9,
+        decode_spread=decode_spread, prefill_spread=prefill_spread, disturbed=disturbed,
+    )
+
+
+def classify_bounds(kernels: tuple[KernelFigure, ...]) -> tuple[KernelFigure, ...]:
+    """Mark each type memory- or compute-bound against the fastest bytes/s any type
+    reached here (the bandwidth roof as the kernels see it)."""
+    if not kernels:
+        return kernels
+    roof = max(k.decode_gbs for k in kernels)
+    return tuple(replace(k, bound="memory" if k.decode_gbs >= MEMORY_BOUND_WITHIN * roof else "compute")
+                 for k in kernels)
+
+
+@dataclass(frozen=True)
+class MachineProbe:
+    """One probe of this machine's llama.cpp CPU kernels."""
+
+    machine: str  # store.calibration.machine_key of the machine measured
+    build: str  # runtime/probe.py llama_build(): llama.cpp version and compiled features
+    n_threads: int
+    n_ubatch: int  # micro-batch the prefill figures are for
+    kernels: tuple[KernelFigure, ...]
+    attention: tuple[AttentionCost, ...]
+    fixed: FixedCosts
+    spread: float  # the largest run-to-run spread of any figure kept
+    disturbed: bool  # some figure could not be measured on a quiet machine (kept on request)
+    created_at: float = 0.0
+    duration_s: float = 0.0
+    notes: tuple[str, ...] = field(default=())
+
+    def kernel(self, weight_type: str) -> KernelFigure | None:
+        name = weight_type.upper()
+        return next((k for k in self.kernels if k.weight_type == name), None)
+
+    def attention_for(self, flash_attn: bool) -> AttentionCost | None:
+        return next((a for a in self.attention if a.flash_attn == bool(flash_attn)), None)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> MachineProbe:
+        return cls(
+            machine=d["machine"], build=d["build"], n_threads=int(d["n_threads"]),
+            n_ubatch=int(d["n_ubatch"]),
+            kernels=tuple(KernelFigure(**k) for k in d["kernels"]),
+            attention=tuple(AttentionCost(**a) for a in d["attention"]),
+            fixed=FixedCosts(**d["fixed"]), spread=float(d["spread"]),
+            disturbed=bool(d["disturbed"]), created_at=float(d.get("created_at", 0.0)),
+            duration_s=float(d.get("duration_s", 0.0)), notes=tuple(d.get("notes", ())),
+        )

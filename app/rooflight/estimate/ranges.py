@@ -1,0 +1,83 @@
+"""What the speed range around an estimate means: the measured / predicted ratios that
+8 of 10 measurements fall inside, taken from residuals, never chosen by hand where a
+residual exists.
+
+- table estimates: the backend's out-of-sample band (leave-one-device-out over published
+  llama-bench rows: BackendConstants.decode_band / prefill_band / band_basis);
+- probe estimates: the probe model's out-of-sample band on the machine it was checked on
+  (bench/accuracy.py: shapes the probe does not use), widened by this probe's own
+  run-to-run spread;
+- calibrated estimates, and probe estimates with enough stored measurements of this
+  machine: the 10th-90th percentile of those measurements' ratios to the prediction.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# An 80% band: 8 of 10 measurements fall inside.
+COVERAGE = 0.8
+# Fewer measurements than this cannot place a 10th and a 90th percentile.
+MIN_RESIDUALS = 5
+
+# Out-of-sample measured / predicted quantiles of the probe-based roofline (10th, 90th),
+# from bench/accuracy.py on the project's 2-core EPYC VM with llama-cpp-python 0.3.36:
+# generated llama shapes the probe never ran (25M-1.5B parameters, F16/Q8_0/Q4_0/Q4_K_M/
+# Q6_K, with and without GQA) and Gemma-3-270M at 512 and 4096 positions, measured right
+# after `rooflight probe`. The machine was shared with other busy processes while these
+# were measured, so the band is wider than a quiet machine would give; README's accuracy
+# section lists the runs.
+PROBE_DECODE_BAND = (0.80, 1.15)
+PROBE_PREFILL_BAND = (0.75, 1.20)
+PROBE_BAND_BASIS = "out-of-sample error of probe-based estimates on a 2-core EPYC VM (bench/accuracy.py)"
+
+@dataclass(frozen=True)
+class Band:
+    decode: tuple[float, float]  # measured / predicted, low and high
+    prefill: tuple[float, float]
+    basis: str  # what the band is, in one phrase (JSON range_basis)
+
+
+def quantile_band(ratios: Sequence[float]) -> tuple[float, float]:
+    """The 10th and 90th percentiles of measured / predicted ratios (linear interpolation),
+    widened to contain 1.0: the estimate itself is always inside its range."""
+    xs = sorted(ratios)
+    if len(xs) == 1:
+        return min(xs[0], 1.0), max(xs[0], 1.0)
+    q = statistics.quantiles(xs, n=10, method="inclusive")
+    return min(q[0], 1.0), max(q[-1], 1.0)
+
+
+def table_band(backend: str, constants) -> Band:
+    """The backend's out-of-sample band (BackendConstants.decode_band / prefill_band,
+    fitted by bench/fit_constants.py), or, said plainly, a hand-chosen one where the
+    backend has none."""
+    basis = constants.band_basis
+    if basis.startswith("hand-chosen"):
+        return Band(tuple(constants.decode_band), tuple(constants.prefill_band),
+                    f"chosen by hand: no out-of-sample band for the {backend} backend yet")
+    return Band(tuple(constants.decode_band), tuple(constants.prefill_band),
+                f"8 of 10 measurements fall inside: {basis}")
+
+
+def probe_band(spread: float, disturbed: bool) -> Band:
+    """The probe model's out-of-sample band, widened by half this probe's run-to-run spread
+    each way (the figures it stands on are that uncertain)."""
+    w = spread / 2
+    decode = (PROBE_DECODE_BAND[0] * (1 - w), PROBE_DECODE_BAND[1] * (1 + w))
+    prefill = (PROBE_PREFILL_BAND[0] * (1 - w), PROBE_PREFILL_BAND[1] * (1 + w))
+    busy = "; the probe ran on a busy machine" if disturbed else ""
+    return Band(decode, prefill, f"8 of 10 measurements fall inside: {PROBE_BAND_BASIS}, "
+                                 f"widened by this probe's {spread:.0%} spread{busy}")
+
+
+def measured_band(decode_residuals: Sequence[float], prefill_residuals: Sequence[float]) -> Band | None:
+    """From this machine's stored measurements (measured / the estimate as it now stands):
+    None when there are too few to place the percentiles."""
+    if min(len(decode_residuals), len(prefill_residuals)) < MIN_RESIDUALS:
+        return None
+    n = len(decode_residuals)
+    return Band(quantile_band(decode_residuals), quantile_band(prefill_residuals),
+                f"8 of 10 of this machine's {n} stored measurements of this kind fall inside")

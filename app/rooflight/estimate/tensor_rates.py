@@ -1,0 +1,39 @@
+"""The matrix rate llama.cpp's prompt-processing kernels run at on a GPU.
+
+A profile's `fp16_tflops` is the dense FP16 tensor rate with FP32 accumulate (GPU table).
+llama.cpp does not use that rate: quantized weights go through its MMQ kernels, which
+multiply int8 (NVIDIA Turing and later: int8 tensor cores; Volta and Pascal: dp4a), and F16
+weights through cuBLAS with FP16 accumulate. GeForce cards run FP32-accumulate FP16 at half
+the FP16-accumulate rate and int8 at 4x it, data-centre and workstation cards run both FP16
+modes at one rate and int8 at 2x: pricing every card by `fp16_tflops` makes the A100, H100,
+L40S or RTX 6000 look twice as fast at quantized prompts as they are next to a GeForce. The
+table's `int8_tops` and `fp16_acc16_tflops` hold the rates the kernels use; this module
+scales the profile's figure by the table's ratio, so a profile that overrides fp16_tflops
+(or an Apple chip with fewer GPU cores) keeps its own scale.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from rooflight.hardware.gpu_table import lookup_gpu
+from rooflight.hardware.profile import GPUInfo
+
+DEFAULT_FP16_TFLOPS = 10.0  # a GPU with no figure at all (warned about where it is detected)
+
+
+@lru_cache(maxsize=512)
+def _ratios(name: str) -> tuple[float, float]:
+    """(int8 / fp16, fp16-accumulate / fp16) from the table entry; 1.0 where not listed."""
+    entry = lookup_gpu(name)
+    if not entry or not entry.get("fp16_tflops"):
+        return 1.0, 1.0
+    fp16 = entry["fp16_tflops"]
+    return (entry.get("int8_tops") or fp16) / fp16, (entry.get("fp16_acc16_tflops") or fp16) / fp16
+
+
+def matmul_tflops(gpu: GPUInfo, quantized: bool) -> float:
+    """Peak matrix rate (T ops/s) of the kernels llama.cpp uses for this weight class."""
+    base = gpu.fp16_tflops or DEFAULT_FP16_TFLOPS
+    int8, acc16 = _ratios(gpu.name)
+    return base * (int8 if quantized else acc16)

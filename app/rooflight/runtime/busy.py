@@ -1,0 +1,71 @@
+"""Did anything else use the CPU while we measured?
+
+On few cores llama.cpp's threads wait for each other at every barrier, so one other busy
+process slows a measurement several-fold (one here once ran 11x slow). The honest check is
+the CPU time the rest of the system spent during the measurement: the machine's busy time
+(user, system, interrupts and, in a VM, time the hypervisor gave to others: steal) minus
+our own process's, as a share of all cores over the wall-clock interval.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import psutil
+
+# Others may use this share of the machine's total CPU time during a measurement (10% is a
+# fifth of one core on two: a desktop's idle background, not a compile or a second model).
+DEFAULT_BUSY_THRESHOLD = 0.10
+
+
+def _busy_seconds() -> float:
+    t = psutil.cpu_times()
+    busy = t.user + t.system + getattr(t, "nice", 0.0) + getattr(t, "irq", 0.0)
+    busy += getattr(t, "softirq", 0.0) + getattr(t, "steal", 0.0)
+    return busy
+
+
+def _own_seconds(proc: psutil.Process) -> float:
+    t = proc.cpu_times()
+    return t.user + t.system
+
+
+@dataclass(frozen=True)
+class Window:
+    wall_s: float
+    others_share: float  # share of all cores' time used by other processes (0..1)
+
+    def clean(self, threshold: float) -> bool:
+        return self.others_share <= threshold
+
+
+class Watch:
+    """with Watch() as w: ...; then w.window says how busy the rest of the machine was."""
+
+    def __init__(self) -> None:
+        self._proc = psutil.Process(os.getpid())
+        self._n_cpu = psutil.cpu_count() or 1
+        self.window: Window | None = None
+
+    def __enter__(self) -> Watch:
+        self._busy0, self._own0 = _busy_seconds(), _own_seconds(self._proc)
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        wall = time.perf_counter() - self._t0
+        others = (_busy_seconds() - self._busy0) - (_own_seconds(self._proc) - self._own0)
+        # the kernel's counters tick at 100 Hz: a short window rounds by up to 10 ms a core
+        share = max(0.0, others) / max(wall * self._n_cpu, 1e-6)
+        self.window = Window(wall, min(1.0, share))
+
+
+def load_now() -> tuple[float, int]:
+    """(1-minute load average, logical CPUs): what the machine looked like before we began."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # not on every platform
+        load = 0.0
+    return load, psutil.cpu_count() or 1

@@ -1,0 +1,583 @@
+"""`rooflight probe`: measure this machine's llama.cpp CPU kernels with generated models.
+
+The estimator's CPU constants were fitted on one machine; on another (another core
+generation, ISA, memory system) they are off by tens of percent. So we measure the kernels
+themselves, briefly, with the llama.cpp build that will run the models, at the thread
+count plans use:
+
+1. fixed costs: tiny models (weights negligible) with 1 and 8 layers, and with a 260- and a
+   32000-entry vocabulary: per token, per layer, per vocabulary entry;
+2. attention: a small model with wide attention, decode at a short and a long cache and a
+   1024-token prompt, flash attention on and off;
+3. per weight type: decode on a model several times the last-level cache (so the figure
+   is what large models pay, bound by bandwidth or by arithmetic as the type is here) and
+   a one-micro-batch prompt on a smaller one (prompt processing is compute-bound).
+
+Each run is timed under a busy watch (runtime/busy.py). A run during which the rest of the
+machine used more than `busy_threshold` of the CPU is repeated while the time budget
+lasts; a figure without two clean runs that agree is disturbed, and a probe with disturbed
+figures is not stored unless the caller asks for it (then it is stored marked disturbed,
+and estimates say so). The models are written with the project's writer (gguf/synthetic.py,
+tiled weights: fast to write, read like random ones) into a temporary folder.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from rooflight.errors import OperationFailedError
+from rooflight.estimate.probe import (
+    MAX_CLEAN_SPREAD,
+    AttentionCost,
+    FixedCosts,
+    KernelFigure,
+    MachineProbe,
+    Repeats,
+    attention_cost,
+    classify_bounds,
+    fixed_costs,
+    kernel_figure,
+)
+from rooflight.runtime.build import llama_build
+from rooflight.runtime.busy import DEFAULT_BUSY_THRESHOLD, Watch, load_now
+
+# Weight types the probe measures where this llama.cpp build and the writer support them.
+ALL_TYPES = ("F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS", "MXFP4", "NVFP4")
+BUDGET_S = 30.0  # the whole probe, generation of its models included (issue 14)
+MIN_RUN_S = 0.15  # shorter runs are dominated by the 10 ms ticks of the busy watch
+REPEATS = 3  # clean runs wanted per figure
+VOCAB_SMALL, VOCAB_LARGE = 260, 32000
+ATTN_PROMPT = 1024  # cached positions for the long-cache decode and the attention prompt
+DECODE_MIN_BYTES = 64 << 20
+
+# shapes (write_model arguments): the decode model's layers are repeated until its weights
+# are DECODE_CACHE_FACTOR x the last-level cache; the prompt model is one layer
+_DECODE_SHAPE = dict(n_embd=2048, n_head=16, n_head_kv=4, head_dim=128, n_ff=5632)
+_PREFILL_SHAPE = dict(n_embd=1024, n_head=8, n_head_kv=8, head_dim=128, n_ff=2816)
+_TINY_SHAPE = dict(n_embd=64, n_head=2, n_head_kv=2, head_dim=32, n_ff=64)
+_ATTN_SHAPE = dict(n_layer=2, n_embd=256, n_head=16, n_head_kv=4, head_dim=128, n_ff=256)
+DECODE_CACHE_FACTOR = 2
+PREFILL_LAYERS = 3  # ~38M weights: a 512-token prompt takes ~0.1 s here, long enough to watch
+
+
+class ProbeCancelled(OperationFailedError):
+    """The user stopped the probe; nothing was stored."""
+
+
+class _OutOfTime(Exception):
+    """The budget ran out before a figure had a single run."""
+
+
+def last_level_cache_bytes() -> int:
+    """The CPU's last-level cache per core complex, from sysfs; 32 MiB when unknown."""
+    base = Path("/sys/devices/system/cpu/cpu0/cache")
+    best = 0
+    for idx in sorted(base.glob("index*")) if base.is_dir() else ():
+        try:
+            text = (idx / "size").read_text().strip().upper()
+        except OSError:
+            continue
+        mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        try:
+            best = max(best, int(text.rstrip("KMG")) * mult)
+        except ValueError:
+            continue
+    return best or 32 << 20
+
+
+@dataclass
+class ProbeRun:
+    """What one probe did: the probe (stored only if `stored`), why not, and every figure's
+    raw runs for the report."""
+
+    probe: MachineProbe
+    stored: bool = False
+    refused: str | None = None  # one sentence: why it was not stored
+    load_before: tuple[float, int] = (0.0, 1)
+    runs: dict[str, dict] = field(default_factory=dict)  # figure -> seconds, clean, spread
+    skipped: dict[str, str] = field(default_factory=dict)  # weight type -> why not measured
+
+    def to_dict(self) -> dict:
+        p = self.probe
+        return {
+            "machine": p.machine,
+            "build": p.build,
+            "stored": self.stored,
+            "refused": self.refused,
+            "disturbed": p.disturbed,
+            "duration_s": round(p.duration_s, 2),
+            "spread": round(p.spread, 4),
+            "load_before": {"load_1min": round(self.load_before[0], 2), "cpus": self.load_before[1]},
+            "devices": [{
+                "device": "cpu",
+                "n_threads": p.n_threads,
+                "n_ubatch": p.n_ubatch,
+                "weight_types": {
+                    k.weight_type: {
+                        "decode_ns_per_weight": round(k.decode_s_per_weight * 1e9, 6),
+                        "prefill_ns_per_weight": round(k.prefill_s_per_weight * 1e9, 6),
+                        "decode_gbs": round(k.decode_gbs, 2),
+                        "bound": k.bound,
+                        "decode_spread": round(k.decode_spread, 4),
+                        "prefill_spread": round(k.prefill_spread, 4),
+                        "disturbed": k.disturbed,
+                    } for k in p.kernels},
+                "attention": [{
+                    "flash_attn": a.flash_attn,
+                    "decode_ns_per_unit": round(a.decode_s_per_unit * 1e9, 6),
+                    "prefill_ns_per_flop": round(a.prefill_s_per_flop * 1e9, 6),
+                    "spread": round(a.spread, 4),
+                } for a in p.attention],
+                "fixed": {"token_us": round(p.fixed.token_s * 1e6, 3), "layer_us": round(p.fixed.layer_s * 1e6, 3),
+                          "vocab_ns": round(p.fixed.vocab_s * 1e9, 4), "spread": round(p.fixed.spread, 4)},
+                "not_measured": self.skipped,
+            }],
+            "runs": self.runs,
+            "notes": list(p.notes),
+        }
+
+
+class _Clock:
+    """The probe's time budget and progress (fraction done, message, seconds left)."""
+
+    def __init__(self, budget_s: float, steps: int, progress, check_cancel) -> None:
+        self.t0 = time.perf_counter()
+        self.budget_s = budget_s
+        self.steps, self.done = steps, 0
+        self._progress = progress
+        self._check = check_cancel
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    @property
+    def left(self) -> float:
+        return self.budget_s - self.elapsed
+
+    def check(self) -> None:
+        if self._check is not None:
+            self._check()
+
+    def step(self, message: str) -> None:
+        self.check()
+        frac = self.done / max(self.steps, 1)
+        # time left: the pace so far, never past the budget
+        eta = self.elapsed / frac * (1 - frac) if frac > 0 else self.budget_s
+        if self._progress is not None:
+            self._progress(frac, message, max(0.0, min(eta, self.left)))
+        self.done += 1
+
+
+class _Model:
+    """A loaded probe model: the Llama object and what its weights are."""
+
+    def __init__(self, path: Path, n_threads: int, n_ctx: int, flash_attn: bool, n_ubatch: int) -> None:
+        import contextlib
+        import io
+
+        import llama_cpp
+
+        from rooflight.gguf import load_model_spec
+
+        self.spec = load_model_spec(str(path))
+        with contextlib.redirect_stderr(io.StringIO()):
+            try:
+                self.llm = llama_cpp.Llama(
+                    model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
+                    n_batch=n_ubatch, n_ubatch=n_ubatch, n_gpu_layers=0, flash_attn=flash_attn,
+                    verbose=False, seed=0,
+                )
+            except (ValueError, RuntimeError) as exc:
+                raise OperationFailedError(f"llama.cpp could not load the probe model {path.name}: {exc}") from exc
+
+    def close(self) -> None:
+        self.llm.close()
+
+    def tokens(self, n: int, offset: int = 0) -> list[int]:
+        # ordinary tokens (the byte range), cycled: the text does not matter, the count does
+        return [3 + (offset + i) % 250 for i in range(n)]
+
+    def decode(self, n: int, max_s: float = 2 * MIN_RUN_S) -> float:
+        """Seconds per token for n tokens, generated as measure() and chats do: eval one
+        token, sample from its logits. Near the end of the context the cache is rolled
+        back to where the run began (llama-cpp-python drops cells past n_tokens), so the
+        positions stay within a window of the start."""
+        llm = self.llm
+        base = llm.n_tokens
+        limit = min(llm.n_ctx() - 1, base + 256)
+        token = 3
+        t0 = time.perf_counter()
+        done = 0
+        # a stalled machine can make a token take 50x its time: stop at max_s, not at n
+        while done < n and (done < 4 or time.perf_counter() - t0 < max_s):
+            if llm.n_tokens >= limit:
+                llm.n_tokens = base
+            llm.eval([token])
+            token = llm.sample(temp=0.8, top_k=40, top_p=0.95, min_p=0.05)
+            done += 1
+        return (time.perf_counter() - t0) / done
+
+
+@dataclass
+class _Runner:
+    clock: _Clock
+    threshold: float
+    runs: dict[str, dict]
+    repeats: int = REPEATS
+    figures: int = 1  # how many figures the probe measures in all (for budget shares)
+    measured: int = 0
+
+    def measure(self, name: str, fn: Callable[[], float]) -> Repeats:
+        """Run fn until `repeats` clean runs, at most 3 x repeats tries. Each figure gets an
+        equal share of the budget still left, so a busy machine cannot spend it all on the
+        first figures: past two runs (one when far over its share) it stops at its share."""
+        secs: list[float] = []
+        clean: list[bool] = []
+        shares: list[float] = []
+        repeats = self.repeats
+        share = self.clock.left / max(1, self.figures - self.measured)
+        t0 = time.perf_counter()
+        while sum(clean) < repeats and len(secs) < 3 * repeats:
+            spent = time.perf_counter() - t0
+            if self.clock.left <= 0:
+                if not secs:
+                    raise _OutOfTime(name)
+                break
+            if (len(secs) >= 2 and spent >= share) or (secs and spent >= 2 * share):
+                break
+            self.clock.check()
+            with Watch() as w:
+                value = fn()
+            secs.append(value)
+            clean.append(w.window.clean(self.threshold))
+            shares.append(w.window.others_share)
+        self.measured += 1
+        r = Repeats(tuple(secs), tuple(clean))
+        self.runs[name] = {"seconds": [round(s, 6) for s in secs], "clean": clean,
+                           "others_cpu_share": [round(s, 3) for s in shares],
+                           "spread": round(r.spread, 4), "disturbed": r.disturbed}
+        return r
+
+
+def _tokens_for(model: _Model, target_s: float = MIN_RUN_S) -> int:
+    """Tokens per decode run so a run lasts about target_s (after a 4-token warm-up)."""
+    model.llm.reset()
+    model.llm.eval(model.tokens(4))
+    per = model.decode(4)
+    return max(8, min(4096, math.ceil(target_s / max(per, 1e-5))))
+
+
+def _decode_run(model: _Model, n: int, prefix: int = 4) -> Callable[[], float]:
+    def run() -> float:
+        model.llm.reset()
+        model.llm.eval(model.tokens(prefix))
+        return model.decode(n)
+    return run
+
+
+def _weights_of(spec, weight_type: str, *, prompt: bool) -> tuple[int, int]:
+    """(elements, bytes) of the 2-D weights of one type that a token multiplies; a prompt
+    token skips the output matrix (logits for the last token only)."""
+    n = b = 0
+    for t in spec.tensors:
+        if t.ggml_type.upper() != weight_type or len(t.shape) < 2 or t.name == "token_embd.weight":
+            continue
+        if prompt and t.name.startswith("output."):
+            continue
+        n += t.n_elements
+        b += t.n_bytes
+    return n, b
+
+
+def probe_machine(
+    profile,
+    *,
+    weight_types: tuple[str, ...] | None = None,
+    n_threads: int | None = None,
+    n_ubatch: int = 512,
+    busy_threshold: float = DEFAULT_BUSY_THRESHOLD,
+    budget_s: float = BUDGET_S,
+    keep_disturbed: bool = False,
+    repeats: int = REPEATS,
+    progress: Callable[[float, str, float], None] | None = None,
+    check_cancel: Callable[[], None] | None = None,
+    store=None,
+) -> ProbeRun:
+    """Measure, and store the probe (store/probes.py) when it was measured cleanly or
+    keep_disturbed is set. weight_types: a subset of ALL_TYPES (a reduced probe);
+    repeats: clean runs wanted per figure (at least 2: a spread needs two); store: a
+    ProbeStore, None for the user's, False to store nothing. progress(fraction, message,
+    seconds left); check_cancel: called between runs, raises to stop (the GUI passes
+    Task.raise_if_cancelled)."""
+    from rooflight.gguf.synthetic import write_model
+    from rooflight.store.calibration import machine_key
+
+    types = tuple(t.upper() for t in (weight_types or ALL_TYPES))
+    unknown = [t for t in types if t not in ALL_TYPES]
+    if unknown:
+        from rooflight.errors import BadInputError
+
+        raise BadInputError(f"The probe measures {', '.join(ALL_TYPES)}; not {', '.join(unknown)}.")
+    n_threads = n_threads or max(1, profile.cpu.cores or 1)
+    load_before = load_now()
+    clock = _Clock(budget_s, 6 + 2 * len(types), progress, check_cancel)
+    runs: dict[str, dict] = {}
+    runner = _Runner(clock, busy_threshold, runs, max(2, repeats), figures=9 + 2 * len(types))
+    skipped: dict[str, str] = {}
+    notes: list[str] = []
+    if load_before[0] > 0.5 * load_before[1]:
+        notes.append(f"The machine was busy when the probe began (load {load_before[0]:.1f} on "
+                     f"{load_before[1]} CPUs).")
+    llc = last_level_cache_bytes()
+    with tempfile.TemporaryDirectory(prefix="rooflight-probe-") as tmp:
+        d = Path(tmp)
+
+        def write(name: str, **kw) -> Path:
+            return write_model(d / f"{name}.gguf", tiled=True, context_length=4096, **kw)
+
+        try:
+            # 1. fixed costs
+            per_layers: list[Repeats] = []
+            layer_counts = (1, 8)
+            for n_layer in layer_counts:
+                clock.step("fixed cost per token and layer")
+                m = _Model(write(f"tiny{n_layer}", n_layer=n_layer, ftype="F16", **_TINY_SHAPE),
+                           n_threads, 512, True, n_ubatch)
+                try:
+                    n = _tokens_for(m)
+                    per_layers.append(runner.measure(f"fixed/{n_layer}-layer", _decode_run(m, n)))
+                finally:
+                    m.close()
+            clock.step("fixed cost per vocabulary entry")
+            m = _Model(write("vocab", n_layer=1, ftype="F16", n_vocab=VOCAB_LARGE, **_TINY_SHAPE),
+                       n_threads, 512, True, n_ubatch)
+            try:
+                n = _tokens_for(m)
+                vocab_run = runner.measure(f"fixed/vocab-{VOCAB_LARGE}", _decode_run(m, n))
+                vocab_out_weights = VOCAB_LARGE * _TINY_SHAPE["n_embd"]
+            finally:
+                m.close()
+
+            # 2. attention, flash on and off (decode short/long, a long prompt)
+            attn_raw = []
+            attn_path = write("attention", ftype="F16", **_ATTN_SHAPE)
+            for fa in (True, False):
+                clock.step(f"attention, flash attention {'on' if fa else 'off'}")
+                m = _Model(attn_path, n_threads, 2048, fa, n_ubatch)
+                try:
+                    n = _tokens_for(m, MIN_RUN_S / 2)
+
+                    def prompt(m=m) -> float:
+                        m.llm.reset()
+                        m.llm.eval(m.tokens(16))
+                        t0 = time.perf_counter()
+                        m.llm.eval(m.tokens(ATTN_PROMPT, 16))
+                        return time.perf_counter() - t0
+
+                    def long_decode(m=m, n=n) -> float:
+                        m.llm.n_tokens = 16 + ATTN_PROMPT  # back to the end of the prompt
+                        return m.decode(n)
+
+                    tag = "on" if fa else "off"
+                    short = runner.measure(f"attention/fa-{tag}/decode-short", _decode_run(m, n))
+                    pp = runner.measure(f"attention/fa-{tag}/prompt-{ATTN_PROMPT}", prompt)
+                    long = runner.measure(f"attention/fa-{tag}/decode-long", long_decode)
+                    attn_raw.append((fa, m.spec, n, short, long, pp))
+                finally:
+                    m.close()
+
+        except _OutOfTime as exc:
+            probe = _empty_probe(profile, n_threads, n_ubatch, clock, notes)
+            return _finish(ProbeRun(probe, load_before=load_before, runs=runs, refused=(
+                f"Not stored: the {budget_s:.0f} s budget ran out before {exc} could be measured once; "
+                "the machine is too busy. Close other programs and measure again.")), progress)
+
+        # 3. kernels per weight type
+        kernel_raw = []
+        for wt in types:
+            ftype = {"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M"}.get(wt, wt)
+            if clock.left <= 0:
+                skipped[wt] = "not measured: the time budget ran out (the machine was busy or slow)"
+                clock.done += 2
+                continue
+            clock.step(f"{wt} matrix-vector (decode)")
+            try:
+                from rooflight.gguf.synthetic import plan_tensors, tensor_nbytes
+
+                layer_bytes = sum(
+                    tensor_nbytes(p.n_elements, p.qtype)
+                    for p in plan_tensors(arch="llama", ftype=ftype, n_layer=1, n_vocab=VOCAB_SMALL, pure=True,
+                                          **_DECODE_SHAPE)
+                    if p.name.startswith("blk."))
+                n_layer = max(1, math.ceil(max(DECODE_MIN_BYTES, DECODE_CACHE_FACTOR * llc) / layer_bytes))
+                dec_path = write(f"decode-{wt}", n_layer=n_layer, ftype=ftype, pure=True, **_DECODE_SHAPE)
+                m = _Model(dec_path, n_threads, 512, True, n_ubatch)
+            except (OperationFailedError, ValueError) as exc:
+                skipped[wt] = f"not measured: this build or the writer does not support it ({exc})"
+                clock.done += 1
+                continue
+            try:
+                n = _tokens_for(m)
+                dec = runner.measure(f"kernel/{wt}/decode", _decode_run(m, n))
+                dec_spec, dec_n = m.spec, n
+            except _OutOfTime:
+                skipped[wt] = "not measured: the time budget ran out (the machine was busy or slow)"
+                clock.done += 1
+                continue
+            finally:
+                m.close()
+            dec_path.unlink(missing_ok=True)
+            clock.step(f"{wt} matrix-matrix (prompt)")
+            pp_path = write(f"prefill-{wt}", n_layer=PREFILL_LAYERS, ftype=ftype, pure=True, **_PREFILL_SHAPE)
+            m = _Model(pp_path, n_threads, 2 * n_ubatch, True, n_ubatch)
+            try:
+                def prompt(m=m) -> float:
+                    m.llm.reset()
+                    t0 = time.perf_counter()
+                    m.llm.eval(m.tokens(n_ubatch))
+                    return time.perf_counter() - t0
+
+                m.llm.eval(m.tokens(8))  # warm-up: first-touch of the weights, repacking
+                pp = runner.measure(f"kernel/{wt}/prefill-{n_ubatch}", prompt)
+                kernel_raw.append((wt, dec_spec, dec, dec_n, m.spec, pp))
+            except _OutOfTime:
+                skipped[wt] = "not measured: the time budget ran out (the machine was busy or slow)"
+            finally:
+                m.close()
+            pp_path.unlink(missing_ok=True)
+
+    # ---- arithmetic (pure; estimate/probe.py) ----
+    fixed = fixed_costs(layer_counts, (per_layers[0].value, per_layers[1].value),
+                        (VOCAB_SMALL, VOCAB_LARGE), (per_layers[0].value, vocab_run.value),
+                        spread=max(r.spread for r in (*per_layers, vocab_run)))
+    # the large vocabulary's output matrix is weights, not fixed cost: price it with the
+    # F16 decode figure once known (tiny: 2M elements), first pass without
+    kernels, attention = _derive(fixed, attn_raw, kernel_raw, n_ubatch, n_threads)
+    f16 = next((k for k in kernels if k.weight_type == "F16"), None)
+    if f16 is not None:
+        fixed = replace(fixed, vocab_s=max(0.0, fixed.vocab_s - f16.decode_s_per_weight * vocab_out_weights
+                                          / (VOCAB_LARGE - VOCAB_SMALL)))
+        kernels, attention = _derive(fixed, attn_raw, kernel_raw, n_ubatch, n_threads)
+
+    fixed_disturbed = any(r.disturbed for r in (*per_layers, vocab_run))
+    attn_disturbed = any(r.disturbed for raw in attn_raw for r in raw[3:])
+    disturbed_types = [k.weight_type for k in kernels if k.disturbed]
+    refused = _refusal(fixed_disturbed, attn_disturbed, busy_threshold)
+    if disturbed_types and not keep_disturbed and refused is None:
+        # what was measured cleanly is kept; the disturbed kernels fall back to the table
+        for wt in disturbed_types:
+            skipped[wt] = "measured, not stored: the machine was busy during its runs"
+        notes.append(f"Not stored, measured on a busy machine: {', '.join(disturbed_types)}.")
+        kernels = tuple(k for k in kernels if not k.disturbed)
+        if not kernels:
+            refused = _refusal(False, False, busy_threshold, what="every weight type's kernels")
+    if not kernels and refused is None:
+        refused = "Not stored: no weight type was measured (the time budget ran out)."
+    disturbed = fixed_disturbed or attn_disturbed or any(k.disturbed for k in kernels)
+    if refused and keep_disturbed:
+        notes.append(f"Stored although disturbed (asked for): {refused.removeprefix('Not stored: ')}")
+    elif disturbed and keep_disturbed:
+        notes.append("Stored although disturbed (asked for): the "
+                     + ", ".join(disturbed_types) + " kernels were measured on a busy machine.")
+    spreads = [fixed.spread] + [a.spread for a in attention] + [max(k.decode_spread, k.prefill_spread) for k in kernels]
+    probe = MachineProbe(
+        machine=machine_key(profile), build=llama_build(), n_threads=n_threads, n_ubatch=n_ubatch,
+        kernels=kernels, attention=attention, fixed=fixed, spread=max(spreads),
+        disturbed=disturbed, created_at=time.time(), duration_s=clock.elapsed, notes=tuple(notes),
+    )
+    result = ProbeRun(probe, load_before=load_before, runs=runs, skipped=skipped)
+    if refused and not keep_disturbed:
+        result.refused = refused
+    elif store is not False:
+        from rooflight.store.probes import ProbeStore
+
+        s = store or ProbeStore()
+        try:
+            s.put(probe)
+        finally:
+            if store is None:
+                s.close()
+        result.stored = True
+    return _finish(result, progress)
+
+
+def _finish(result: ProbeRun, progress) -> ProbeRun:
+    if progress is not None:
+        progress(1.0, "done" if result.stored else "not stored", 0.0)
+    return result
+
+
+def _empty_probe(profile, n_threads: int, n_ubatch: int, clock: _Clock, notes: list[str]) -> MachineProbe:
+    from rooflight.store.calibration import machine_key
+
+    return MachineProbe(machine=machine_key(profile), build=llama_build(), n_threads=n_threads, n_ubatch=n_ubatch,
+                        kernels=(), attention=(), fixed=FixedCosts(0.0, 0.0, 0.0), spread=0.0, disturbed=True,
+                        created_at=time.time(), duration_s=clock.elapsed, notes=tuple(notes))
+
+
+def _refusal(fixed_disturbed: bool, attn_disturbed: bool, threshold: float, what: str = "") -> str | None:
+    """Why the probe cannot be stored: the fixed costs and attention are what every kernel
+    figure is derived from, so either disturbed spoils the whole probe."""
+    parts = [p for p, bad in (("the fixed costs", fixed_disturbed), ("attention", attn_disturbed)) if bad]
+    if what:
+        parts.append(what)
+    if not parts:
+        return None
+    return (f"Not stored: {' and '.join(parts)} could not be measured cleanly: other programs used more "
+            f"than {threshold:.0%} of the CPU during the runs, or the repeats disagreed by more than "
+            f"{MAX_CLEAN_SPREAD:.0%}. Close other programs and measure again.")
+
+
+def _derive(fixed: FixedCosts, attn_raw, kernel_raw, n_ubatch: int, n_threads: int):
+    """Figures from the raw runs: attention needs the F16 prompt kernel to subtract the
+    attention model's weights, the kernels need attention and fixed costs to subtract theirs;
+    one pass with attention taken as zero for the kernels' tiny share, then the real one."""
+    from rooflight.estimate.config import RunConfig
+    from rooflight.estimate.perf import cpu_attention_units, prefill_attention_flops
+
+    def cfg(fa: bool) -> RunConfig:
+        return RunConfig(n_ctx=2048, n_gpu_layers=0, n_threads=n_threads, flash_attn=fa,
+                         n_batch=n_ubatch, n_ubatch=n_ubatch)
+
+    def other_decode(spec, n_tokens_before: float, att: AttentionCost | None) -> float:
+        units = cpu_attention_units(spec, cfg(True), n_tokens_before)
+        return (fixed.token_s + fixed.layer_s * spec.n_layer + fixed.vocab_s * spec.n_vocab
+                + (att.decode_s_per_unit * units if att else 0.0))
+
+    def kernels_with(att_on: AttentionCost | None) -> tuple[KernelFigure, ...]:
+        out = []
+        for wt, dspec, dec, dec_n, pspec, pp in kernel_raw:
+            dw, db = _weights_of(dspec, wt, prompt=False)
+            pw, _ = _weights_of(pspec, wt, prompt=True)
+            pp_attn = (att_on.prefill_s_per_flop * prefill_attention_flops(pspec, 0, n_ubatch, n_ubatch)) if att_on else 0.0
+            out.append(kernel_figure(
+                wt, decode_token_s=dec.value, decode_other_s=other_decode(dspec, 4 + min(dec_n, 256) / 2, att_on),
+                decode_weights=dw, decode_bytes=db, prefill_s=pp.value,
+                prefill_other_s=fixed.layer_s * pspec.n_layer + pp_attn, prefill_weights=pw,
+                prompt_tokens=n_ubatch, decode_spread=dec.spread, prefill_spread=pp.spread,
+                disturbed=dec.disturbed or pp.disturbed))
+        return classify_bounds(tuple(out))
+
+    kernels = kernels_with(None)
+    f16 = next((k for k in kernels if k.weight_type == "F16"), None)
+    attention = []
+    for fa, spec, n, short, long, pp in attn_raw:
+        pw, _ = _weights_of(spec, "F16", prompt=True)
+        weights_s = (f16.prefill_s_per_weight * pw * ATTN_PROMPT) if f16 else 0.0
+        n_ub = -(-ATTN_PROMPT // n_ubatch)
+        attention.append(attention_cost(
+            fa, decode_short_s=short.value, decode_long_s=long.value,
+            units_short=cpu_attention_units(spec, cfg(fa), 4 + min(n, 256) / 2),
+            units_long=cpu_attention_units(spec, cfg(fa), 16 + ATTN_PROMPT + min(n, 256) / 2),
+            prefill_s=pp.value, prefill_other_s=weights_s + fixed.layer_s * spec.n_layer * n_ub,
+            prefill_flops=prefill_attention_flops(spec, 16, ATTN_PROMPT, n_ubatch),
+            spread=max(short.spread, long.spread, pp.spread)))
+    attention = tuple(attention)
+    att_on = next((a for a in attention if a.flash_attn), None)
+    return kernels_with(att_on), attention

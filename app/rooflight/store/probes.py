@@ -1,0 +1,100 @@
+"""Machine probes (runtime/probe.py), kept per machine and llama.cpp build.
+
+A probe describes one machine running one llama.cpp build: a changed machine (another
+CPU, RAM size or GPU: store.calibration.machine_key) or a new build (runtime/probe.py
+llama_build) makes it stale, and estimates go back to the table until the next probe.
+Kept beside the calibration measurements (the same SQLite file, WAL mode); the latest
+probe per machine and build replaces the one before.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rooflight.estimate.probe import MachineProbe
+from rooflight.store.paths import data_dir
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS probes (
+    machine TEXT NOT NULL,
+    build TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    disturbed INTEGER NOT NULL,
+    probe TEXT NOT NULL,
+    PRIMARY KEY (machine, build)
+)
+"""
+
+
+@dataclass(frozen=True)
+class ProbeStatus:
+    probe: MachineProbe | None  # valid for this machine and build, or None
+    state: str  # current | none | new_build | other_machine
+    message: str  # one sentence for This machine and `rooflight probe`
+
+
+class ProbeStore:
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or data_dir() / "calibration.sqlite3"
+        self._db = sqlite3.connect(self.path)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(_SCHEMA)
+        self._db.commit()
+
+    def close(self) -> None:
+        self._db.close()
+
+    def put(self, probe: MachineProbe) -> None:
+        with self._db:  # one transaction: the old probe or the new, never half of one
+            self._db.execute(
+                "INSERT OR REPLACE INTO probes (machine, build, created_at, disturbed, probe) VALUES (?,?,?,?,?)",
+                (probe.machine, probe.build, probe.created_at or time.time(), int(probe.disturbed),
+                 json.dumps(probe.to_dict())),
+            )
+
+    def get(self, machine: str, build: str) -> MachineProbe | None:
+        row = self._db.execute("SELECT probe FROM probes WHERE machine = ? AND build = ?",
+                               (machine, build)).fetchone()
+        if row is None:
+            return None
+        try:
+            return MachineProbe.from_dict(json.loads(row[0]))
+        except (ValueError, KeyError, TypeError):
+            return None  # a probe from an incompatible version: measure again
+
+    def status(self, machine: str, build: str) -> ProbeStatus:
+        probe = self.get(machine, build)
+        if probe is not None:
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(probe.created_at))
+            busy = " on a busy machine" if probe.disturbed else ""
+            return ProbeStatus(probe, "current", f"Measured {when}{busy} with {build}.")
+        same_machine = self._db.execute("SELECT build FROM probes WHERE machine = ? ORDER BY created_at DESC",
+                                        (machine,)).fetchone()
+        if same_machine:
+            return ProbeStatus(None, "new_build", f"llama.cpp changed since the last probe ({same_machine[0]} -> "
+                                                  f"{build}): measure this machine again.")
+        if self._db.execute("SELECT 1 FROM probes LIMIT 1").fetchone():
+            return ProbeStatus(None, "other_machine", "The stored probe is of another machine (its CPU, RAM or GPU "
+                                                      "differ): measure this one.")
+        return ProbeStatus(None, "none", "Not measured yet: estimates use the table constants.")
+
+
+def probe_status(profile, path: Path | None = None) -> ProbeStatus:
+    """The probe state of this machine (profile as detected here) and build."""
+    from rooflight.runtime.build import llama_build
+    from rooflight.store.calibration import machine_key
+
+    store = ProbeStore(path)
+    try:
+        return store.status(machine_key(profile), llama_build())
+    finally:
+        store.close()
+
+
+def current_probe(profile, path: Path | None = None) -> MachineProbe | None:
+    """The probe valid for this machine and llama.cpp build, or None."""
+    return probe_status(profile, path).probe

@@ -1,0 +1,182 @@
+"""This machine's probe on the This machine page: what was measured, and a "Measure this
+machine" action (runtime/probe.py in a worker, with progress, time left and Cancel).
+
+Offered once on first start (Settings.probe_offered), never run without the user's say:
+it keeps both cores busy for about 30 s.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QPushButton
+
+from rooflight.ui.widgets import Card, Note, label
+
+TOOLTIP = ("The probe times llama.cpp's own kernels on this machine with small generated models: "
+           "decode and prompt speed per weight type, attention, and the fixed cost per token. "
+           "Estimates then stand on these figures (basis: probe) instead of table constants, and "
+           "their ranges are the band 8 of 10 measurements fall inside.")
+
+
+def read_probe_status(profile):
+    """Worker side: the stored probe's state for this machine and llama.cpp build."""
+    from rooflight.store.probes import probe_status
+
+    return probe_status(profile)
+
+
+def run_probe(task, profile, options: dict):
+    """Worker side: measure, then the machine's calibration with the new probe in it."""
+    from rooflight.runtime.probe import probe_machine
+    from rooflight.store.calibration import machine_calibration
+
+    run = probe_machine(profile, progress=lambda f, m, s: task.progress((f, m, s)),
+                        check_cancel=task.raise_if_cancelled, **options)
+    return run, machine_calibration(profile)
+
+
+def summary(probe) -> str:
+    """One line per weight type, for the card."""
+    parts = []
+    for k in probe.kernels:
+        parts.append(f"{k.weight_type}: {k.decode_gbs:.0f} GB/s decode ({k.bound}-bound)")
+    return "; ".join(parts)
+
+
+class ProbePanel(Card):
+    """`calibration_changed(Calibration)` after a stored probe: estimates follow."""
+
+    calibration_changed = Signal(object)
+
+    def __init__(self, ctx, parent=None) -> None:
+        super().__init__("Measure this machine", "", parent)
+        self.ctx = ctx
+        self.setAccessibleName("Machine probe")
+        self.setToolTip(TOOLTIP)
+        # options for probe_machine (tests ask for a reduced probe)
+        self.probe_options: dict = {}
+        self.task = None
+        self.last_run = None
+        self.status = None
+
+        self.offer = Note("info", "Measure this machine? For about 30 seconds Rooflight times llama.cpp's "
+                                  "kernels here, so that every estimate fits this machine rather than "
+                                  "the ones its tables came from.")
+        self.offer.setAccessibleName("Probe offer")
+        self.offer.hide()
+        self.body.addWidget(self.offer)
+        self.state = label("Reading the stored probe…", "muted", wrap=True, selectable=True)
+        self.state.setAccessibleName("Probe state")
+        self.body.addWidget(self.state)
+        self.figures = label("", wrap=True, selectable=True)
+        self.figures.setAccessibleName("Probe figures")
+        self.figures.setToolTip(TOOLTIP)
+        self.body.addWidget(self.figures)
+
+        row = QHBoxLayout()
+        self.measure_button = QPushButton("Measure this machine")
+        self.measure_button.setAccessibleName("Measure this machine")
+        self.measure_button.setToolTip(TOOLTIP)
+        self.measure_button.clicked.connect(self.start)
+        self.not_now = QPushButton("Not now")
+        self.not_now.setAccessibleName("Not now")
+        self.not_now.clicked.connect(self._decline)
+        self.not_now.hide()
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 100)
+        self.progress.setAccessibleName("Probe progress")
+        self.progress.hide()
+        self.time_left = label("", "muted")
+        self.time_left.setAccessibleName("Probe time left")
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setAccessibleName("Cancel the probe")
+        self.cancel_button.clicked.connect(self.cancel)
+        self.cancel_button.hide()
+        for w in (self.measure_button, self.not_now, self.progress, self.time_left, self.cancel_button):
+            row.addWidget(w)
+        row.addStretch(1)
+        self.body.addLayout(row)
+        self.refresh()
+
+    # -- state ------------------------------------------------------------------------
+    def refresh(self) -> None:
+        profile = self.ctx.machine.detected
+        if profile is None:
+            self.state.setText("Waiting for detection to finish…")
+            self.measure_button.setEnabled(False)
+            return
+        self.measure_button.setEnabled(self.task is None)
+        self.ctx.runner.run(read_probe_status, profile, on_done=self._status_read, what="reading the probe")
+
+    def _status_read(self, status) -> None:
+        self.status = status
+        self.state.setText(status.message)
+        self.figures.setText(summary(status.probe) if status.probe else "")
+        self.measure_button.setText("Measure again" if status.probe else "Measure this machine")
+        if status.probe is None and not getattr(self.ctx.settings, "probe_offered", True) and self.task is None:
+            # first start: offer once, and remember that it was offered
+            self.offer.show()
+            self.not_now.show()
+            self.ctx.update_settings(probe_offered=True)
+
+    def _decline(self) -> None:
+        self.offer.hide()
+        self.not_now.hide()
+
+    # -- the action -------------------------------------------------------------------
+    def start(self) -> None:
+        profile = self.ctx.machine.detected
+        if profile is None or self.task is not None:
+            return
+        self._decline()
+        self.measure_button.setEnabled(False)
+        self.progress.setValue(0)
+        self.progress.show()
+        self.cancel_button.show()
+        self.cancel_button.setEnabled(True)
+        self.time_left.setText("about 30 s left")
+        self.state.setText("Measuring: keep other programs quiet, they slow the measurements down.")
+        self.task = self.ctx.runner.run(
+            run_probe, profile, dict(self.probe_options), with_task=True, on_progress=self._progress,
+            on_done=self._done, on_error=self._failed, on_cancelled=self._cancelled, what="measuring this machine")
+
+    def cancel(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            self.cancel_button.setEnabled(False)
+            self.time_left.setText("stopping…")
+
+    def _progress(self, value) -> None:
+        if value is None:
+            return
+        fraction, message, left = value
+        self.progress.setValue(int(round(fraction * 100)))
+        self.progress.setFormat(message)
+        self.time_left.setText(f"about {left:.0f} s left")
+
+    def _idle(self) -> None:
+        self.task = None
+        self.progress.hide()
+        self.cancel_button.hide()
+        self.time_left.setText("")
+        self.measure_button.setEnabled(True)
+
+    def _done(self, result) -> None:
+        self._idle()
+        run, calibration = result
+        self.last_run = run
+        if run.stored:
+            self.calibration_changed.emit(calibration)
+            self.refresh()
+        else:
+            self.state.setText(run.refused or "Not stored.")
+
+    def _failed(self, exc) -> None:
+        from rooflight.ui.tasks import error_sentence
+
+        self._idle()
+        self.state.setText(error_sentence(exc, "measuring this machine"))
+
+    def _cancelled(self) -> None:
+        self._idle()
+        self.state.setText("Cancelled: nothing was stored. Estimates stay as they were.")

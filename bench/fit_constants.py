@@ -1,0 +1,354 @@
+"""Fit the roofline's table constants on published llama-bench rows, and say how good they are.
+
+    .venv/bin/python bench/fit_constants.py          # tables: fitted constants, LODO error
+    .venv/bin/python bench/fit_constants.py --json   # the same as JSON
+
+Rows: bench/data/llama_bench_rows.json (each with its source). Every prediction is Rooflight's
+own estimator (estimate.plan on a ModelSpec from the model's published hyper-parameters and a
+profile of the named GPU from resources/gpus.json), run with the constants under test swapped
+into estimate.backend_constants.BACKENDS.
+
+The estimator's time is linear in the reciprocal efficiencies and the per-layer cost, so each
+row is evaluated a few times to get its coefficients (decode: t = A/eff + B*layer_cost + C;
+prefill: t = F/eff + D), and the fits are weighted least squares on relative time error
+(numpy only, deterministic). Accuracy is leave-one-device-out (LODO): each device's rows are
+predicted with constants fitted on the other devices of its backend (on all other rows where
+its backend has no other device); an error on the fitting points is not an accuracy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import sys
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from rooflight.catalog.models import find_model
+from rooflight.estimate import Wishes, plan
+from rooflight.estimate import backend_constants as bc
+from rooflight.gguf.from_hparams import spec_from_hparams
+from rooflight.gguf.spec import ModelSpec
+from rooflight.hardware import profile_from_dict
+
+DATA = Path(__file__).resolve().parent / "data" / "llama_bench_rows.json"
+MXFP4_BYTES_PER_32 = 17  # 4.25 bits per weight
+# Profiles as bench/accuracy.py gives them: the Apple rows of discussion #4167 ran on a 24 GB M2
+# (Metal share ~16 GiB) and the 30-core M2 Max (10.7 FP16 TFLOPS, not the 38-core's 13.6).
+DEVICE_OVERRIDES = {
+    "Apple M2": {"vram_total_bytes": 16 * 2**30},
+    "Apple M2 Max": {"vram_total_bytes": 48 * 2**30, "fp16_tflops": 10.7},
+}
+FLOAT_TYPES = ("F16", "BF16", "F32")
+
+
+def load(path: Path = DATA) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+@cache
+def model_spec(model: str, quant: str) -> ModelSpec:
+    """The benchmark model's tensors at this quantization (MXFP4: experts MXFP4, rest Q8_0)."""
+    if quant == "MXFP4":
+        base = model_spec(model, "Q8_0")
+        tensors = tuple(
+            dataclasses.replace(t, ggml_type="MXFP4", n_bytes=t.n_elements // 32 * MXFP4_BYTES_PER_32)
+            if t.is_expert else t for t in base.tensors)
+        return dataclasses.replace(base, file_type="MXFP4", tensors=tensors,
+                                   file_bytes=sum(t.n_bytes for t in tensors))
+    extra = load()["models"].get(model)
+    if extra:
+        h = {k: v for k, v in extra.items() if k not in ("source", "arch")}
+        return spec_from_hparams(name=model, arch=extra["arch"], ftype=quant, **h)
+    entry = find_model(model)
+    if entry is None:
+        raise KeyError(f"model {model!r} is neither in the catalog nor in {DATA.name}")
+    return entry.spec(quant)
+
+
+# Backends whose rows only check the constants: the CPU ones are fitted on this project's VM
+# (bench/accuracy.py) and depend on per-type tables and the CPU's own figures, which one
+# published CPU cannot refit; their rows are predicted with the constants as they are.
+CHECK_ONLY = ("cpu",)
+
+
+def hardware(row: dict):
+    if row["backend"] == "cpu":
+        cpu = {k: v for k, v in load()["cpus"][row["device"]].items() if k != "source"}
+        return profile_from_dict({"cpu": cpu, "backend": "cpu"})
+    gpu = {"name": row["device"], **DEVICE_OVERRIDES.get(row["device"], {})}
+    return profile_from_dict({"gpus": [gpu], "backend": row["backend"]})
+
+
+def is_float(row: dict) -> bool:
+    return row["quant"].upper() in FLOAT_TYPES
+
+
+def is_moe(row: dict) -> bool:
+    return bool(model_spec(row["model"], row["quant"]).n_expert)
+
+
+def prefill_class(row: dict) -> str:
+    """float | quant | moe: the efficiency a prompt row's time depends on."""
+    return "float" if is_float(row) else "moe" if is_moe(row) else "quant"
+
+
+@contextlib.contextmanager
+def constants(backend: str, **changes):
+    old = bc.BACKENDS[backend]
+    bc.BACKENDS[backend] = dataclasses.replace(old, **changes)
+    try:
+        yield
+    finally:
+        bc.BACKENDS[backend] = old
+
+
+def _seconds(row: dict, **changes) -> float:
+    """Rooflight's predicted seconds per token (tg rows) or for the prompt (pp rows)."""
+    spec = model_spec(row["model"], row["quant"])
+    n_ctx = max(4096, row["n_prompt"] + row["n_gen"] + 256)
+    cpu = row["backend"] == "cpu"
+    wishes = Wishes(n_ctx=n_ctx, n_gpu_layers=0 if cpu else spec.n_layer + 1, n_threads=row.get("n_threads"),
+                    flash_attn="on" if row["fa"] == 1 else "auto",
+                    n_batch=max(512, row["n_ubatch"]), n_ubatch=row["n_ubatch"],
+                    prompt_tokens=max(1, row["n_prompt"]), gen_tokens=max(1, row["n_gen"]))
+    with constants(row["backend"], **changes):
+        perf = plan(spec, hardware(row), wishes).performance
+    if row["n_gen"]:
+        return 1.0 / perf.decode_tok_s
+    return row["n_prompt"] / perf.prefill_tok_s
+
+
+def coefficients(row: dict) -> tuple[float, float, float]:
+    """Decode: (A, B, C) of t = A/eff + B*layer_cost + C. Prefill: (F, D, M) of
+    t = max(F/eff, M) + D, M the time to read the weights once per micro-batch (the
+    estimator's memory floor), for the efficiency of the row's weight class."""
+    if row["n_gen"]:
+        t1 = _seconds(row, decode_efficiency=1.0, layer_overhead_s=0.0)
+        t2 = _seconds(row, decode_efficiency=0.5, layer_overhead_s=0.0)
+        t3 = _seconds(row, decode_efficiency=1.0, layer_overhead_s=1e-4)
+        a = t2 - t1
+        return a, (t3 - t1) / 1e-4, t1 - a
+    # MoE rows: the time follows prefill_efficiency_quant / moe_prefill_slowdown
+    key = "prefill_efficiency_float" if is_float(row) else "prefill_efficiency_quant"
+    t_slow1 = _seconds(row, **{key: 0.01, "moe_prefill_slowdown": 1.0})  # compute-bound
+    t_slow2 = _seconds(row, **{key: 0.005, "moe_prefill_slowdown": 1.0})
+    t_fast = _seconds(row, **{key: 1e6, "moe_prefill_slowdown": 1.0})  # memory-bound
+    f = (t_slow2 - t_slow1) / 100.0
+    d = t_slow1 - 100.0 * f
+    return f, d, max(0.0, t_fast - d)
+
+
+def measured_seconds(row: dict) -> float:
+    return 1.0 / row["t_s"] if row["n_gen"] else row["n_prompt"] / row["t_s"]
+
+
+# Per-layer cost where too few decode rows (< 3) can separate it from the efficiency, or the
+# fit makes it negative: the value the constants carried before any fit (a prior, said so).
+PRIOR_LAYER_S = {"cuda": 63e-6, "metal": 195e-6, "rocm": 80e-6, "vulkan": 90e-6, "sycl": 90e-6}
+
+
+def fit_decode(rows: list[dict], coef: dict[int, tuple], backend: str | None = None) -> tuple[float, float]:
+    """(decode_efficiency, layer_overhead_s) minimising relative time error."""
+    m = np.array([[coef[id(r)][0], coef[id(r)][1]] for r in rows]) / np.array([[measured_seconds(r)] for r in rows])
+    y = 1.0 - np.array([coef[id(r)][2] / measured_seconds(r) for r in rows])
+    x, *_ = np.linalg.lstsq(m, y, rcond=None)
+    if x[1] < 0 or len(rows) < 3:
+        layer = PRIOR_LAYER_S.get(backend or "", 90e-6)
+        y2 = y - m[:, 1] * layer
+        x = np.array([float(m[:, 0] @ y2 / (m[:, 0] @ m[:, 0])), layer])
+    return 1.0 / x[0], float(x[1])
+
+
+# 1/efficiency candidates for prefill: the max() in the estimator makes the fit non-linear,
+# so it is a deterministic search over this grid (efficiency 0.01 to 2)
+_INV_EFF = np.geomspace(0.5, 100.0, 800)
+
+
+def fit_prefill(rows: list[dict], coef: dict[int, tuple]) -> float | None:
+    """Prefill efficiency minimising the squared log error of the rows' times."""
+    if not rows:
+        return None
+    f, d, m = (np.array([coef[id(r)][i] for r in rows])[:, None] for i in range(3))
+    meas = np.array([measured_seconds(r) for r in rows])[:, None]
+    pred = np.maximum(f * _INV_EFF[None, :], m) + d
+    loss = (np.log(pred / meas) ** 2).sum(axis=0)
+    return float(1.0 / _INV_EFF[int(np.argmin(loss))])
+
+
+def predict(row: dict, coef: tuple, c: dict) -> float:
+    """Predicted tokens/s with constants c."""
+    if row["n_gen"]:
+        a, b, cc = coef
+        return 1.0 / (a / c["decode_efficiency"] + b * c["layer_overhead_s"] + cc)
+    eff = {"float": c["prefill_float"], "quant": c["prefill_quant"],
+           "moe": c["prefill_quant"] / c["moe_slowdown"]}[prefill_class(row)]
+    f, d, m = coef
+    return row["n_prompt"] / (max(f / eff, m) + d)
+
+
+def fit(rows: list[dict], coef: dict[int, tuple]) -> dict:
+    tg = [r for r in rows if r["n_gen"]]
+    pp = [r for r in rows if not r["n_gen"]]
+    backends = {r["backend"] for r in rows}
+    eff, layer = fit_decode(tg, coef, backends.pop() if len(backends) == 1 else None) if tg else (None, None)
+    pf = fit_prefill([r for r in pp if prefill_class(r) == "float"], coef)
+    pq = fit_prefill([r for r in pp if prefill_class(r) == "quant"], coef)
+    # a class without rows stays None: the caller fills it from other backends' rows
+    return {"decode_efficiency": eff, "layer_overhead_s": layer, "prefill_float": pf, "prefill_quant": pq,
+            "moe_slowdown": moe_slowdown(pp, coef)}
+
+
+def moe_slowdown(pp: list[dict], coef: dict[int, tuple]) -> float | None:
+    """Median over devices that have both dense-quantized and MoE prompt rows of the ratio of
+    their two fitted efficiencies: within one device the kernels' own speed cancels out."""
+    ratios = []
+    for dev in sorted({r["device"] for r in pp}):
+        dense = fit_prefill([r for r in pp if r["device"] == dev and prefill_class(r) == "quant"], coef)
+        moe = fit_prefill([r for r in pp if r["device"] == dev and prefill_class(r) == "moe"], coef)
+        if dense and moe:
+            ratios.append(dense / moe)
+    return max(1.0, float(np.median(ratios))) if ratios else None
+
+
+def fill(c: dict, other: dict) -> dict:
+    return {k: (v if v is not None else other[k]) for k, v in c.items()}
+
+
+def _stats(ratios: list[float]) -> dict:
+    if not ratios:
+        return {"n": 0}
+    err = np.abs(np.array(ratios) - 1.0)
+    return {"n": len(ratios), "median_err": float(np.median(err)), "p90_err": float(np.percentile(err, 90)),
+            "ratio_p10": float(np.percentile(ratios, 10)), "ratio_p90": float(np.percentile(ratios, 90))}
+
+
+def run(path: Path = DATA) -> dict:
+    every = load(path)["rows"]
+    rows = [r for r in every if r["backend"] not in CHECK_ONLY]
+    coef = {id(r): coefficients(r) for r in rows}
+    backends = sorted({r["backend"] for r in rows})
+    pooled = fit(rows, coef)
+    # a backend's constants from its own rows; a weight class it has no rows for from all rows
+    fitted = {b: fill(fit([r for r in rows if r["backend"] == b], coef), pooled) for b in backends}
+    lodo: dict[str, dict[str, list]] = {b: {"decode": [], "prefill": []} for b in backends}
+    per_row = []
+    for dev in sorted({r["device"] for r in rows}):
+        held = [r for r in rows if r["device"] == dev]
+        b = held[0]["backend"]
+        train = [r for r in rows if r["backend"] == b and r["device"] != dev]
+        basis = "same backend"
+        others = fit([r for r in rows if r["device"] != dev], coef)
+        if not train:
+            c, basis = others, "other backends"
+        else:
+            c = fit(train, coef)
+            if any(v is None for v in c.values()):
+                c, basis = fill(c, others), "same backend, gaps from other backends"
+        for r in held:
+            ratio = r["t_s"] / predict(r, coef[id(r)], c)
+            lodo[b]["decode" if r["n_gen"] else "prefill"].append(ratio)
+            per_row.append({"device": dev, "backend": b, "model": r["model"], "quant": r["quant"],
+                            "test": r["test"], "measured": r["t_s"], "ratio": round(ratio, 4), "basis": basis})
+    for r in (r for r in every if r["backend"] in CHECK_ONLY):
+        b = r["backend"]
+        lodo.setdefault(b, {"decode": [], "prefill": []})
+        ratio = r["t_s"] * _seconds(r) / (1 if r["n_gen"] else r["n_prompt"])
+        lodo[b]["decode" if r["n_gen"] else "prefill"].append(ratio)
+        per_row.append({"device": r["device"], "backend": b, "model": r["model"], "quant": r["quant"],
+                        "test": r["test"], "measured": r["t_s"], "ratio": round(ratio, 4),
+                        "basis": "current constants (not refitted)"})
+    backends = sorted(lodo)
+    table = {b: {k: _stats(v) for k, v in lodo[b].items()} for b in backends}
+    all_d = [x for b in backends for x in lodo[b]["decode"]]
+    all_p = [x for b in backends for x in lodo[b]["prefill"]]
+    table["all"] = {"decode": _stats(all_d), "prefill": _stats(all_p)}
+    bands = _bands(lodo)
+    devices = {b: len({r["device"] for r in every if r["backend"] == b}) for b in backends}
+    return {"rows": len(every), "devices": len({r["device"] for r in every}), "devices_by_backend": devices,
+            "fitted": fitted, "pooled": pooled, "lodo": table, "bands": bands, "per_row": per_row}
+
+
+# A band needs this many out-of-sample ratios of its own; fewer: the GPU backends' pooled band
+MIN_BAND_ROWS = 8
+
+
+def _bands(lodo: dict[str, dict[str, list]]) -> dict[str, dict[str, list[float]]]:
+    """Per backend and kind, the measured/predicted ratios 8 of 10 rows fall inside (10th to
+    90th percentile of the LODO ratios). Backends with fewer rows take the pooled band of the
+    GPU backends; check-only backends (CPU) widen that to cover their own ratios."""
+    out: dict[str, dict[str, list[float]]] = {}
+    pooled = {k: [x for b, v in lodo.items() if b not in CHECK_ONLY for x in v[k]] for k in ("decode", "prefill")}
+    for b, kinds in lodo.items():
+        out[b] = {}
+        for k, ratios in kinds.items():
+            base = ratios if len(ratios) >= MIN_BAND_ROWS and b not in CHECK_ONLY else pooled[k]
+            lo, hi = float(np.percentile(base, 10)), float(np.percentile(base, 90))
+            if b in CHECK_ONLY and ratios:
+                lo, hi = min(lo, min(ratios)), max(hi, max(ratios))
+            out[b][k] = [round(lo, 2), round(hi, 2)]
+    return out
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def markdown(res: dict) -> str:
+    """The README table (tests/test_fit_constants.py checks README holds exactly this)."""
+    lines = ["| backend | devices | rows (decode / prefill) | decode median | decode p90 | prefill median | prefill p90 | band: decode, prefill |",
+             "|---|---|---|---|---|---|---|---|"]
+    for b, s in res["lodo"].items():
+        d, p = s["decode"], s["prefill"]
+        n_dev = res["devices"] if b == "all" else res["devices_by_backend"][b]
+        cell = lambda x, k: _pct(x[k]) if x["n"] else "-"  # noqa: E731
+        band = res["bands"].get(b)
+        band_txt = f"x{band['decode'][0]:.2f}-{band['decode'][1]:.2f}, x{band['prefill'][0]:.2f}-{band['prefill'][1]:.2f}" if band else "-"
+        name = "all (LODO)" if b == "all" else b + (" (check only)" if b in CHECK_ONLY else "")
+        lines.append(f"| {name} | {n_dev} | {d['n']} / {p['n']} | {cell(d, 'median_err')} | {cell(d, 'p90_err')} "
+                     f"| {cell(p, 'median_err')} | {cell(p, 'p90_err')} | {band_txt} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--rows", action="store_true", help="print every row's LODO ratio")
+    ap.add_argument("--markdown", action="store_true", help="the README accuracy table")
+    args = ap.parse_args()
+    res = run()
+    if args.markdown:
+        print(markdown(res))
+        return 0
+    if args.json:
+        json.dump(res, sys.stdout, indent=1)
+        return 0
+    print(f"{res['rows']} rows, {res['devices']} devices")
+    print("\n== fitted on all rows of the backend ==")
+    for b, c in res["fitted"].items():
+        print(f"{b:7} decode_eff {c['decode_efficiency']:.3f}  layer {1e6 * (c['layer_overhead_s'] or 0):6.1f} us"
+              f"  prefill float {c['prefill_float']:.3f} quant {c['prefill_quant']:.3f}"
+              f"  moe slowdown {c['moe_slowdown'] or float('nan'):.2f}")
+    print("\n== leave-one-device-out: |measured/predicted - 1| ==")
+    print("backend  devices | decode n median p90 | prefill n median p90 | band (p10-p90 ratio) decode, prefill")
+    for b, s in res["lodo"].items():
+        d, p = s["decode"], s["prefill"]
+        n_dev = res["devices"] if b == "all" else res["devices_by_backend"][b]
+        cell = lambda x: f"{x['n']:3} {_pct(x['median_err']):>5} {_pct(x['p90_err']):>5}" if x["n"] else "  0     -     -"  # noqa: E731
+        band = lambda x: f"{x['ratio_p10']:.2f}-{x['ratio_p90']:.2f}" if x["n"] else "-"  # noqa: E731
+        print(f"{b:7} {n_dev:4}    | {cell(d)} | {cell(p)} | {band(d)}, {band(p)}")
+    print("\n== bands for backend_constants.py (measured / predicted, 8 of 10 inside) ==")
+    for b, k in res["bands"].items():
+        print(f"{b:7} decode {k['decode']}  prefill {k['prefill']}")
+    if args.rows:
+        for r in res["per_row"]:
+            print(f"  {r['device']:26} {r['model']:28} {r['quant']:6} {r['test']:7} {r['measured']:9.2f} x{r['ratio']:.2f} ({r['basis']})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

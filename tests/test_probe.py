@@ -1,0 +1,281 @@
+"""The machine probe: its arithmetic from synthetic timings, the roofline that stands on it,
+its store (a new llama.cpp build or another machine invalidates it), and a reduced probe
+run with the real llama.cpp on generated models."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from rooflight.estimate import Calibration, Wishes, plan
+from rooflight.estimate.layers import layer_table
+from rooflight.estimate.perf import cpu_attention_units
+from rooflight.estimate.probe import (
+    AttentionCost,
+    FixedCosts,
+    KernelFigure,
+    MachineProbe,
+    Repeats,
+    attention_cost,
+    classify_bounds,
+    fixed_costs,
+    kernel_figure,
+    slope_intercept,
+)
+from rooflight.gguf import load_model_spec
+from rooflight.gguf.synthetic import write_model
+from rooflight.hardware import profile_from_dict
+from rooflight.store.calibration import machine_key
+from rooflight.store.probes import ProbeStore, probe_status
+
+# ---- arithmetic -----------------------------------------------------------------------------
+
+
+def test_repeats_use_clean_runs_and_report_their_spread():
+    r = Repeats((1.0, 5.0, 1.1, 0.9), (True, False, True, True))
+    assert r.used == (1.0, 1.1, 0.9)
+    assert r.value == pytest.approx(1.0)
+    assert r.spread == pytest.approx(0.2)
+    assert not r.disturbed
+    # one clean run is not a measurement; clean runs that disagree are not either
+    assert Repeats((1.0, 2.0), (True, False)).disturbed
+    assert Repeats((1.0, 2.0, 3.0), (True, True, True)).disturbed
+    # no clean run at all: the figure is all runs' median, and disturbed
+    busy = Repeats((2.0, 3.0), (False, False))
+    assert busy.value == 2.5 and busy.disturbed
+
+
+def test_fixed_costs_from_two_layer_counts_and_two_vocabularies():
+    # made-up machine: 60 us per token, 25 us per layer, 2 ns per vocabulary entry
+    t = lambda layers, vocab: 60e-6 + 25e-6 * layers + 2e-9 * vocab  # noqa: E731
+    out = 1e-6  # the large vocabulary's output matrix: weights, not fixed cost
+    f = fixed_costs((1, 8), (t(1, 260), t(8, 260)), (260, 32000), (t(1, 260), t(1, 32000) + out), output_s=out)
+    assert f.layer_s == pytest.approx(25e-6)
+    assert f.token_s == pytest.approx(60e-6 + 2e-9 * 260)
+    assert f.vocab_s == pytest.approx(2e-9)
+    # noise below zero is no negative cost
+    assert fixed_costs((1, 8), (1e-4, 0.9e-4), (260, 32000), (1e-4, 0.9e-4)).layer_s == 0.0
+    with pytest.raises(ValueError):
+        slope_intercept([1.0, 1.0], [1.0, 2.0])
+
+
+def test_kernel_figure_and_bounds():
+    # 100M weights of 1 byte read in 4 ms of a 5 ms token (1 ms fixed): 25 GB/s
+    k = kernel_figure("Q8_0", decode_token_s=5e-3, decode_other_s=1e-3, decode_weights=100_000_000,
+                      decode_bytes=106_250_000, prefill_s=0.5, prefill_other_s=0.1, prefill_weights=40_000_000,
+                      prompt_tokens=512)
+    assert k.decode_s_per_weight == pytest.approx(4e-3 / 1e8)
+    assert k.decode_gbs == pytest.approx(106.25e6 / 4e-3 / 1e9)
+    assert k.prefill_s_per_weight == pytest.approx(0.4 / (4e7 * 512))
+    slow = replace(k, weight_type="Q6_K", decode_gbs=10.0)
+    fast = replace(k, weight_type="F16", decode_gbs=30.0)
+    bounds = {x.weight_type: x.bound for x in classify_bounds((k, slow, fast))}
+    assert bounds == {"Q8_0": "memory", "Q6_K": "compute", "F16": "memory"}
+
+
+def test_attention_cost_per_unit():
+    a = attention_cost(True, decode_short_s=1e-3, decode_long_s=3e-3, units_short=1e5, units_long=2.1e6,
+                       prefill_s=0.3, prefill_other_s=0.1, prefill_flops=4e9)
+    assert a.decode_s_per_unit == pytest.approx(2e-3 / 2e6)
+    assert a.prefill_s_per_flop == pytest.approx(0.2 / 4e9)
+
+
+def test_probe_round_trips_through_a_dict():
+    p = _probe("m", "b")
+    assert MachineProbe.from_dict(json.loads(json.dumps(p.to_dict()))) == p
+
+
+# ---- the roofline on a probe ---------------------------------------------------------------
+
+
+HW = {"cpu": {"name": "Test CPU", "cores": 2, "threads": 2, "isa": ["avx2"], "ram_total_bytes": 16 * 10**9,
+              "ram_available_bytes": 12 * 10**9, "ram_bandwidth_gbs": 20.0, "max_freq_mhz": 3000},
+      "gpus": [], "backend": "cpu"}
+
+
+def _probe(machine: str, build: str, n_threads: int = 2, **over) -> MachineProbe:
+    kernels = (KernelFigure("Q8_0", 0.05e-9, 0.02e-9, 21.0, "memory"),
+               KernelFigure("F16", 0.08e-9, 0.025e-9, 25.0, "memory"),
+               KernelFigure("Q6_K", 0.06e-9, 0.03e-9, 14.0, "compute"))
+    p = MachineProbe(machine=machine, build=build, n_threads=n_threads, n_ubatch=512, kernels=kernels,
+                     attention=(AttentionCost(True, 0.3e-9, 0.03e-9), AttentionCost(False, 0.4e-9, 0.04e-9)),
+                     fixed=FixedCosts(70e-6, 25e-6, 3e-9), spread=0.1, disturbed=False, created_at=1.0)
+    return replace(p, **over)
+
+
+@pytest.fixture(scope="module")
+def q8_model(tmp_path_factory) -> Path:
+    return write_model(tmp_path_factory.mktemp("m") / "q8.gguf", n_layer=4, n_embd=512, n_head=8, n_head_kv=4,
+                       n_ff=1024, n_vocab=2000, ftype="Q8_0", context_length=4096)
+
+
+def test_estimate_stands_on_the_probe(q8_model):
+    spec = load_model_spec(str(q8_model))
+    hw = profile_from_dict(HW)
+    probe = _probe(machine_key(hw), "b")
+    w = Wishes(n_ctx=2048, n_threads=2, prompt_tokens=512, gen_tokens=128)
+    table = plan(spec, hw, w).performance
+    est = plan(spec, hw, w, calibration=Calibration(probe=probe))
+    p = est.performance
+    assert (table.basis, p.basis) == ("table", "probe")
+    assert not p.calibrated
+    assert "8 of 10" in p.range_basis and "spread" in p.range_basis
+    lo, hi = p.decode_tok_s_range
+    assert lo < p.decode_tok_s < hi
+    # the decode time by hand: weights by type x the probe's seconds per weight, fixed costs,
+    # attention over the cache at the mean position (positions 512 + 16..112)
+    t = layer_table(spec)
+    weights = sum(n * probe.kernel(k).decode_s_per_weight
+                  for counts in (*t.active_by_type, t.output_by_type) for k, n in counts.items())
+    fixed = 70e-6 + 25e-6 * spec.n_layer + 3e-9 * spec.n_vocab
+    positions = [512 + (i + 0.5) * 128 / 4 for i in range(4)]
+    attn = sum(cpu_attention_units(spec, est.config, int(x)) for x in positions) / 4 * 0.3e-9
+    assert 1 / p.decode_tok_s == pytest.approx(weights + fixed + attn, rel=1e-9)
+    # prefill: 512 tokens in one micro-batch
+    assert p.prefill_tok_s > 0 and p.prefill_bound == "compute"
+    # another thread count than the probe's: back to the table
+    other = plan(spec, hw, replace(w, n_threads=1), calibration=Calibration(probe=probe)).performance
+    assert other.basis == "table"
+
+
+def test_bench_against_a_probe_corrects_only_the_same_kernels(q8_model):
+    from rooflight.estimate.perf import Ratio
+
+    spec = load_model_spec(str(q8_model))
+    hw = profile_from_dict(HW)
+    probe = _probe(machine_key(hw), "b")
+    w = Wishes(n_ctx=2048, n_threads=2)
+    base = plan(spec, hw, w, calibration=Calibration(probe=probe)).performance
+    q8 = Ratio("Q8_0", 2, 10**8, 0.8, 1.2, "probe")
+    other = Ratio("Q4_K_M", 2, 10**8, 2.0, 2.0, "probe")
+    table_era = Ratio("Q8_0", 2, 10**8, 3.0, 3.0, "table")  # measured against table constants
+    cal = Calibration(decode_factor=1.0, prefill_factor=1.0, samples=3, ratios=(q8, other, table_era), probe=probe)
+    p = plan(spec, hw, w, calibration=cal).performance
+    assert p.basis == "calibrated" and p.calibrated
+    assert p.decode_tok_s == pytest.approx(base.decode_tok_s * 0.8)
+    assert p.prefill_tok_s == pytest.approx(base.prefill_tok_s * 1.2)
+    # no probe-era measurement of this type: the probe stands uncorrected
+    cal2 = Calibration(samples=2, ratios=(other, table_era), probe=probe)
+    assert plan(spec, hw, w, calibration=cal2).performance.decode_tok_s == pytest.approx(base.decode_tok_s)
+
+
+# ---- store: per machine and build ----------------------------------------------------------
+
+
+def test_a_new_build_or_another_machine_invalidates_the_probe(tmp_path, monkeypatch):
+    import rooflight.runtime.build as build
+
+    db = tmp_path / "c.sqlite3"
+    hw = profile_from_dict(HW)
+    monkeypatch.setattr(build, "llama_build", lambda: "llama-cpp-python 0.3.36 [aaaa]")
+    assert probe_status(hw, db).state == "none"
+    store = ProbeStore(db)
+    try:
+        store.put(_probe(machine_key(hw), "llama-cpp-python 0.3.36 [aaaa]"))
+    finally:
+        store.close()
+    status = probe_status(hw, db)
+    assert status.state == "current" and status.probe is not None
+    assert Calibration(probe=status.probe).probe_for(plan_cfg(hw)) is not None
+
+    # llama.cpp rebuilt (other libraries, same version): the probe no longer applies
+    monkeypatch.setattr(build, "llama_build", lambda: "llama-cpp-python 0.3.36 [bbbb]")
+    status = probe_status(hw, db)
+    assert status.state == "new_build" and status.probe is None
+    assert "measure this machine again" in status.message
+
+    # the same build on another machine (more RAM): not this machine's probe either
+    monkeypatch.setattr(build, "llama_build", lambda: "llama-cpp-python 0.3.36 [aaaa]")
+    bigger = profile_from_dict({**HW, "cpu": {**HW["cpu"], "ram_total_bytes": 64 * 10**9}})
+    status = probe_status(bigger, db)
+    assert status.state == "other_machine" and status.probe is None
+
+
+def plan_cfg(hw):
+    from rooflight.estimate.config import RunConfig
+
+    return RunConfig(n_ctx=2048, n_gpu_layers=0, n_threads=2)
+
+
+def test_the_build_key_changes_with_the_libraries(tmp_path, monkeypatch):
+    import importlib.util
+
+    from rooflight.runtime.build import llama_build
+
+    first = llama_build()
+    assert first.startswith("llama-cpp-python ")
+    fake = tmp_path / "llama_cpp"
+    (fake / "lib").mkdir(parents=True)
+    (fake / "lib" / "libggml-cpu.so").write_bytes(b"x" * 10)
+    real = importlib.util.find_spec
+
+    class Spec:
+        submodule_search_locations = [str(fake)]
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: Spec() if name == "llama_cpp" else real(name))
+    a = llama_build()
+    (fake / "lib" / "libggml-cpu.so").write_bytes(b"y" * 11)  # rebuilt
+    assert llama_build() != a != first
+
+
+# ---- a reduced probe on the real llama.cpp ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def llama_cpp():
+    return pytest.importorskip("llama_cpp")
+
+
+def test_reduced_probe_then_estimate_stands_on_it(llama_cpp, q8_model, tmp_path, monkeypatch, capsys):
+    """One weight type, two repeats: a few seconds on a quiet machine. This machine is
+    shared, so the probe is kept even if disturbed (--keep-disturbed), and says so."""
+    from rooflight.cli import main
+
+    # the budget: 30 s is the probe's own; a shared test machine gets more before it gives up
+    assert main(["probe", "--types", "Q8_0", "--keep-disturbed", "--budget", "60", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["stored"] is True
+    cpu = doc["devices"][0]
+    assert cpu["device"] == "cpu" and set(cpu["weight_types"]) == {"Q8_0"}
+    q8 = cpu["weight_types"]["Q8_0"]
+    assert q8["decode_ns_per_weight"] > 0 and q8["prefill_ns_per_weight"] > 0 and q8["bound"] in ("memory", "compute")
+    assert {a["flash_attn"] for a in cpu["attention"]} == {True, False}
+    assert cpu["fixed"]["token_us"] >= 0 and doc["duration_s"] <= 60 + 10
+    # every run is recorded with how busy the rest of the machine was
+    assert all("others_cpu_share" in r for r in doc["runs"].values())
+    if doc["disturbed"]:
+        assert any("busy" in n or "disturbed" in n for n in doc["notes"])
+
+    assert main(["estimate", str(q8_model), "--ctx", "2048", "--json"]) == 0
+    perf = json.loads(capsys.readouterr().out)["performance"]
+    assert perf["basis"] == "probe"
+    assert "8 of 10" in perf["range_basis"]
+    if doc["disturbed"]:
+        assert "busy machine" in perf["range_basis"]
+    lo, hi = perf["decode_tok_s_range"]
+    assert lo < perf["decode_tok_s"] < hi
+
+
+def test_probe_refuses_what_it_could_not_measure_cleanly(llama_cpp, tmp_path):
+    """A threshold no run can meet (others must use less than no CPU at all) stands in for a
+    busy machine: every run is disturbed, repeated while the budget lasts, and nothing is
+    stored; the reason is one sentence."""
+    from rooflight.hardware import detect
+    from rooflight.runtime.probe import probe_machine
+
+    db = tmp_path / "p.sqlite3"
+    store = ProbeStore(db)
+    try:
+        run = probe_machine(detect(), weight_types=("Q4_0",), busy_threshold=-1.0, budget_s=4.0, repeats=2,
+                            store=store)
+        assert not run.stored
+        assert run.refused.startswith("Not stored:") and "Close other programs" in run.refused
+        assert store._db.execute("SELECT COUNT(*) FROM probes").fetchone()[0] == 0
+        # the disturbed runs were repeated (up to the budget), each recorded as not clean
+        assert all(not any(r["clean"]) for r in run.runs.values())
+        assert any(len(r["seconds"]) > 2 for r in run.runs.values())
+    finally:
+        store.close()

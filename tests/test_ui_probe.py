@@ -1,0 +1,79 @@
+"""This machine's "Measure this machine" action: offered once, runs the real probe in a
+worker with progress and time left, and Cancel stops it with nothing stored."""
+
+from __future__ import annotations
+
+import pytest
+
+from rooflight.store.probes import probe_status
+from rooflight.store.settings import Settings
+from test_ui_support import make_window
+
+
+@pytest.fixture(scope="module")
+def llama_cpp():
+    return pytest.importorskip("llama_cpp")
+
+
+def _detected():
+    from rooflight.hardware import detect
+
+    return detect()
+
+
+def test_the_probe_is_offered_once(qtbot):
+    hw = _detected()
+    window = make_window(qtbot, hw)
+    panel = window.page("machine").probe_panel
+    qtbot.waitUntil(lambda: panel.status is not None, timeout=10000)
+    assert panel.status.state == "none"
+    assert panel.offer.isVisibleTo(panel) and panel.not_now.isVisibleTo(panel)
+    assert window.ctx.settings.probe_offered is True  # saved: the next start does not ask
+    qtbot.mouseClick(panel.not_now, pytest.importorskip("PySide6.QtCore").Qt.MouseButton.LeftButton)
+    assert not panel.offer.isVisibleTo(panel)
+
+    again = make_window(qtbot, hw, settings=Settings(probe_offered=True))
+    panel2 = again.page("machine").probe_panel
+    qtbot.waitUntil(lambda: panel2.status is not None, timeout=10000)
+    assert not panel2.offer.isVisibleTo(panel2)
+    assert panel2.measure_button.isEnabled() and "8 of 10" in panel2.measure_button.toolTip()
+
+
+def test_probe_runs_in_a_worker_with_progress_and_cancel(qtbot, llama_cpp):
+    from PySide6.QtCore import QThread
+
+    hw = _detected()
+    window = make_window(qtbot, hw, settings=Settings(probe_offered=True))
+    panel = window.page("machine").probe_panel
+    qtbot.waitUntil(lambda: panel.status is not None, timeout=10000)
+    panel.probe_options = {"weight_types": ("Q4_0",), "repeats": 2}
+    seen = []
+    panel.progress.valueChanged.connect(seen.append)
+    gui_thread = QThread.currentThread()
+    threads = []
+    import rooflight.runtime.probe as probe_mod
+
+    real = probe_mod.probe_machine
+
+    def spy(*a, **k):
+        threads.append(QThread.currentThread())
+        return real(*a, **k)
+
+    probe_mod.probe_machine = spy
+    try:
+        panel.measure_button.click()
+        assert panel.task is not None and not panel.measure_button.isEnabled()
+        assert panel.cancel_button.isVisibleTo(panel) and panel.progress.isVisibleTo(panel)
+        # the GUI stays live while the probe runs, and shows progress and time left
+        qtbot.waitUntil(lambda: any(v > 0 for v in seen), timeout=90000)
+        assert "left" in panel.time_left.text()
+        assert panel.progress.format()  # the step being measured
+        qtbot.mouseClick(panel.cancel_button, pytest.importorskip("PySide6.QtCore").Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: panel.task is None, timeout=90000)
+    finally:
+        probe_mod.probe_machine = real
+    assert threads and threads[0] is not gui_thread  # never on the GUI thread
+    assert "Cancelled" in panel.state.text()
+    assert not panel.cancel_button.isVisibleTo(panel) and panel.measure_button.isEnabled()
+    assert panel.last_run is None  # nothing delivered
+    assert probe_status(hw).state == "none"  # nothing stored
