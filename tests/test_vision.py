@@ -219,3 +219,8 @@ def test_prompt_with_images_longer_than_the_context_is_one_sentence(tmp_path):
         session = ChatSession(eng, sampling=replace(GREEDY, max_tokens=16))
         with pytest.raises(BadInputError, match="longer context"):
             session.send("hi", images=[check_image(png_bytes(8, 8))])
+
+
+def test_trailing_bytes_after_the_end_marker_are_fine():
+    img = check_image(png_bytes(8, 8) + b"\0\0trailing", "padded.png")
+    assert (img.width, img.height, img.format) == (8, 8, "png")

@@ -19,6 +19,10 @@ from rooflight.errors import BadInputError
 MAX_IMAGE_BYTES = 50 * 1024 * 1024  # a 50 MB photo is already far beyond any projector's input
 MAX_IMAGE_PIXELS = 64 * 1024 * 1024  # decoded RGB: 192 MB; stb would allocate it all at once
 
+# Some writers pad or append a few bytes after a PNG's IEND or a JPEG's EOI; a cut-short
+# file has neither in its last bytes (JPEG scan data escapes 0xFF, so EOI cannot occur there).
+_TAIL = 64
+
 _MIME = {"png": "image/png", "jpeg": "image/jpeg", "gif": "image/gif", "bmp": "image/bmp"}
 
 
@@ -49,7 +53,7 @@ def _png(data: bytes) -> tuple[int, int, bool]:
     if len(data) < 33 or data[12:16] != b"IHDR":
         raise ValueError("no IHDR")
     w, h = struct.unpack(">II", data[16:24])
-    return w, h, data.rstrip(b"\x00").endswith(b"IEND\xaeB`\x82")
+    return w, h, b"IEND\xaeB`\x82" in data[-_TAIL:]
 
 
 def _jpeg(data: bytes) -> tuple[int, int, bool]:
@@ -66,14 +70,14 @@ def _jpeg(data: bytes) -> tuple[int, int, bool]:
         # SOF0-SOF15 except DHT (C4), JPG (C8), DAC (CC) carry the frame size
         if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
             h, w = struct.unpack(">HH", data[i + 5:i + 9])
-            return w, h, data.rstrip(b"\x00").endswith(b"\xff\xd9")
+            return w, h, b"\xff\xd9" in data[-_TAIL:]
         i += 2 + length
     raise ValueError("no frame header")
 
 
 def _gif(data: bytes) -> tuple[int, int, bool]:
     w, h = struct.unpack("<HH", data[6:10])
-    return w, h, data.rstrip(b"\x00").endswith(b";")
+    return w, h, data.rstrip(b"\x00").endswith(b";")  # a ';' inside LZW data is common
 
 
 def _bmp(data: bytes) -> tuple[int, int, bool]:
