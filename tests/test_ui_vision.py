@@ -59,11 +59,12 @@ def test_attach_by_button_drop_and_paste_then_send(qtbot, tmp_path, monkeypatch)
     # a paste of a picture into the message box
     pic = QImage(12, 12, QImage.Format.Format_RGB32)
     pic.fill(QColor("red"))
-    clip = QMimeData()
-    clip.setImageData(pic)
-    QApplication.clipboard().setMimeData(clip)
+    # (setImage, not setMimeData: a QMimeData made in Python and handed to the clipboard
+    # is owned twice and crashes the interpreter's exit)
+    QApplication.clipboard().setImage(pic)
     turns.composer.setFocus()
     qtbot.keyClick(turns.composer, Qt.Key.Key_V, Qt.KeyboardModifier.ControlModifier)
+    QApplication.clipboard().clear()
     assert len(att.bar.images) == 3 and att.bar.images[2].format == "png"
     att.bar.remove(2)
     assert len(att.bar.images) == 2
