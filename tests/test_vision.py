@@ -224,3 +224,24 @@ def test_prompt_with_images_longer_than_the_context_is_one_sentence(tmp_path):
 def test_trailing_bytes_after_the_end_marker_are_fine():
     img = check_image(png_bytes(8, 8) + b"\0\0trailing", "padded.png")
     assert (img.width, img.height, img.format) == (8, 8, "png")
+
+
+def test_reply_prediction_counts_the_images_of_the_turn(vis):
+    session = ChatSession(vis, sampling=GREEDY)
+    text = session.send("plain words")
+    with_image = session.send("look", images=[check_image(png_bytes(10, 10))])
+    from rooflight.estimate.perf import image_first_token_s
+
+    lp = vis.plan
+    enc = lp.estimate.vision.encode_s
+
+    def plan_ttft(n_prefill: int) -> tuple[float, float]:  # with one image, and that image's share
+        est = vis.predict(n_prefill, 1)[0]
+        return est.time_to_first_token_s, image_first_token_s(lp.spec, lp.hardware, lp.config,
+                                                              est.prefill_tok_s)
+
+    # a text-only turn predicts no image; an image turn its one encode (its tokens are prefill)
+    full, image = plan_ttft(text.stats.prefill_tokens)
+    assert text.stats.predicted["time_to_first_token_s"] == pytest.approx(full - image, abs=1e-4)
+    full, image = plan_ttft(with_image.stats.prefill_tokens)
+    assert with_image.stats.predicted["time_to_first_token_s"] == pytest.approx(full - image + enc, abs=1e-4)

@@ -511,7 +511,8 @@ class ChatSession:
             prefill_tok_s=(n_prompt - cached) / prefill_s if prefill_s > 0 else None,
             decode_s=decode_s, decode_tok_s=n_decode / decode_s if n_decode and decode_s > 0 else None,
             stop_reason=reason, dropped_messages=dropped, truncated=truncated, seed=sampler.seed,
-            predicted=self._predicted(n_prompt, n_prompt - cached, max(1, n_decode)),
+            predicted=self._predicted(n_prompt, n_prompt - cached, max(1, n_decode),
+                                      vision_prompt.n_images if vision_prompt is not None else 0),
             image_tokens=vision_prompt.image_tokens if vision_prompt is not None else 0, image_s=image_s,
         )
         writer.flush()
@@ -530,14 +531,20 @@ class ChatSession:
             self.engine.format.notice = None
         return out
 
-    def _predicted(self, n_prompt: int, n_prefill: int, n_decode: int) -> dict[str, float]:
-        """The estimate for what this reply did: prefill of n_prefill tokens, decode after n_prompt."""
+    def _predicted(self, n_prompt: int, n_prefill: int, n_decode: int, n_images: int = 0) -> dict[str, float]:
+        """The estimate for what this reply did: prefill of n_prefill tokens, decode after n_prompt
+        (and encoding n_images images, whose tokens n_prefill already counts)."""
         decode_cal, _ = self.engine.predict(n_prompt, n_decode)
         prefill_cal, _ = self.engine.predict(max(1, n_prefill), 1)
+        ttft = prefill_cal.time_to_first_token_s
+        if self.engine.spec.projector is not None:
+            from rooflight.runtime.chat_images import images_first_token_s
+
+            ttft = images_first_token_s(self.engine, prefill_cal, n_images)
         return {
             "decode_tok_s": decode_cal.decode_tok_s,
             "prefill_tok_s": prefill_cal.prefill_tok_s,
-            "time_to_first_token_s": prefill_cal.time_to_first_token_s,
+            "time_to_first_token_s": ttft,
         }
 
     def _record_calibration(self, st: ReplyStats) -> None:
@@ -546,6 +553,8 @@ class ChatSession:
         if not (self.record_calibration and lp.live_hardware):
             return  # only measurements of this machine, as detected, calibrate it
         if st.decode_tok_s is None or st.prefill_tok_s is None:
+            return
+        if st.image_tokens:  # its prefill time holds image encoding: not a text prefill rate
             return
         n_decode = round(st.decode_tok_s * st.decode_s)
         if n_decode < MIN_CALIBRATION_TOKENS or st.prefill_tokens < MIN_CALIBRATION_TOKENS:

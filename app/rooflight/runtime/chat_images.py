@@ -64,3 +64,16 @@ def vision_prompt_for(session, notices: list[str]):
             f"With its {len(images)} image(s) the prompt takes {n} tokens, more than the {engine.n_ctx}-token "
             f"context holds with room for a {reserve}-token reply; load the model with a longer context.")
     return prompt
+
+
+def images_first_token_s(engine, prefill_estimate, n_images: int) -> float:
+    """The predicted time to first token of a turn whose prefill (already counting the image
+    tokens) also encodes n_images images: the plan's figure has one image in it (encode and
+    its tokens); replace that with this turn's encodes."""
+    from rooflight.estimate.perf import image_first_token_s
+    from rooflight.estimate.vision import vision_for_plan
+
+    lp = engine.plan
+    one = image_first_token_s(lp.spec, lp.hardware, lp.config, prefill_estimate.prefill_tok_s)
+    encode = vision_for_plan(lp.spec.projector, lp.hardware, lp.config).encode_s
+    return max(0.0, prefill_estimate.time_to_first_token_s - one) + n_images * encode

@@ -135,6 +135,10 @@ class VisionPrompt:
     def image_tokens(self) -> int:
         return sum(p[2] for p in self.parts if p[0] == "image")
 
+    @property
+    def n_images(self) -> int:
+        return sum(1 for p in self.parts if p[0] == "image")
+
     def evaluate(self) -> float:
         """Clear the cache and evaluate every chunk; returns the seconds spent on images."""
         import llama_cpp as lc
