@@ -27,8 +27,8 @@ from rooflight.catalog.hub_files import group_gguf, parse_quant
 from rooflight.catalog.hub_specs import spec_from_json, spec_to_json
 from rooflight.catalog.models import CatalogModel, load_catalog
 from rooflight.errors import BadInputError, OperationFailedError, RooflightError
+from rooflight.gguf.quant_recipe import FILE_TYPES
 from rooflight.gguf.spec import ModelSpec
-from rooflight.gguf.synthetic import FILE_TYPES
 
 SEARCH_MAX_AGE_S = 6 * 3600.0  # new uploads and download counts move within hours
 FILES_MAX_AGE_S = 24 * 3600.0  # a repository's files change rarely

@@ -188,7 +188,7 @@ def _ollama_name(registry: str, namespace: str, model: str, tag: str) -> str:
 
 def scan_ollama(root: Path) -> list[InstalledFile]:
     manifests = root / "manifests"
-    out = []
+    out: list[InstalledFile] = []
     if not manifests.is_dir():
         return out
     for registry in sorted(p for p in manifests.iterdir() if p.is_dir()):

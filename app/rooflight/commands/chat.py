@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from rooflight.commands.common import emit_json, gpu_layers, positive_int
+from rooflight.commands.rpc import add_rpc_option, remotes_from_args
 from rooflight.errors import BadInputError, RooflightError
 
 HELP = """commands:
@@ -45,6 +46,7 @@ def register(subparsers) -> None:
     g.add_argument("--force", action="store_true", help="load even if the plan says it does not fit")
     g.add_argument("--mmproj", metavar="FILE",
                    help="the vision projector to load with the model (default: an mmproj-*.gguf beside it)")
+    add_rpc_option(g)
     g.add_argument("--chat-format", choices=FORMAT_NAMES, default="auto",
                    help="auto: the model's template, else its family's format, else a transcript (base models)")
     s = p.add_argument_group("sampling (defaults depend on the model)")
@@ -89,7 +91,7 @@ def resolve_model(name: str) -> list[Path]:
     return sorted(found, key=lambda p: p.stat().st_size, reverse=True)
 
 
-def plan_best(paths: list[Path], wishes, mmproj: str | None = None):
+def plan_best(paths: list[Path], wishes, remotes=(), mmproj: str | None = None):
     """The plan of the largest file that fits (the smallest one if none does: its refusal says why).
 
     A projector given with --mmproj is paired with each file; without one, the loader pairs
@@ -104,7 +106,7 @@ def plan_best(paths: list[Path], wishes, mmproj: str | None = None):
             from rooflight.gguf.projector import with_projector
 
             spec = with_projector(load_model_spec(str(p)), Path(mmproj).expanduser())
-        lp = plan_load(p, wishes, spec=spec)
+        lp = plan_load(p, wishes, spec=spec, remotes=remotes)
         if lp.fits:
             return lp
         plans.append(lp)
@@ -141,6 +143,12 @@ def plan_summary(lp) -> str:
     mem_gb = est.memory.total_bytes / 1e9
     p = est.performance
     layers = f"{cfg.n_gpu_layers}/{lp.spec.n_layer + 1} layers on GPU" if lp.hardware.backend != "cpu" else "CPU"
+    if lp.hardware.remotes:
+        devs = est.memory.layer_devices
+        remote = sorted({d for d in devs if d.startswith("rpc")})
+        layers = (f"{len(devs) - devs.count('cpu')}/{len(devs)} layers on "
+                  + ", ".join(f"{d} ({devs.count(d)})" for d in remote)
+                  + ("" if lp.hardware.backend == "cpu" else " and this machine's GPUs"))
     return (f"{lp.spec.name} ({lp.spec.file_type}) · {est.fit} · {layers} · {cfg.n_ctx}-token context · "
             f"{cfg.n_threads} threads · {mem_gb:.2f} GB · predicted {p.decode_tok_s:.1f} tok/s decode, "
             f"{p.prefill_tok_s:.0f} tok/s prefill" + (" (calibrated)" if p.calibrated else ""))
@@ -231,7 +239,8 @@ def cmd_chat(args) -> int:
     _sampling(args, Sampling())  # a bad setting is reported before the model is loaded
     images = [read_image(f) for f in args.image]  # and a bad image too
     interactive = sys.stdin.isatty() and not args.json
-    lp = plan_best(resolve_model(args.model), _wishes(args), getattr(args, "mmproj", None))
+    remotes = remotes_from_args(args)  # before llama.cpp loads: an RPC build must be chosen first
+    lp = plan_best(resolve_model(args.model), _wishes(args), remotes, getattr(args, "mmproj", None))
     print(plan_summary(lp), file=sys.stderr)
     if lp.cpu_only_build:
         print(f"note: {lp.cpu_only_build}", file=sys.stderr)

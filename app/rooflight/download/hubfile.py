@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from rooflight.errors import BadInputError, OperationFailedError, RooflightError
-from rooflight.gguf.splits import split_part_names
+from rooflight.gguf.split_names import split_part_names
 
 _REPO = re.compile(r"^[\w.-]+/[\w.-]+$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")

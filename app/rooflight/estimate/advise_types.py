@@ -265,4 +265,5 @@ def quality_of(quant: str, kv_type: str) -> Quality:
     text = f"{q} weights: +{w_dppl:.3f} PPL, KLD {w_kld:.4f} vs F16"
     if kv_type != "f16":
         text += f"; {kv_type} KV cache: +{kv_dppl:.4f} PPL, KLD +{kv_kld:.4f}"
+    assert w_dppl is not None and kv_dppl is not None  # each table has its KLD's keys
     return Quality(w_kld + kv_kld, w_dppl + kv_dppl, text, "; ".join(sources))

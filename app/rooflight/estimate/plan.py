@@ -7,13 +7,18 @@ runs (DESIGN.md). Wishes the user gave are kept as given; only "auto" values are
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from rooflight.errors import BadInputError
 from rooflight.estimate.config import KV_TYPES, RunConfig
 from rooflight.estimate.memory import MemoryPlan, plan_memory
 from rooflight.estimate.perf import Calibration, PerfEstimate, estimate_performance
+from rooflight.estimate.placement import has_offload_devices
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
+
+if TYPE_CHECKING:
+    from rooflight.estimate.vision import VisionPlan
 
 DEFAULT_CTX = 8192
 
@@ -40,7 +45,7 @@ class Estimate:
     config: RunConfig
     memory: MemoryPlan
     performance: PerfEstimate
-    vision: object | None = None  # estimate/vision.py VisionPlan, for a model with a projector
+    vision: VisionPlan | None = None  # for a model with a projector (estimate/vision.py)
 
     @property
     def fit(self) -> str:
@@ -123,7 +128,7 @@ def _choose_gpu_layers(
 ) -> tuple[int, MemoryPlan | None]:
     """choose_gpu_layers, with the memory plan of the chosen count when the search made
     it (plan() then need not make it again)."""
-    if hardware.backend == "cpu" or not hardware.gpus:
+    if not has_offload_devices(hardware):
         return 0, None
     lo, hi = 0, spec.n_layer + 1
     mem = plan_memory(spec, hardware, _config(spec, hardware, wishes, hi))
@@ -158,7 +163,7 @@ def plan(
         n_gpu, mem = _choose_gpu_layers(spec, hardware, wishes)
     elif isinstance(wishes.n_gpu_layers, int):
         n_gpu = min(wishes.n_gpu_layers, spec.n_layer + 1)
-        if hardware.backend == "cpu":
+        if not has_offload_devices(hardware):
             n_gpu = 0
     else:
         raise BadInputError(f"--gpu-layers must be a number or auto, not {wishes.n_gpu_layers!r}.")

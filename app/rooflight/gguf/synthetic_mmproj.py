@@ -23,11 +23,12 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFWriter, LlamaFileType
 from gguf import quants as gguf_quants
 
+from rooflight.gguf.quant_recipe import GGMLType
 from rooflight.gguf.synthetic import WEIGHT_STD, TensorPlan, _tensor_bytes
 
 __all__ = ["PROJECTOR_FILE_TYPES", "plan_projector_tensors", "write_projector"]
 
-Q = GGMLQuantizationType
+Q = GGMLType  # the recipe's tensor types (TensorPlan's); the gguf package's enum for the writer
 
 # The two variants vision repositories publish (mmproj-...-f16.gguf, mmproj-...-Q8_0.gguf).
 PROJECTOR_FILE_TYPES = {
@@ -137,9 +138,10 @@ def write_projector(
         if n_merge != 4:  # the converter writes it only when it is not Gemma 3's 4
             writer.add_vision_projector_scale_factor(n_merge)
         for plan in plans:
-            byte_shape = gguf_quants.quant_shape_to_byte_shape(plan.shape, plan.qtype)
+            qtype = GGMLQuantizationType(int(plan.qtype))
+            byte_shape = gguf_quants.quant_shape_to_byte_shape(plan.shape, qtype)
             writer.add_tensor_info(plan.name, byte_shape, np.dtype(np.uint8), plan.n_bytes,
-                                   raw_dtype=plan.qtype)
+                                   raw_dtype=qtype)
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_ti_data_to_file()

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rooflight.errors import OperationFailedError, RooflightError
 from rooflight.estimate.perf import PerfEstimate, estimate_performance
@@ -33,6 +34,9 @@ from rooflight.runtime.loader import (
     refusal,
 )
 from rooflight.runtime.templates import ChatFormat, ModelInfo, choose_format
+
+if TYPE_CHECKING:
+    from rooflight.runtime.vision import VisionContext
 
 ProgressCallback = Callable[[float], "bool | None"]  # fraction 0..1; return False to cancel
 MemoryProbe = Callable[[HardwareProfile], HardwareProfile]
@@ -114,7 +118,7 @@ class Engine:
         self.recurrent = bool(llama_cpp.llama_model_is_recurrent(llm.model)
                               or llama_cpp.llama_model_is_hybrid(llm.model))
         self.format: ChatFormat = choose_format(_model_info(llm, self, lp.path), chat_format)
-        self.vision = None  # runtime/vision.VisionContext when the plan pairs a projector
+        self.vision: VisionContext | None = None  # when the plan pairs a projector (runtime/vision.py)
         resident.register(id(self), buffers)  # planning a second model counts this one's RAM
 
     # ---- facts ------------------------------------------------------------------------
@@ -202,7 +206,7 @@ class Engine:
         what a measurement is compared with when it is stored for calibration."""
         lp = self.plan
         args = (lp.spec, lp.hardware, lp.config, lp.estimate.memory)
-        kw = dict(prompt_tokens=max(1, prompt_tokens), gen_tokens=max(1, gen_tokens))
+        kw: dict[str, Any] = dict(prompt_tokens=max(1, prompt_tokens), gen_tokens=max(1, gen_tokens))
         raw = estimate_performance(*args, **kw)
         cal = estimate_performance(*args, **kw, calibration=lp.calibration) if lp.calibration.active else raw
         return cal, raw
@@ -275,6 +279,10 @@ def load_engine(
     notices = _once(lp.cpu_only_build)
     if not force:
         check_memory_now(lp, memory_probe, force_hint=force_hint)
+    if lp.hardware.remotes:  # layers planned on RPC servers: register them before the load
+        from rooflight.runtime import rpc
+
+        rpc.connect([r.endpoint for r in lp.hardware.remotes])
 
     import llama_cpp
 

@@ -249,7 +249,7 @@ class ChatStore:
             " VALUES (?, ?, ?, ?, ?, ?)",
             (title, model, system_prompt, _dumps(settings or {}), now, now),
         )
-        return int(cur.lastrowid)
+        return int(cur.lastrowid or 0)  # an INSERT always sets it
 
     _SUMMARY = (
         "SELECT c.id, c.title, c.model, c.created_at, c.updated_at,"
@@ -319,7 +319,7 @@ class ChatStore:
                     self._db.execute("UPDATE chats SET updated_at = ? WHERE id = ?", (now, chat_id))
             except sqlite3.DatabaseError as exc:
                 raise OperationFailedError(f"Could not write the chat history at {self.path}: {exc}.") from exc
-        return int(cur.lastrowid)
+        return int(cur.lastrowid or 0)  # an INSERT always sets it
 
     def append_to_message(self, message_id: int, text: str) -> None:
         """Append streamed text; committed at once. The message counts as in progress."""
@@ -490,7 +490,7 @@ class ChatStore:
                     cur = self._db.execute(
                         "INSERT INTO chats (title, model, system_prompt, settings, created_at, updated_at)"
                         " VALUES (?, ?, ?, ?, ?, ?)", chat_row)
-                    chat_id = int(cur.lastrowid)
+                    chat_id = int(cur.lastrowid or 0)  # an INSERT always sets it
                     ids = []
                     for r in rows:
                         ids.append(self._db.execute(

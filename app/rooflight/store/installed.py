@@ -13,6 +13,7 @@ shared by the download threads behind a lock.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import sqlite3
@@ -211,7 +212,7 @@ class InstalledStore:
             ).fetchone()
         return _pending(row) if row else None
 
-    def pending(self) -> list[PendingDownload]:
+    def pending(self) -> builtins.list[PendingDownload]:  # `list` here is the method above
         """Unfinished downloads, oldest first."""
         with self._lock:
             rows = self._db.execute(
