@@ -54,7 +54,12 @@ def cmd_estimate(args) -> int:
     if getattr(args, "confirm", False):
         from rooflight.commands.confirm import confirmation_for
 
-        doc["confirmed"], said = confirmation_for(args, est, profile)
+        text_est = est
+        if spec.projector is not None:  # llama.cpp's no-alloc load has no projector: compare the model
+            from dataclasses import replace
+
+            text_est = plan(replace(spec, projector=None), profile, _wishes(args), calibration=calibration)
+        doc["confirmed"], said = confirmation_for(args, text_est, profile)
     if args.json:
         _emit_json(doc)
     else:
