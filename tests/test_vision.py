@@ -245,3 +245,17 @@ def test_reply_prediction_counts_the_images_of_the_turn(vis):
     assert text.stats.predicted["time_to_first_token_s"] == pytest.approx(full - image, abs=1e-4)
     full, image = plan_ttft(with_image.stats.prefill_tokens)
     assert with_image.stats.predicted["time_to_first_token_s"] == pytest.approx(full - image + enc, abs=1e-4)
+
+
+def test_a_projector_llama_cpp_refuses_leaves_text_chat_working(tmp_path):
+    lm, proj = vision_model(tmp_path)
+    data = proj.read_bytes()
+    proj.write_bytes(data.replace(b"gemma3", b"gemmaX"))  # a projector type mtmd does not know
+    spec = with_projector(load_model_spec(lm), proj)
+    with load_engine(plan_load(lm, Wishes(n_ctx=256), hardware=HOST, spec=spec)) as eng:
+        assert eng.vision is None
+        assert any("could not load the vision projector" in n and "Text chat works" in n for n in eng.notices)
+        session = ChatSession(eng, sampling=GREEDY)
+        assert session.send("hello").stats.generated_tokens > 0
+        with pytest.raises(BadInputError, match="has no vision projector"):
+            session.send("look", images=[check_image(png_bytes(8, 8))])

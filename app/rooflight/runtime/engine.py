@@ -337,8 +337,11 @@ def load_engine(
         if lp.spec.projector is not None:  # a vision model: its projector beside it, as planned
             from rooflight.runtime.vision import VisionContext
 
-            engine.vision = VisionContext(llm, lp.spec.projector.source,
-                                          use_gpu=lp.config.n_gpu_layers > 0)
+            try:
+                engine.vision = VisionContext(llm, lp.spec.projector.source,
+                                              use_gpu=lp.config.n_gpu_layers > 0)
+            except OperationFailedError as exc:  # the model still chats; images say why not
+                engine.notices.append(f"{exc} Text chat works; images cannot be sent.")
         if warmup:
             engine.warm_up()
             engine.load_s = time.perf_counter() - t0
