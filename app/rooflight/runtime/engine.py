@@ -119,7 +119,7 @@ class Engine:
                               or llama_cpp.llama_model_is_hybrid(llm.model))
         self.format: ChatFormat = choose_format(_model_info(llm, self, lp.path), chat_format)
         self.vision: VisionContext | None = None  # when the plan pairs a projector (runtime/vision.py)
-        resident.register(id(self), buffers)  # planning a second model counts this one's RAM
+        self._resident = resident.register(self, buffers)  # planning a second model counts this one's RAM
 
     # ---- facts ------------------------------------------------------------------------
 
@@ -219,7 +219,7 @@ class Engine:
             llm, self.llm = self.llm, None
         if llm is not None:
             llm.close()
-            resident.release(id(self))
+            resident.release(getattr(self, "_resident", 0))
 
     @property
     def closed(self) -> bool:
