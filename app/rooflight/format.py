@@ -49,6 +49,12 @@ def format_estimate(est) -> str:
     ]
     if p.network is not None:
         lines.append(network_sentence(p.network))
+    if getattr(est, "vision", None) is not None:
+        v, pr = est.vision, s.projector
+        lines.append(
+            f"Vision: {pr.name} ({pr.projector_type}, {pr.file_type}) on {v.device}: "
+            f"{gb(v.weights_bytes)} weights + {gb(v.compute_bytes)} compute for a {pr.image_size}px image, "
+            f"{v.image_tokens} tokens per image, encoded in ~{v.encode_s:.2f} s (first token includes one image)")
     return "\n".join(lines)
 
 

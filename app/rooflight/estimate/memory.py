@@ -166,6 +166,10 @@ def plan_memory(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig) -> M
             compute += output_buffer_bytes(spec)
         overhead = _overhead_bytes(hardware, name)
         usage.append((name, weights[name], kv[name], compute, overhead))
+    if spec.projector is not None:  # a vision model: the projector beside the model
+        from rooflight.estimate.vision import add_projector_usage
+
+        usage = add_projector_usage(usage, spec.projector, hardware, cfg)
     # a unified-memory GPU (Apple) takes its share out of the same RAM the CPU side uses
     gpu_used_unified = sum(sum(u[1:]) for u in usage if u[0] in unified)
     result = [DeviceMemory(*u, _available(hardware, u[0], gpu_used_unified)) for u in usage]
