@@ -16,6 +16,7 @@ from typing import Any
 from rooflight.catalog.models import CatalogModel, load_catalog
 from rooflight.catalog.quality import quality_prior, quality_score
 from rooflight.estimate import Calibration, Estimate, Wishes, plan
+from rooflight.estimate.fit import Fit
 from rooflight.gguf.quant_recipe import FILE_TYPES
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
@@ -30,7 +31,7 @@ USE_CASES = {
     "reasoning": dict(target_tok_s=30.0, quality=0.65, speed=0.25, fit=0.1),
     "tiny": dict(target_tok_s=40.0, quality=0.3, speed=0.5, fit=0.2),
 }
-FIT_SCORE = {"full_gpu": 1.0, "partial_gpu": 0.6, "cpu_only": 0.5, "too_large": 0.0}
+FIT_SCORE: dict[str, float] = {Fit.FULL_GPU: 1.0, Fit.PARTIAL_GPU: 0.6, Fit.CPU_ONLY: 0.5, Fit.TOO_LARGE: 0.0}
 
 
 @dataclass(frozen=True)

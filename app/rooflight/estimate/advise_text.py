@@ -5,6 +5,7 @@ that heads a card. No arithmetic of the estimate here: only how its numbers are 
 from __future__ import annotations
 
 from rooflight.estimate.advise_types import FIT_RANK, Candidate
+from rooflight.estimate.fit import Fit
 
 
 def _tok(x: float) -> str:
@@ -19,11 +20,11 @@ def _ctx(n: int) -> str:
     return f"{n // 1024}k" if n % 1024 == 0 and n >= 1024 else str(n)
 
 
-_FIT_PHRASE = {
-    "full_gpu": "fit entirely on the GPU",
-    "partial_gpu": "fit partly on the GPU",
-    "cpu_only": "fit in RAM",
-    "too_large": "not fit",
+_FIT_PHRASE: dict[str, str] = {
+    Fit.FULL_GPU: "fit entirely on the GPU",
+    Fit.PARTIAL_GPU: "fit partly on the GPU",
+    Fit.CPU_ONLY: "fit in RAM",
+    Fit.TOO_LARGE: "not fit",
 }
 
 

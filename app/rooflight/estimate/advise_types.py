@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 
 from rooflight.errors import BadInputError
 from rooflight.estimate.config import KV_TYPES, RunConfig
+from rooflight.estimate.fit import Fit
 from rooflight.estimate.placement import CPU
 from rooflight.estimate.plan import Estimate, Wishes
 from rooflight.gguf.spec import ModelSpec
@@ -63,7 +64,7 @@ RUNTIME_NOTE = (
 
 CONTEXT_LADDER = (2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144)
 UBATCH_SIZES = (128, 256, 512, 1024, 2048)
-FIT_RANK = {"too_large": 0, "cpu_only": 1, "partial_gpu": 2, "full_gpu": 3}
+FIT_RANK: dict[str, int] = {f: f.rank for f in Fit}
 
 
 def _kv_types_for(spec: ModelSpec) -> tuple[str, ...]:

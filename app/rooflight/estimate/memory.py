@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from rooflight.estimate.compute import compute_bytes, output_buffer_bytes
 from rooflight.estimate.config import RunConfig
+from rooflight.estimate.fit import Fit
 from rooflight.estimate.kv import kv_bytes_by_layer
 from rooflight.estimate.layers import layer_table
 from rooflight.estimate.placement import CPU, device_runs, gpu_name, layer_devices
@@ -36,7 +37,7 @@ def cpu_margin(total_bytes: int) -> int:
     return max(512 * MIB, int(0.05 * total_bytes))
 
 
-FITS = ("full_gpu", "partial_gpu", "cpu_only", "too_large")
+FITS = tuple(Fit)  # best first
 
 
 @dataclass(frozen=True)
@@ -149,12 +150,12 @@ def plan_memory(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig) -> M
     return MemoryPlan(fit=fit, devices=tuple(result), layer_devices=tuple(devices))
 
 
-def _fit_state(mems: list[DeviceMemory], devices: list[str], n_layer: int) -> str:
+def _fit_state(mems: list[DeviceMemory], devices: list[str], n_layer: int) -> Fit:
     if not all(m.fits for m in mems):
-        return "too_large"
+        return Fit.TOO_LARGE
     on_gpu = len(devices) - devices.count(CPU)
     if on_gpu == 0:
-        return "cpu_only"
+        return Fit.CPU_ONLY
     if on_gpu == n_layer + 1:
-        return "full_gpu"
-    return "partial_gpu"
+        return Fit.FULL_GPU
+    return Fit.PARTIAL_GPU
