@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rooflight.estimate.fit import Fit
+from rooflight.units import size_text
 
 GB = 1e9
 
@@ -11,7 +12,7 @@ FIT_LABELS = {f: f.label for f in Fit}
 
 
 def gb(n: int | float | None) -> str:
-    return "?" if n is None else f"{n / GB:.2f} GB"
+    return size_text(n, 2)
 
 
 def format_estimate(est) -> str:

@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from rooflight.commands.common import emit_json, gpu_layers, load_hardware, positive_int
 from rooflight.errors import BadInputError
+from rooflight.units import size_text
 
 GB = 1e9
 
@@ -56,7 +57,7 @@ def register(subparsers) -> None:
 
 
 def _size(n: int) -> str:
-    return f"{n / GB:.2f} GB" if n >= GB else f"{n / 1e6:.1f} MB"
+    return size_text(n, 2, mb_digits=1)
 
 
 def format_result(result) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from rooflight.estimate.advise_types import FIT_RANK, Candidate
 from rooflight.estimate.fit import Fit
+from rooflight.units import size_text
 
 
 def _tok(x: float) -> str:
@@ -13,7 +14,7 @@ def _tok(x: float) -> str:
 
 
 def _gb(n: float) -> str:
-    return f"{n / 1e9:.2f} GB" if abs(n) < 10e9 else f"{n / 1e9:.1f} GB"
+    return size_text(n, 2 if abs(n) < 10e9 else 1)
 
 
 def _ctx(n: int) -> str:
