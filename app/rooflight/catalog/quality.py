@@ -8,16 +8,10 @@ divergence against F16 (REFERENCE.md §2). Larger models lose less at the same q
 
 from __future__ import annotations
 
-# mean KL divergence vs F16 (llama.cpp perplexity README, Llama-3-8B)
-QUANT_KLD = {
-    "F32": 0.0, "F16": 0.0, "BF16": 0.0,
-    "Q8_0": 0.0014, "Q6_K": 0.0055, "Q5_K_M": 0.011, "Q5_K_S": 0.017,
-    "Q4_K_M": 0.031, "Q4_K_S": 0.043, "IQ4_XS": 0.036, "Q4_0": 0.072, "Q4_1": 0.06,
-    "Q5_0": 0.02, "Q5_1": 0.016,
-    "Q3_K_L": 0.087, "Q3_K_M": 0.102, "IQ3_M": 0.103, "IQ3_XXS": 0.184, "Q3_K_S": 0.228,
-    "IQ2_M": 0.326, "Q2_K": 0.445, "IQ2_XXS": 0.812, "IQ1_M": 1.39, "IQ1_S": 2.21,
-}
-# Q4_0/Q4_1/Q5_0/Q5_1 KLDs are interpolated between the published neighbours by bits.
+from rooflight.estimate.quant_loss import QUANT_KLD_INTERPOLATED, QUANT_KLD_PUBLISHED
+
+# mean KL divergence vs F16: the published table and, for ranking, the interpolated rows
+QUANT_KLD = {**QUANT_KLD_PUBLISHED, **QUANT_KLD_INTERPOLATED}
 
 
 def quant_kld(quant: str, params_b: float) -> float:
