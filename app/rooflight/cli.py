@@ -19,6 +19,7 @@ from rooflight.commands.common import emit_json as _emit_json
 from rooflight.commands.common import load_hardware as _hardware
 from rooflight.commands.common import positive_int as _positive_int
 from rooflight.commands.common import wishes_from as _wishes
+from rooflight.commands.rpc import remotes_from_args
 from rooflight.errors import RooflightError
 
 
@@ -40,6 +41,11 @@ def cmd_estimate(args) -> int:
 
     spec = load_model_spec(args.model)
     profile = _hardware(args)
+    remotes = remotes_from_args(args)
+    if remotes:
+        from dataclasses import replace
+
+        profile = replace(profile, remotes=profile.remotes + remotes)
     # calibration only describes this machine: never apply it to a --hardware profile
     calibration = calibration_for(args, profile)
     est = plan(spec, profile, _wishes(args), calibration=calibration)
@@ -85,12 +91,15 @@ def cmd_rank(args) -> int:
         min_params_b=args.min_params, max_params_b=args.max_params,
         license_contains=args.license, calibration=calibration,
         hub_files=hub_files, installed=find_installed(), installed_only=args.installed,
+        unavailable=(unavailable := []),
     )
     if args.json:
         _emit_json({"hardware": profile.to_dict(), "use_case": args.use_case, "offline": offline,
-                    "models": [r.to_dict() for r in ranked]})
+                    "models": [r.to_dict() for r in ranked], "unavailable": unavailable})
     else:
         print(format_ranking(ranked))
+        for row in unavailable:
+            print(f"{row['name']}: {row['reason']}")
     return 0
 
 

@@ -42,7 +42,18 @@ def format_estimate(est) -> str:
         f"Time to first token: {p.time_to_first_token_s:.2f} s"
         + ("  (calibrated on this machine)" if p.calibrated else ""),
     ]
+    if p.network is not None:
+        lines.append(network_sentence(p.network))
     return "\n".join(lines)
+
+
+def network_sentence(net: dict) -> str:
+    """What the RPC network costs a decoded token, and what a 10x faster link would give."""
+    share = net["decode_share"] * 100
+    head = ("The network bounds the speed" if net["bound"] else "The network")
+    return (f"{head}: {share:.0f}% of each token's time ({net['crossings_per_token']} crossings, "
+            f"{net['latency_s_per_token'] * 1000:.1f} ms of round trips); a {net['faster_link_factor']:.0f}x "
+            f"faster link would give {net['decode_tok_s_faster_link']:.1f} tok/s.")
 
 
 def format_ranking(ranked) -> str:

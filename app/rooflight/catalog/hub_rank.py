@@ -134,7 +134,7 @@ def rank_hub_repo(
     model = model_from_spec(info.repo_id, spec, name=info.repo_id.split("/", 1)[1],
                             repo_id=info.repo_id, files=dict(zip(labels, (f.filename for f in files), strict=True)),
                             license=_license(info.tags), tags=tags)
-    best = choose_best(options)
+    best = choose_best(options, use_case)
     names = {f.filename for f in files}
     shas = {s for f in files for s in f.sha256 if s}
     mine = tuple(i for i in installed

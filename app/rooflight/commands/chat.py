@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from rooflight.commands.common import emit_json, gpu_layers, positive_int
+from rooflight.commands.rpc import add_rpc_option, remotes_from_args
 from rooflight.errors import BadInputError, RooflightError
 
 HELP = """commands:
@@ -42,6 +43,7 @@ def register(subparsers) -> None:
     g.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16")
     g.add_argument("--flash-attn", choices=["on", "off", "auto"], default="auto")
     g.add_argument("--force", action="store_true", help="load even if the plan says it does not fit")
+    add_rpc_option(g)
     g.add_argument("--chat-format", choices=FORMAT_NAMES, default="auto",
                    help="auto: the model's template, else its family's format, else a transcript (base models)")
     s = p.add_argument_group("sampling (defaults depend on the model)")
@@ -84,13 +86,13 @@ def resolve_model(name: str) -> list[Path]:
     return sorted(found, key=lambda p: p.stat().st_size, reverse=True)
 
 
-def plan_best(paths: list[Path], wishes):
+def plan_best(paths: list[Path], wishes, remotes=()):
     """The plan of the largest file that fits (the smallest one if none does: its refusal says why)."""
     from rooflight.runtime.loader import plan_load
 
     plans = []
     for p in paths:
-        lp = plan_load(p, wishes)
+        lp = plan_load(p, wishes, remotes=remotes)
         if lp.fits:
             return lp
         plans.append(lp)
@@ -127,6 +129,12 @@ def plan_summary(lp) -> str:
     mem_gb = est.memory.total_bytes / 1e9
     p = est.performance
     layers = f"{cfg.n_gpu_layers}/{lp.spec.n_layer + 1} layers on GPU" if lp.hardware.backend != "cpu" else "CPU"
+    if lp.hardware.remotes:
+        devs = est.memory.layer_devices
+        remote = sorted({d for d in devs if d.startswith("rpc")})
+        layers = (f"{len(devs) - devs.count('cpu')}/{len(devs)} layers on "
+                  + ", ".join(f"{d} ({devs.count(d)})" for d in remote)
+                  + ("" if lp.hardware.backend == "cpu" else " and this machine's GPUs"))
     return (f"{lp.spec.name} ({lp.spec.file_type}) · {est.fit} · {layers} · {cfg.n_ctx}-token context · "
             f"{cfg.n_threads} threads · {mem_gb:.2f} GB · predicted {p.decode_tok_s:.1f} tok/s decode, "
             f"{p.prefill_tok_s:.0f} tok/s prefill" + (" (calibrated)" if p.calibrated else ""))
@@ -215,7 +223,8 @@ def cmd_chat(args) -> int:
 
     _sampling(args, Sampling())  # a bad setting is reported before the model is loaded
     interactive = sys.stdin.isatty() and not args.json
-    lp = plan_best(resolve_model(args.model), _wishes(args))
+    remotes = remotes_from_args(args)  # before llama.cpp loads: an RPC build must be chosen first
+    lp = plan_best(resolve_model(args.model), _wishes(args), remotes)
     print(plan_summary(lp), file=sys.stderr)
     if lp.cpu_only_build:
         print(f"note: {lp.cpu_only_build}", file=sys.stderr)

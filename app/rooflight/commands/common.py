@@ -76,7 +76,16 @@ def add_estimate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=positive_int)
     p.add_argument("--prompt-tokens", type=positive_int, default=512)
     p.add_argument("--gen-tokens", type=positive_int, default=128)
+    add_rpc_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON document")
+
+
+def add_rpc_option(p) -> None:
+    """--rpc and --link-gbps (commands/rpc.py remotes_from_args reads them)."""
+    p.add_argument("--rpc", metavar="HOST:PORT[,...]",
+                   help="also run layers on these llama.cpp RPC servers (see `rooflight rpc-server`)")
+    p.add_argument("--link-gbps", type=float, default=1.0,
+                   help="network link to the RPC servers, Gbit/s (default 1, gigabit Ethernet)")
 
 
 def wishes_from(args):

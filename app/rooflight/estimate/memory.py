@@ -14,8 +14,10 @@ from rooflight.estimate.fit import Fit
 from rooflight.estimate.kv import kv_bytes_by_layer
 from rooflight.estimate.layers import layer_table
 from rooflight.estimate.placement import CPU, device_runs, gpu_name, layer_devices
+from rooflight.estimate.rpc_compute import remote_compute_bytes
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
+from rooflight.hardware.remote import is_remote, remote_device, remote_devices
 
 MIB = 1024 * 1024
 
@@ -114,11 +116,25 @@ def _weights_by_device(spec: ModelSpec, devices: list[str]) -> dict[str, int]:
 
 
 def _available(hardware: HardwareProfile, device: str, gpu_used_unified: int) -> int:
+    if is_remote(device):
+        # what its rpc-server reports free, less the same margin a local device keeps
+        rd = remote_device(hardware, device)
+        margin = cpu_margin(rd.total_bytes) if rd.is_cpu else gpu_margin(rd.total_bytes)
+        return max(0, rd.free_bytes - margin)
     if device == CPU:
         ram = hardware.cpu.ram_available_bytes
         return max(0, ram - cpu_margin(hardware.cpu.ram_total_bytes) - gpu_used_unified)
     gpu = next(g for g in hardware.gpus if gpu_name(g.index) == device)
     return max(0, gpu.free_bytes - gpu_margin(gpu.vram_total_bytes or gpu.free_bytes))
+
+
+def _overhead_bytes(hardware: HardwareProfile, device: str) -> int:
+    if device == CPU:
+        return 0
+    if is_remote(device):  # the driver context lives on the remote machine's GPU, if any
+        rd = remote_device(hardware, device)
+        return 0 if rd.is_cpu else GPU_OVERHEAD_BYTES.get(rd.backend, 457 * MIB)
+    return GPU_OVERHEAD_BYTES.get(hardware.backend, 457 * MIB)
 
 
 def plan_memory(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig) -> MemoryPlan:
@@ -133,11 +149,16 @@ def plan_memory(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig) -> M
     unified = {gpu_name(g.index) for g in hardware.gpus if g.unified_memory}
     usage = []  # (device, weights, kv, compute, overhead)
     for name in names:
-        compute = compute_bytes(spec, cfg, runs_layers=name in devices[: spec.n_layer],
-                                runs_output=name == output_dev)
+        if is_remote(name):
+            compute = remote_compute_bytes(spec, cfg, n_blocks=devices[: spec.n_layer].count(name),
+                                           runs_output=name == output_dev,
+                                           cpu_runs_layers=CPU in devices[: spec.n_layer])
+        else:
+            compute = compute_bytes(spec, cfg, runs_layers=name in devices[: spec.n_layer],
+                                    runs_output=name == output_dev)
         if name == CPU:
             compute += output_buffer_bytes(spec)
-        overhead = 0 if name == CPU else GPU_OVERHEAD_BYTES.get(hardware.backend, 457 * MIB)
+        overhead = _overhead_bytes(hardware, name)
         usage.append((name, weights[name], kv[name], compute, overhead))
     # a unified-memory GPU (Apple) takes its share out of the same RAM the CPU side uses
     gpu_used_unified = sum(sum(u[1:]) for u in usage if u[0] in unified)
@@ -146,6 +167,9 @@ def plan_memory(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig) -> M
     for g in hardware.gpus:
         if hardware.backend != "cpu" and gpu_name(g.index) not in names:
             result.append(DeviceMemory(gpu_name(g.index), 0, 0, 0, 0, _available(hardware, gpu_name(g.index), 0)))
+    for rd in remote_devices(hardware):
+        if rd.name not in names:
+            result.append(DeviceMemory(rd.name, 0, 0, 0, 0, _available(hardware, rd.name, 0)))
     fit = _fit_state(result, devices, spec.n_layer)
     return MemoryPlan(fit=fit, devices=tuple(result), layer_devices=tuple(devices))
 

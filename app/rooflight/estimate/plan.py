@@ -12,6 +12,7 @@ from rooflight.errors import BadInputError
 from rooflight.estimate.config import KV_TYPES, RunConfig
 from rooflight.estimate.memory import MemoryPlan, plan_memory
 from rooflight.estimate.perf import Calibration, PerfEstimate, estimate_performance
+from rooflight.estimate.placement import has_offload_devices
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
 
@@ -121,7 +122,7 @@ def _choose_gpu_layers(
 ) -> tuple[int, MemoryPlan | None]:
     """choose_gpu_layers, with the memory plan of the chosen count when the search made
     it (plan() then need not make it again)."""
-    if hardware.backend == "cpu" or not hardware.gpus:
+    if not has_offload_devices(hardware):
         return 0, None
     lo, hi = 0, spec.n_layer + 1
     mem = plan_memory(spec, hardware, _config(spec, hardware, wishes, hi))
@@ -156,7 +157,7 @@ def plan(
         n_gpu, mem = _choose_gpu_layers(spec, hardware, wishes)
     elif isinstance(wishes.n_gpu_layers, int):
         n_gpu = min(wishes.n_gpu_layers, spec.n_layer + 1)
-        if hardware.backend == "cpu":
+        if not has_offload_devices(hardware):
             n_gpu = 0
     else:
         raise BadInputError(f"--gpu-layers must be a number or auto, not {wishes.n_gpu_layers!r}.")

@@ -2,9 +2,9 @@
 
 llama.cpp tools/perplexity README, Llama-3-8B on wikitext-2 (REFERENCE.md §2): increase
 in perplexity and mean KL divergence against F16. The advisor quotes only these rows;
-the catalog's ranking (catalog/quality.py) also uses the interpolated ones below, since a
-ranking needs a figure for every file it lists, but an interpolation is not a
-measurement and is never quoted as one.
+the catalog's ranking (catalog/quality.py) adds its own figures for the labels the README
+has no row for, since a ranking needs one for every file it lists, but those are not
+measurements and are never quoted as such.
 """
 
 from __future__ import annotations
@@ -24,7 +24,3 @@ QUANT_KLD_PUBLISHED = {
     "IQ3_M": 0.103, "IQ3_XXS": 0.184, "Q3_K_S": 0.228, "IQ2_M": 0.326, "Q2_K": 0.445,
     "IQ2_XXS": 0.812, "IQ1_M": 1.39, "IQ1_S": 2.21,
 }
-
-# Q4_1/Q5_0/Q5_1: not in the table; interpolated between the published neighbours by
-# bits per weight, for ranking only
-QUANT_KLD_INTERPOLATED = {"Q4_1": 0.06, "Q5_0": 0.02, "Q5_1": 0.016}

@@ -275,6 +275,10 @@ def load_engine(
     notices = _once(lp.cpu_only_build)
     if not force:
         check_memory_now(lp, memory_probe, force_hint=force_hint)
+    if lp.hardware.remotes:  # layers planned on RPC servers: register them before the load
+        from rooflight.runtime import rpc
+
+        rpc.connect([r.endpoint for r in lp.hardware.remotes])
 
     import llama_cpp
 

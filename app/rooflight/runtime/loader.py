@@ -20,7 +20,7 @@ from rooflight.estimate.config import RunConfig
 from rooflight.estimate.memory import MemoryPlan, plan_memory
 from rooflight.gguf import load_model_spec
 from rooflight.gguf.spec import ModelSpec
-from rooflight.hardware.profile import HardwareProfile
+from rooflight.hardware.profile import HardwareProfile, RemoteMachine
 from rooflight.store.calibration import machine_calibration
 
 log = logging.getLogger(__name__)
@@ -104,13 +104,17 @@ def plan_load(
     hardware: HardwareProfile | None = None,
     calibration: Calibration | None = None,
     spec: ModelSpec | None = None,
+    remotes: tuple[RemoteMachine, ...] = (),
 ) -> LoadPlan:
-    """Plan loading a local GGUF on this machine (or on `hardware`, for tests)."""
+    """Plan loading a local GGUF on this machine (or on `hardware`, for tests), with
+    layers also on the `remotes` (llama.cpp RPC servers; runtime/rpc.py), if any."""
     path = Path(model_path)
     if not path.is_file():
         raise BadInputError(f"{path} is not a file; give the path of a downloaded .gguf model.")
     live = hardware is None
     hw = _this_machine() if hardware is None else hardware
+    if remotes:
+        hw = replace(hw, remotes=tuple(remotes))
     hw, cpu_only = effective_hardware(hw)
     if calibration is None:
         calibration = machine_calibration(hw) if live else Calibration()

@@ -35,8 +35,10 @@ from PySide6.QtWidgets import (
 from rooflight.catalog.rank import QuantOption, RankedModel
 from rooflight.estimate import Calibration, Estimate, Wishes, plan
 from rooflight.estimate.fit import Fit
-from rooflight.format import FIT_BADGES, FIT_LABELS
+from rooflight.estimate.placement import has_offload_devices
+from rooflight.format import FIT_BADGES, FIT_LABELS, network_sentence
 from rooflight.hardware import HardwareProfile
+from rooflight.hardware.remote import is_remote, remote_device
 from rooflight.ui import theme
 from rooflight.ui.advice_panel import AdvicePanel
 from rooflight.ui.confirm_row import ConfirmRow, model_source
@@ -115,6 +117,10 @@ def device_uses(est: Estimate, hardware: HardwareProfile) -> list[DeviceUse]:
     for d in est.memory.devices:
         if d.device == "cpu":
             name, capacity = "CPU RAM", hardware.cpu.ram_total_bytes
+        elif is_remote(d.device):  # a device of another machine, over llama.cpp RPC
+            r = remote_device(hardware, d.device)
+            name = f"{d.device} · {r.gpu.name if r.gpu else 'CPU'} on {r.machine.name}"
+            capacity = r.total_bytes or d.available_bytes
         else:
             i = int(d.device[3:])
             g = next((g for g in hardware.gpus if g.index == i), None)
@@ -349,8 +355,12 @@ class ModelDetail(QWidget):
         m = ranked.model
         self.name.setText(m.name)
         active = f", {m.params_active:g}B active" if m.params_active < m.params_total else ""
+        quality, quality_source = ranked.quality_text()
+        released = f" · released {m.release}" if m.release else ""
         self.meta.setText(f"{m.params_total:g}B parameters{active} · {m.architecture} · licence {m.license} · "
-                          f"{', '.join(m.tags)} · up to {ctx_label(m.hparams.context_length)} context")
+                          f"{', '.join(m.tags)} · up to {ctx_label(m.hparams.context_length)} context{released} · "
+                          f"{quality}")
+        self.meta.setToolTip(f"Quality source: {quality_source}")
         self._ctx_steps = context_steps(m.hparams.context_length)
         target = keep_ctx or ranked.best.estimate.config.n_ctx
         self.ctx_slider.blockSignals(True)
@@ -588,7 +598,7 @@ class ModelDetail(QWidget):
         self.layers_slider.setValue(cfg.n_gpu_layers)
         self.layers_slider.blockSignals(False)
         self._update_layers_label(cfg.n_gpu_layers)
-        gpu = profile is not None and profile.backend != "cpu" and bool(profile.gpus)
+        gpu = profile is not None and has_offload_devices(profile)
         self.layers_slider.setEnabled(gpu)
         self.layers_auto.setEnabled(gpu)
         tip = ("" if gpu else "No GPU that llama.cpp can use here; try “What if…” on the "
@@ -601,7 +611,8 @@ class ModelDetail(QWidget):
         else:
             self.speed.setText(f"Decode {tok_s(p.decode_tok_s)} tok/s (range {tok_s(lo)}–{tok_s(hi)}) · "
                                f"prefill {tok_s(p.prefill_tok_s)} tok/s · first token in "
-                               f"{p.time_to_first_token_s:.2f} s")
+                               f"{p.time_to_first_token_s:.2f} s"
+                               + (f"\n{network_sentence(p.network)}" if p.network else ""))
         self.config.setText(
             f"Planned: {cfg.n_gpu_layers} of {s.n_layer + 1} layers on the GPU · KV cache {cfg.kv_type} · "
             f"flash attention {'on' if cfg.flash_attn else 'off'} · {cfg.n_threads} threads · "
