@@ -86,7 +86,7 @@ def _refresh_source(entry: dict, src: dict, listing: hub.RepoFiles, today: str, 
             report.note(mid, f"{src['repo']}: {quant} is now {hit.filename} (was {name})")
         files[quant], sizes[quant] = hit.filename, hit.size
         if all(hit.sha256):
-            sha[quant] = [h for h in hit.sha256 if h]  # every part's (all are set)
+            sha[quant] = [h for h in hit.sha256 if h]  # all present: the guard above
     for f in by_name.values():  # quants the repository added
         q = f.quant
         if q and is_quant_label(q) and q not in files:
