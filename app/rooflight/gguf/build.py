@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from rooflight.errors import BadInputError
 
@@ -20,8 +20,32 @@ from .recurrent import recurrent_layout
 from .spec import ModelSpec, TensorInfo
 from .swa import swa_layout
 
-if TYPE_CHECKING:
-    from .header import GGUFHeader
+
+class _TensorLike(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def type_name(self) -> str: ...
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def n_bytes(self) -> int: ...
+
+
+class HeaderLike(Protocol):
+    """What build_model_spec reads of a header: a parsed GGUFHeader (gguf/header.py), or
+    the one gguf/from_config.py writes for a config.json (read-only attributes)."""
+
+    @property
+    def source(self) -> str: ...
+    @property
+    def metadata(self) -> dict[str, Any]: ...
+    @property
+    def file_size(self) -> int: ...
+    @property
+    def bytes_read(self) -> int: ...
+    @property
+    def tensors(self) -> Sequence[_TensorLike]: ...
 
 # key names (gguf.Keys), literal so that this module needs neither the gguf package nor numpy:
 # gguf/from_config.py builds catalog specs through it while ranking
@@ -136,7 +160,7 @@ def _kv_reuse(arch: str, n_layer: int, swa_layers: tuple[bool, ...]) -> tuple[in
     return tuple(-1 if il < start else start - (2 if swa_layers[il] else 1) for il in range(n_layer))
 
 
-def build_model_spec(headers: Sequence[GGUFHeader], *, default_name: str) -> ModelSpec:
+def build_model_spec(headers: Sequence[HeaderLike], *, default_name: str) -> ModelSpec:
     """One ModelSpec from all the parts' headers of one model (metadata from the first)."""
     if not headers:
         raise BadInputError(f"{default_name}: no GGUF header to read.")

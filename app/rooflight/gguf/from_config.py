@@ -105,7 +105,7 @@ def _lfm2(c: Mapping[str, Any], arch: str) -> HybridShape:
     kv = int(c["num_key_value_heads"])
     common = _common(c)
     common["tie_embeddings"] = bool(c.get("tie_embedding", c.get("tie_word_embeddings", True)))
-    moe = {}
+    moe: dict[str, Any] = {}
     if arch == "lfm2moe":  # experts after num_dense_layers dense ones (lfm2.py LFM2MoeModel)
         ff = int(c["intermediate_size"])
         dense = int(c.get("num_dense_layers", 0))

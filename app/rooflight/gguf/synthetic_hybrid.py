@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from gguf import GGUFWriter
+from gguf import GGMLQuantizationType, GGUFWriter
 from gguf import quants as gguf_quants
 
 from rooflight.gguf.arch_recipe import (  # noqa: F401 (importable from here as before)
@@ -102,8 +102,9 @@ def write_plans(
         writer.add_add_bos_token(True)
         writer.add_add_eos_token(False)
         for plan in plans:
-            byte_shape = gguf_quants.quant_shape_to_byte_shape(plan.shape, plan.qtype)
-            writer.add_tensor_info(plan.name, byte_shape, np.dtype(np.uint8), plan.n_bytes, raw_dtype=plan.qtype)
+            qtype = GGMLQuantizationType(int(plan.qtype))  # the recipe's own enum -> gguf's
+            byte_shape = gguf_quants.quant_shape_to_byte_shape(plan.shape, qtype)
+            writer.add_tensor_info(plan.name, byte_shape, np.dtype(np.uint8), plan.n_bytes, raw_dtype=qtype)
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_ti_data_to_file()
