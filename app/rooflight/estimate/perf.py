@@ -121,6 +121,11 @@ class Calibration:
     def active(self) -> bool:
         return self.samples > 0
 
+    def uncalibrated(self) -> Calibration:
+        """What a new measurement is compared with: the probe (a property of the machine,
+        like its bandwidth) without the ratios learnt from earlier measurements."""
+        return Calibration(threads=self.threads, probe=self.probe)
+
     def probe_for(self, cfg: RunConfig) -> MachineProbe | None:
         """The probe, when it was taken at this plan's thread count."""
         p = self.probe

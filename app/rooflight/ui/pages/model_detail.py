@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 
 from rooflight.catalog.rank import QuantOption, RankedModel
 from rooflight.estimate import Calibration, Estimate, Wishes, plan
-from rooflight.format import FIT_BADGES, FIT_LABELS
+from rooflight.format import FIT_BADGES, FIT_LABELS, speed_basis
 from rooflight.hardware import HardwareProfile
 from rooflight.ui import theme
 from rooflight.ui.advice_panel import AdvicePanel
@@ -596,6 +596,7 @@ class ModelDetail(QWidget):
             self.speed.setText(f"Decode {tok_s(p.decode_tok_s)} tok/s (range {tok_s(lo)}–{tok_s(hi)}) · "
                                f"prefill {tok_s(p.prefill_tok_s)} tok/s · first token in "
                                f"{p.time_to_first_token_s:.2f} s")
+        self.speed.setToolTip(speed_basis(p))  # what the range means ("8 of 10 ... fall inside")
         self.config.setText(
             f"Planned: {cfg.n_gpu_layers} of {s.n_layer + 1} layers on the GPU · KV cache {cfg.kv_type} · "
             f"flash attention {'on' if cfg.flash_attn else 'off'} · {cfg.n_threads} threads · "
