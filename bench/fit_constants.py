@@ -298,12 +298,32 @@ def _pct(x: float) -> str:
     return f"{100 * x:.0f}%"
 
 
+def markdown(res: dict) -> str:
+    """The README table (tests/test_fit_constants.py checks README holds exactly this)."""
+    lines = ["| backend | devices | rows (decode / prefill) | decode median | decode p90 | prefill median | prefill p90 | band: decode, prefill |",
+             "|---|---|---|---|---|---|---|---|"]
+    for b, s in res["lodo"].items():
+        d, p = s["decode"], s["prefill"]
+        n_dev = res["devices"] if b == "all" else res["devices_by_backend"][b]
+        cell = lambda x, k: _pct(x[k]) if x["n"] else "-"  # noqa: E731
+        band = res["bands"].get(b)
+        band_txt = f"x{band['decode'][0]:.2f}-{band['decode'][1]:.2f}, x{band['prefill'][0]:.2f}-{band['prefill'][1]:.2f}" if band else "-"
+        name = "all (LODO)" if b == "all" else b + (" (check only)" if b in CHECK_ONLY else "")
+        lines.append(f"| {name} | {n_dev} | {d['n']} / {p['n']} | {cell(d, 'median_err')} | {cell(d, 'p90_err')} "
+                     f"| {cell(p, 'median_err')} | {cell(p, 'p90_err')} | {band_txt} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--rows", action="store_true", help="print every row's LODO ratio")
+    ap.add_argument("--markdown", action="store_true", help="the README accuracy table")
     args = ap.parse_args()
     res = run()
+    if args.markdown:
+        print(markdown(res))
+        return 0
     if args.json:
         json.dump(res, sys.stdout, indent=1)
         return 0

@@ -2,7 +2,12 @@
 
 import sys
 
-from rooflight.cli import main
-
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--noalloc-worker"]:
+        # the child process of `estimate --confirm` (runtime/confirm.py: worker_command)
+        from rooflight.runtime.noalloc_worker import main as worker_main
+
+        worker_main()
+    from rooflight.cli import main
+
     sys.exit(main())

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from rooflight.catalog.installed_rank import rank_installed
 from rooflight.catalog.local import (
     find_installed,
     installed_paths,
     match_catalog,
-    rank_installed,
 )
 from rooflight.catalog.rank import rank_models
 from rooflight.gguf import load_model_spec

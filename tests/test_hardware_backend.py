@@ -15,9 +15,7 @@ from rooflight.hardware.backend import (
 )
 from rooflight.hardware.profile import GPUInfo
 
-CUDA_HINT = (
-    'CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir llama-cpp-python'
-)
+CUDA_HINT = "CMAKE_ARGS=-DGGML_CUDA=on "  # then this Python's pip; gpu_build.py tests the full command
 
 
 def gpu(vendor: str, name: str = "Some GPU", index: int = 0) -> GPUInfo:

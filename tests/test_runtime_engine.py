@@ -187,13 +187,17 @@ def test_progress_callback_errors_abort_the_load_and_surface(models):
 
 
 def test_gpu_machine_with_cpu_only_build_runs_on_cpu_and_is_told_once(models, monkeypatch):
-    gpu = GPUInfo(0, "NVIDIA GeForce RTX 4090", "nvidia", 24 * GiB, 23 * GiB, 1008.0, 165.0)
+    gpu = GPUInfo(0, "NVIDIA GeForce RTX 4090", "nvidia", 24 * GiB, 23 * GiB, 1008.0, 165.0,
+                  compute_capability="8.9")
     hw = replace(HOST, gpus=(gpu,), backend="cuda")
     monkeypatch.setattr(loader, "gpu_offload_supported", lambda: False)  # the installed wheel is CPU-only
     monkeypatch.setattr(engine_mod, "_told", set())
     lp = plan_load(models["tiny"], Wishes(n_ctx=512), hardware=hw)
     assert lp.hardware.backend == "cpu" and lp.config.n_gpu_layers == 0 and lp.estimate.fit == "cpu_only"
-    assert 'CMAKE_ARGS="-DGGML_CUDA=on"' in lp.cpu_only_build and "RTX 4090" in lp.cpu_only_build
+    # the exact command for this GPU: its CUDA architecture, the toolkit it needs
+    assert "CMAKE_ARGS='-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=89' " in lp.cpu_only_build
+    assert "-m pip install --force-reinstall --no-cache-dir --no-deps llama-cpp-python==" in lp.cpu_only_build
+    assert "CUDA toolkit 11.8 or newer" in lp.cpu_only_build and "RTX 4090" in lp.cpu_only_build
     with load_engine(lp) as first:
         assert first.notices == [lp.cpu_only_build]
     with load_engine(plan_load(models["tiny"], Wishes(n_ctx=512), hardware=hw)) as second:

@@ -148,7 +148,7 @@ def test_closing_the_window_mid_run_ends_it_cleanly(qtbot, tiny):
     panel.contexts = [256, 512, 1024, 2048]
     with qtbot.waitSignal(panel.point_measured, timeout=30000):
         panel.start()
-    task = panel._task
+    task = panel._latest.task
     assert task is not None
     window.close()  # the point being measured completes, the run ends before the next
     assert task.finished

@@ -126,6 +126,29 @@ def test_a_result_of_a_cancelled_task_is_not_delivered(qtbot, runner):
     assert done == []
 
 
+@pytest.mark.parametrize("with_handler", [True, False])
+def test_a_cancelled_task_that_then_fails_ends_quietly(qtbot, runner, with_handler):
+    # a Hub search replaced by a newer query: cancelled, then its request raises
+    errors, banners, cancelled = [], [], []
+    runner.error.connect(banners.append)
+    started, gate = threading.Event(), threading.Event()
+
+    def work():
+        started.set()
+        gate.wait(5)
+        raise OSError("connection reset")
+
+    task = runner.run(work, on_error=errors.append if with_handler else None,
+                      on_cancelled=lambda: cancelled.append(1), what="searching the Hub")
+    assert started.wait(5)  # running: the failure, not the cancellation, ends it
+    task.cancel()
+    gate.set()
+    qtbot.waitUntil(lambda: bool(cancelled))
+    assert runner.wait_idle()
+    qtbot.wait(50)
+    assert errors == [] and banners == [] and runner.active == 0
+
+
 def test_shutdown_cancels_and_waits(qtbot):
     runner = TaskRunner()
     stopped = []

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from rooflight import __version__
 from rooflight.commands import register_all
+from rooflight.commands.common import add_estimate_options as _add_estimate_options
 from rooflight.commands.common import calibration_for, check_use_case
 from rooflight.commands.common import emit_json as _emit_json
-from rooflight.commands.common import gpu_layers as _gpu_layers
 from rooflight.commands.common import load_hardware as _hardware
 from rooflight.commands.common import positive_int as _positive_int
+from rooflight.commands.common import wishes_from as _wishes
 from rooflight.errors import RooflightError
 
 
@@ -31,22 +33,6 @@ def cmd_hardware(args) -> int:
     return 0
 
 
-def _wishes(args):
-    from rooflight.estimate import Wishes
-
-    return Wishes(
-        n_ctx=args.ctx,
-        n_gpu_layers=args.gpu_layers,
-        kv_type=args.kv_type,
-        flash_attn=args.flash_attn,
-        n_threads=args.threads,
-        n_batch=args.batch,
-        n_ubatch=args.ubatch,
-        prompt_tokens=args.prompt_tokens,
-        gen_tokens=args.gen_tokens,
-    )
-
-
 def cmd_estimate(args) -> int:
     from rooflight.estimate import plan
     from rooflight.format import format_estimate
@@ -57,10 +43,17 @@ def cmd_estimate(args) -> int:
     # calibration only describes this machine: never apply it to a --hardware profile
     calibration = calibration_for(args, profile)
     est = plan(spec, profile, _wishes(args), calibration=calibration)
+    doc = est.to_dict()
+    if getattr(args, "confirm", False):
+        from rooflight.commands.confirm import confirmation_for
+
+        doc["confirmed"], said = confirmation_for(args, est, profile)
     if args.json:
-        _emit_json(est.to_dict())
+        _emit_json(doc)
     else:
         print(format_estimate(est))
+        if getattr(args, "confirm", False):
+            print(said)
     return 0
 
 
@@ -101,21 +94,6 @@ def cmd_rank(args) -> int:
     return 0
 
 
-def _add_estimate_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="a local .gguf path, or hf:OWNER/REPO/FILE.gguf (header read remotely)")
-    p.add_argument("--hardware", metavar="FILE", help="estimate for the machine in this JSON profile")
-    p.add_argument("--ctx", type=_positive_int, help="context length (default: 8192, capped at the model's)")
-    p.add_argument("--batch", type=_positive_int, default=512)
-    p.add_argument("--ubatch", type=_positive_int, default=512)
-    p.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16")
-    p.add_argument("--flash-attn", choices=["on", "off", "auto"], default="auto")
-    p.add_argument("--gpu-layers", type=_gpu_layers, default="auto", metavar="N|auto")
-    p.add_argument("--threads", type=_positive_int)
-    p.add_argument("--prompt-tokens", type=_positive_int, default=512)
-    p.add_argument("--gen-tokens", type=_positive_int, default=128)
-    p.add_argument("--json", action="store_true", help="print one JSON document")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rooflight",
@@ -132,6 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("estimate", help="memory plan and speed estimate for a model")
     _add_estimate_options(p)
+    p.add_argument("--confirm", action="store_true",
+                   help="also ask this machine's llama.cpp what it would allocate (no-alloc load of the header)")
     p.set_defaults(func=cmd_estimate)
 
     p = sub.add_parser("rank", help="catalog models ranked for this machine, each at its best quant")
@@ -162,7 +142,13 @@ def main(argv: list[str] | None = None) -> int:
 
         return gui_main([])
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # here, so a reader gone away is seen below, not at exit
+        return code
+    except BrokenPipeError:
+        if not _stdout_gone():
+            raise  # some other pipe: not ours to hide
+        return _reader_gone()
     except RooflightError as exc:
         if args.debug:
             raise
@@ -171,3 +157,27 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("rooflight: interrupted", file=sys.stderr)
         return 1
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe whose reader closed (poll reports an error on it)."""
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _fd, ev in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return True  # no poll() here (Windows): a broken pipe on the way out is stdout's
+
+
+def _reader_gone() -> int:
+    """stdout's reader went away (`rooflight rank | head`): end quietly, like other Unix
+    tools. Python would flush stdout again at exit and print the broken pipe there, so
+    stdout is pointed at the null device first (Python docs, signal module, SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 1

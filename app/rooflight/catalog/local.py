@@ -14,7 +14,7 @@ Where each store keeps its files (all overridable, so tests build fake trees):
 - Folders the user chooses (ROOFLIGHT_MODELS_DIRS, os.pathsep-separated), searched
   recursively.
 
-Every model found is estimated from its real header (rank_installed), never its name.
+Every model found is estimated from its real header (catalog/installed_rank.py), never its name.
 """
 
 from __future__ import annotations
@@ -24,13 +24,12 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rooflight.catalog.hub_files import group_gguf, parse_quant
 from rooflight.catalog.models import CatalogModel, load_catalog
-from rooflight.errors import RooflightError
 
 OLLAMA_MODEL_LAYER = "application/vnd.ollama.image.model"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -318,69 +317,3 @@ def match_catalog(
         if mid is not None:
             out.setdefault(mid, []).append(f)
     return {k: tuple(v) for k, v in out.items()}
-
-
-# ---- estimates from the real headers ------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class InstalledRanking:
-    models: list  # RankedModel, origin "disk", one per file
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, one sentence)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"models": [r.to_dict() for r in self.models],
-                "skipped": [{"path": p, "reason": why} for p, why in self.skipped]}
-
-
-def rank_installed(
-    hardware,
-    files: Sequence[InstalledFile] | None = None,
-    *,
-    ctx: int | None = None,
-    use_case: str = "chat",
-    calibration=None,
-    models: Sequence[CatalogModel] | None = None,
-) -> InstalledRanking:
-    """Each installed model planned for this machine from its real header, best first.
-    A catalog model keeps its quality figure; any other gets the size prior."""
-    from rooflight.catalog.quality import quality_prior, size_prior
-    from rooflight.catalog.rank import (
-        DEFAULT_CTX,
-        RankedModel,
-        evaluate,
-        model_from_spec,
-        score_option,
-    )
-    from rooflight.gguf import load_model_spec
-
-    files = find_installed() if files is None else files
-    catalog = {m.id: m for m in (models if models is not None else load_catalog())}
-    matched = {id(f): catalog[mid] for mid, fs in match_catalog(files, catalog.values()).items() for f in fs}
-    ranked, skipped = [], []
-    for f in files:
-        if not f.complete:
-            skipped.append((str(f.path), f"{f.name} is missing some of its {f.parts} parts."))
-            continue
-        try:
-            spec = load_model_spec(f.path)
-        except RooflightError as e:
-            skipped.append((str(f.path), str(e)))
-            continue
-        model = matched.get(id(f))
-        quant = f.quant or spec.file_type
-        if model is not None:
-            prior, params_b, source = quality_prior(model), model.params_total, "benchmark"
-            if model.quality is None:
-                source = "size"
-        else:
-            model = model_from_spec(f.name, spec, name=f.name, repo_id=f.repo_id,
-                                    files={quant: f.filename})
-            prior, params_b, source = size_prior(model.params_total), model.params_total, "size"
-        n_ctx = min(ctx or DEFAULT_CTX, spec.context_length or DEFAULT_CTX)
-        option = evaluate(spec, hardware, quant=quant, n_ctx=n_ctx, prior=prior, params_b=params_b,
-                          calibration=calibration, source="disk", repo=f.repo_id, filename=str(f.path))
-        ranked.append(RankedModel(model, option, (option,), score_option(option, use_case),
-                                  origin="disk", installed=(f,), quality_source=source))
-    ranked.sort(key=lambda r: r.score, reverse=True)
-    return InstalledRanking(ranked, skipped)

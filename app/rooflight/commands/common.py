@@ -61,3 +61,36 @@ def check_use_case(name: str, *, also: tuple[str, ...] = ()) -> None:
 
     if name not in USE_CASES and name not in also:
         raise BadInputError(f"Unknown use case {name!r}; use one of {', '.join(USE_CASES)}.")
+
+
+def add_estimate_options(p: argparse.ArgumentParser) -> None:
+    """The model and plan options of estimate, bench and advise-like commands."""
+    p.add_argument("model", help="a local .gguf path, or hf:OWNER/REPO/FILE.gguf (header read remotely)")
+    p.add_argument("--hardware", metavar="FILE", help="estimate for the machine in this JSON profile")
+    p.add_argument("--ctx", type=positive_int, help="context length (default: 8192, capped at the model's)")
+    p.add_argument("--batch", type=positive_int, default=512)
+    p.add_argument("--ubatch", type=positive_int, default=512)
+    p.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16")
+    p.add_argument("--flash-attn", choices=["on", "off", "auto"], default="auto")
+    p.add_argument("--gpu-layers", type=gpu_layers, default="auto", metavar="N|auto")
+    p.add_argument("--threads", type=positive_int)
+    p.add_argument("--prompt-tokens", type=positive_int, default=512)
+    p.add_argument("--gen-tokens", type=positive_int, default=128)
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+
+
+def wishes_from(args):
+    """The estimate.Wishes those options describe."""
+    from rooflight.estimate import Wishes
+
+    return Wishes(
+        n_ctx=args.ctx,
+        n_gpu_layers=args.gpu_layers,
+        kv_type=args.kv_type,
+        flash_attn=args.flash_attn,
+        n_threads=args.threads,
+        n_batch=args.batch,
+        n_ubatch=args.ubatch,
+        prompt_tokens=args.prompt_tokens,
+        gen_tokens=args.gen_tokens,
+    )

@@ -44,7 +44,8 @@ def format_installed(ranked) -> str:
 
 
 def cmd_models(args) -> int:
-    from rooflight.catalog.local import default_model_dirs, find_installed, rank_installed
+    from rooflight.catalog.installed_rank import rank_installed
+    from rooflight.catalog.local import default_model_dirs, find_installed
     from rooflight.commands.common import calibration_for
     from rooflight.errors import BadInputError
 

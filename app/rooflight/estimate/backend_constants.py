@@ -47,7 +47,7 @@ _POOLED = _FIT + "; band: too few rows of its own, the GPU backends' pooled leav
 
 # CUDA: 22 rows, 6 devices (RTX 3060/3090/4090, V100, P40, DGX Spark GB10). Per-layer cost
 # 52 us from 9 decode rows (was 63 us from solving the 3090/3060 pair exactly).
-CUDA = BackendConstants(0.881, 52.2e-6, 0.459, 0.229, _OWN, moe_prefill_slowdown=1.59,
+CUDA = BackendConstants(0.881, 52.2e-6, 0.453, 0.208, _OWN, moe_prefill_slowdown=1.59,
                         decode_band=(0.93, 1.05), prefill_band=(0.51, 1.36), band_basis=_OWN)
 # Metal: 12 rows, 3 devices (M2, M2 Max, M5); no MoE rows: pooled MoE slowdown.
 METAL = BackendConstants(0.940, 193.4e-6, 0.735, 0.618, _FIT, moe_prefill_slowdown=1.92,

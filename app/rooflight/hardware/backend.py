@@ -41,6 +41,7 @@ _PREFERENCE = {
 DEFAULT_BACKEND = {"nvidia": "cuda", "amd": "rocm", "apple": "metal", "intel": "vulkan"}
 
 _PIP = "pip install --force-reinstall --no-cache-dir llama-cpp-python"
+# generic hints per vendor; warnings give the exact command for the GPU (gpu_build.py)
 INSTALL_HINTS = {
     "nvidia": f'CMAKE_ARGS="-DGGML_CUDA=on" {_PIP}',
     "amd": f'CMAKE_ARGS="-DGGML_HIP=on" {_PIP}',
@@ -127,8 +128,10 @@ def choose_backend(gpus: Sequence[GPUInfo], build: BuildInfo) -> tuple[str, list
         (b for gpu in gpus for b in _PREFERENCE.get(gpu.vendor, ()) if b in available), None
     )
     if chosen is None:
+        from .gpu_build import install_hint
+
         vendor = gpus[0].vendor
-        hint = INSTALL_HINTS.get(vendor, f'CMAKE_ARGS="-DGGML_VULKAN=on" {_PIP}')
+        hint = install_hint(gpus[0])  # this GPU's backend and architecture, exactly
         what = (
             "a CPU-only build"
             if not available

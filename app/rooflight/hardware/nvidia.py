@@ -7,10 +7,12 @@ support): each failure costs only that figure and adds a warning; nothing here r
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from .device_order import visible_to_cuda
 from .pcie import pcie_gbs
 from .profile import GPUInfo
 
@@ -71,6 +73,9 @@ def detect_nvidia(nvml: ModuleType | None = None) -> tuple[list[GPUInfo], list[s
             gpu = _read_device(nvml, i, warnings)
             if gpu is not None:
                 gpus.append(gpu)
+        # what CUDA (and so llama.cpp) will see: CUDA_VISIBLE_DEVICES hides and reorders
+        gpus, more = visible_to_cuda(gpus, os.environ)
+        warnings.extend(more)
     finally:
         try:
             nvml.nvmlShutdown()
@@ -132,6 +137,9 @@ def _read_device(nvml: ModuleType, i: int, warnings: list[str]) -> GPUInfo | Non
     width = call("PCIe width", "nvmlDeviceGetMaxPcieLinkWidth", quiet=True)
     width = width or call("PCIe width", "nvmlDeviceGetCurrPcieLinkWidth", quiet=True)
 
+    pci = call("PCI bus id", "nvmlDeviceGetPciInfo", quiet=True)
+    bus_id = getattr(pci, "busId", None) if pci is not None else None
+
     return GPUInfo(
         index=i,
         name=name,
@@ -145,4 +153,5 @@ def _read_device(nvml: ModuleType, i: int, warnings: list[str]) -> GPUInfo | Non
         sm_count=sm_count,
         pcie_gbs=pcie_gbs(int(gen) if gen else None, int(width) if width else None),
         source="detected",
+        pci_bus_id=_decode(bus_id) if bus_id else None,
     )

@@ -37,6 +37,7 @@ class GPUInfo:
     sm_count: int | None = None  # NVIDIA SMs / AMD CUs / Apple GPU cores
     pcie_gbs: float | None = None  # host<->device link, one direction
     source: str = "detected"  # detected | detected+table | profile | table | profile+table
+    pci_bus_id: str | None = None  # "00000000:01:00.0" (NVML): matches the GPU to llama.cpp's device
 
     @property
     def free_bytes(self) -> int:

@@ -272,7 +272,7 @@ class ChatSession:
     def regenerate(self, *, on_token: TokenCallback | None = None,
                    stop_event: threading.Event | None = None) -> Reply:
         """Drop the last reply and generate it again (a new seed unless one is set)."""
-        last_user = self._last_user_index()
+        last_user = self.last_user_index()
         self._truncate_after(last_user)
         return self.generate(on_token=on_token, stop_event=stop_event)
 
@@ -290,7 +290,8 @@ class ChatSession:
         self._truncate_after(index)
         return self.generate(on_token=on_token, stop_event=stop_event)
 
-    def _last_user_index(self) -> int:
+    def last_user_index(self) -> int:
+        """Index of the newest user message (what regenerate replies to again)."""
         for i in range(len(self.messages) - 1, -1, -1):
             if self.messages[i].role == "user":
                 return i
@@ -317,7 +318,7 @@ class ChatSession:
         n_ctx = self.engine.n_ctx
         reserve = min(self.sampling.max_tokens, n_ctx // 2)
         budget = n_ctx - reserve
-        start = min(self._first_kept, self._last_user_index())
+        start = min(self._first_kept, self.last_user_index())
         while self.messages[start].role != "user":
             start += 1
         tokens = self._prompt_tokens(start)

@@ -22,6 +22,8 @@ from pathlib import Path
 from rooflight.errors import OperationFailedError, RooflightError
 from rooflight.estimate.perf import PerfEstimate, estimate_performance
 from rooflight.hardware.profile import HardwareProfile
+from rooflight.runtime import resident
+from rooflight.runtime.device_map import plan_load_kwargs
 from rooflight.runtime.llama_log import ReportedBuffers, capture_llama_log, parse_buffers
 from rooflight.runtime.loader import (
     LoadPlan,
@@ -112,6 +114,7 @@ class Engine:
         self.recurrent = bool(llama_cpp.llama_model_is_recurrent(llm.model)
                               or llama_cpp.llama_model_is_hybrid(llm.model))
         self.format: ChatFormat = choose_format(_model_info(llm, self, lp.path), chat_format)
+        resident.register(id(self), buffers)  # planning a second model counts this one's RAM
 
     # ---- facts ------------------------------------------------------------------------
 
@@ -126,6 +129,13 @@ class Engine:
     @property
     def n_ctx(self) -> int:
         return int(self.llm.n_ctx())
+
+    @property
+    def tokens_evaluated(self) -> int | None:
+        """Tokens the model's context holds now (the prompt and the reply so far); None
+        once closed. The live rate (runtime/live_rate.py) and Stop's count read this."""
+        llm = self.llm
+        return None if llm is None else int(llm.n_tokens)
 
     @property
     def metadata(self) -> dict[str, str]:
@@ -205,6 +215,7 @@ class Engine:
             llm, self.llm = self.llm, None
         if llm is not None:
             llm.close()
+            resident.release(id(self))
 
     @property
     def closed(self) -> bool:
@@ -295,7 +306,8 @@ def load_engine(
     # llama-cpp-python's own prints (system info, metadata) go to a buffer, not the terminal
     with capture_llama_log() as cap, contextlib.redirect_stderr(io.StringIO()):
         try:
-            llm.__init__(model_path=str(lp.path), verbose=True, seed=seed, **lp.config.runtime_kwargs())
+            llm.__init__(model_path=str(lp.path), verbose=True, seed=seed,
+                         **plan_load_kwargs(lp.config, lp.hardware))
         except (ValueError, RuntimeError, OSError) as exc:
             if callback_error:
                 raise callback_error[0] from exc

@@ -83,7 +83,7 @@ def effective_hardware(hardware: HardwareProfile, *, offload: bool | None = None
     names a GPU backend the build cannot drive is planned for the CPU here, so the plan
     matches what will run.
     """
-    from rooflight.hardware.backend import INSTALL_HINTS
+    from rooflight.hardware.gpu_build import install_hint
 
     if not hardware.gpus:
         return hardware, None
@@ -91,7 +91,7 @@ def effective_hardware(hardware: HardwareProfile, *, offload: bool | None = None
     if hardware.backend != "cpu" and offload:
         return hardware, None
     gpu = hardware.gpus[0]
-    hint = INSTALL_HINTS.get(gpu.vendor, INSTALL_HINTS["intel"])  # Vulkan drives any vendor
+    hint = install_hint(gpu)  # the exact command for this GPU (backend, CUDA architecture)
     reason = (f"This llama-cpp-python build cannot use the {gpu.name}, so the model runs on the CPU; "
               f"install a GPU build with: {hint}")
     return replace(hardware, backend="cpu"), reason
@@ -132,12 +132,16 @@ def replan(lp: LoadPlan, **overrides) -> LoadPlan:
 
 
 def refresh_free_memory(hardware: HardwareProfile) -> HardwareProfile:
-    """The same machine with free RAM and VRAM read again (other programs use memory too)."""
+    """The same machine with free RAM and VRAM read again: other programs' use (and models
+    this process has loaded: NVML counts their VRAM, runtime/resident.py their mapped RAM)
+    is what is not free."""
     import psutil
 
     from rooflight.hardware.detection import Probes, detect_gpus
+    from rooflight.runtime.resident import resident_mapped_bytes
 
-    cpu = replace(hardware.cpu, ram_available_bytes=int(psutil.virtual_memory().available))
+    available = int(psutil.virtual_memory().available) - resident_mapped_bytes()
+    cpu = replace(hardware.cpu, ram_available_bytes=max(0, available))
     gpus = list(hardware.gpus)
     if gpus:
         try:

@@ -50,7 +50,10 @@ def measure(
     prompt_tokens: int = 512,
     gen_tokens: int = 128,
     seed: int = 0,
+    on_loaded=None,
 ) -> Measured:
+    """on_loaded(): called once the model is loaded, before the prompt (bench/gpu_check.py
+    reads the GPU's free memory there)."""
     import llama_cpp
 
     if prompt_tokens + gen_tokens > config.n_ctx:
@@ -67,6 +70,8 @@ def measure(
             raise OperationFailedError(f"llama.cpp could not load {Path(model_path).name}: {exc}") from exc
     load_s = time.perf_counter() - t0
     try:
+        if on_loaded is not None:
+            on_loaded()
         prompt = _prompt(llm, prompt_tokens)
         t0 = time.perf_counter()
         llm.eval(prompt)

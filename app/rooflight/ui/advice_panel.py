@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 
 from rooflight.estimate import Wishes
 from rooflight.format import FIT_BADGES
+from rooflight.ui.latest import LatestTask
 from rooflight.ui.widgets import (
     FIT_ROLE,
     FitBadgeDelegate,
@@ -158,7 +159,6 @@ class AdvicePanel(QWidget):
         self.cards: list[AdviceCardView] = []
         self._subject: tuple | None = None
         self._shown_subject: tuple | None = None
-        self._task = None
         self.setAccessibleName("Optimization advice")
 
         col = QVBoxLayout(self)
@@ -192,8 +192,7 @@ class AdvicePanel(QWidget):
         col.addWidget(self.pareto)
         col.addStretch(1)
 
-        self._timer = QTimer(self, singleShot=True, interval=DEBOUNCE_MS)
-        self._timer.timeout.connect(self._run)
+        self._latest = LatestTask(self, ctx.runner, self._run, debounce_ms=DEBOUNCE_MS, when_visible=True)
 
     # -- input -----------------------------------------------------------------------------
     def set_subject(self, options: Sequence, sources: Sequence[str | None], quant: str, wishes: Wishes,
@@ -201,48 +200,41 @@ class AdvicePanel(QWidget):
         """What to advise on: the model's quant options, the one in use, the current
         settings (n_ctx and GPU layers included) and the machine. Runs when visible."""
         self._subject = (tuple(options), tuple(sources), quant, wishes, hardware, calibration, machine)
-        if self.isVisible():
-            self._timer.start()
+        self._latest.request()
 
     def clear(self) -> None:
         self._subject = None
         self._shown_subject = None
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
+        self._latest.cancel_task()
         self._set_cards(None)
 
     def showEvent(self, event) -> None:  # noqa: N802 - Qt's name
         super().showEvent(event)
         if self._subject is not None and self._subject != self._shown_subject:
-            self._timer.start()
+            self._latest.schedule()
 
     @property
     def busy(self) -> bool:
-        return self._task is not None or self._timer.isActive()
+        return self._latest.busy
 
     def _run(self) -> None:
         subject = self._subject
         if subject is None or subject == self._shown_subject:
             return
-        if self._task is not None:
-            self._task.cancel()
         options, sources, quant, wishes, hardware, calibration, _machine = subject
         self.summary.setText("Searching the settings…")
-        self._task = self.ctx.runner.run(
+        self._latest.run(
             advise_options, options, sources, hardware, wishes, quant, calibration,
             on_done=lambda advice, s=subject: self._done(s, advice),
             on_error=self._failed, what="searching the settings for advice")
 
     def _done(self, subject: tuple, advice) -> None:
-        self._task = None
         self._shown_subject = subject
         self.advice = advice
         self._set_cards(advice)
         self.advised.emit()
 
     def _failed(self, exc: BaseException) -> None:
-        self._task = None
         self.summary.setText("")
         self.ctx.report(exc, "searching the settings for advice")
 

@@ -78,6 +78,13 @@ def main(argv: list[str] | None = None) -> int:
         print("rooflight: no display found (DISPLAY/WAYLAND_DISPLAY unset); use the command line "
               "(rooflight --help) or set QT_QPA_PLATFORM.", file=sys.stderr)
         return 1
+    if QApplication.instance() is None:
+        from rooflight.ui.xcb_check import xcb_problem
+
+        problem = xcb_problem()  # Qt would abort on a missing library of its X11 plugin
+        if problem:
+            print(problem, file=sys.stderr)
+            return 1
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName(APP_NAME)
     app.setOrganizationName(ORG_NAME)

@@ -10,18 +10,15 @@ import json
 import os
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rooflight.errors import OperationFailedError
+from rooflight.runtime.live_rate import LiveRate
 from rooflight.ui.chat_load import FORCE_HINT
 
 if TYPE_CHECKING:
     from rooflight.hardware.monitor import Monitor
-
-LIVE_RATE_S = 0.25  # how often the reply's decode rate goes to the monitor and the view
-
 
 def load_model(task, lp, force: bool, cancel: threading.Event, previous, holder: list):
     """Free the model loaded before (if any), then load `lp`'s at its plan."""
@@ -37,31 +34,6 @@ def load_model(task, lp, force: bool, cancel: threading.Event, previous, holder:
     return engine
 
 
-class _LiveRate:
-    """The reply's decode rate as it streams, measured on the engine (tokens evaluated
-    since the first token over the time since), for the view and the monitor."""
-
-    def __init__(self, engine, task, monitor: Monitor | None) -> None:
-        self.engine, self.task, self.monitor = engine, task, monitor
-        self.t0: float | None = None
-        self.n0 = 0
-        self.last = 0.0
-
-    def tick(self) -> None:
-        now = time.perf_counter()
-        n = self.engine.llm.n_tokens
-        if self.t0 is None:
-            self.t0, self.n0, self.last = now, n, now
-            self.task.progress((1, None))
-            return
-        if now - self.last >= LIVE_RATE_S and now > self.t0:
-            self.last = now
-            rate = (n - self.n0) / (now - self.t0)
-            if self.monitor is not None:
-                self.monitor.record_speed("decode", rate)
-            self.task.progress((n - self.n0 + 1, rate))
-
-
 def run_turn(task, session, op: str, index: int, text: str, system_prompt: str, sampling,
              stop: threading.Event, monitor: Monitor | None):
     """One reply: send a message, regenerate the last reply, or edit message `index` and
@@ -70,11 +42,15 @@ def run_turn(task, session, op: str, index: int, text: str, system_prompt: str, 
         session.set_system_prompt(system_prompt)
     if session.sampling != sampling:
         session.set_sampling(**sampling.to_dict())
-    live = _LiveRate(session.engine, task, monitor)
+    live = LiveRate(session.engine)
 
     def on_token(chunk: str) -> None:
         task.stream(chunk)
-        live.tick()
+        figure = live.tick()
+        if figure is not None:
+            if figure[1] is not None and monitor is not None:
+                monitor.record_speed("decode", figure[1])
+            task.progress(figure)
 
     if op == "send":
         reply = session.send(text, on_token=on_token, stop_event=stop)

@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QCoreApplication, QTimer, Signal
+from PySide6.QtCore import QCoreApplication, Signal
 from PySide6.QtWidgets import (
     QButtonGroup,
     QFileDialog,
@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from rooflight.estimate import Wishes
+from rooflight.ui.latest import LatestTask
 from rooflight.ui.stack_page import StackPage
 from rooflight.ui.widgets import label
 
@@ -86,7 +87,6 @@ class DetailPlots(QWidget):
         self._drawn: tuple | None = None
         self._data: PlotData | None = None
         self._extra: dict[tuple, list] = {}  # (model id, quant) -> MeasuredSpeed from stress runs
-        self._task = None
         self.setAccessibleName("Plots")
         col = QVBoxLayout(self)
         col.setContentsMargins(0, 8, 0, 0)
@@ -119,8 +119,7 @@ class DetailPlots(QWidget):
         col.addWidget(self.stack, 1)
         self.kind_buttons["memory"].setChecked(True)
         self.group.idToggled.connect(self._kind_toggled)
-        self._timer = QTimer(self, singleShot=True, interval=DEBOUNCE_MS)
-        self._timer.timeout.connect(self._run)
+        self._latest = LatestTask(self, ctx.runner, self._run, debounce_ms=DEBOUNCE_MS, when_visible=True)
         ctx.theme_changed.connect(self._theme_changed)
 
     # -- input -------------------------------------------------------------------------------
@@ -128,8 +127,7 @@ class DetailPlots(QWidget):
         """The chosen quant (a QuantOption), all options (for the comparison), the plan's
         settings and the machine. Drawn when the tab is visible."""
         self._subject = (model, option, tuple(options), wishes, hardware, calibration, what_if)
-        if self.isVisible():
-            self._timer.start()
+        self._latest.request()
 
     def add_measured(self, key: tuple, point) -> None:
         """A stress point (runtime.stress.StressPoint) measured for (model id, quant): a
@@ -140,7 +138,7 @@ class DetailPlots(QWidget):
                               point.measured.prefill_tok_s, point.planned.n_gpu_layers)
         self._extra.setdefault(key, []).append(speed)
         drawn = self._drawn
-        if (drawn is not None and self._data is not None and self._task is None
+        if (drawn is not None and self._data is not None and not self._latest.running
                 and (drawn[0].id, drawn[1].quant) == key):  # (a sweep on its way draws it too)
             self._draw(drawn, self._data)
 
@@ -150,15 +148,12 @@ class DetailPlots(QWidget):
 
     def clear(self) -> None:
         self._subject = self._drawn = self._data = None
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
+        self._latest.cancel_task()
 
     def _theme_changed(self, _colors) -> None:
         # charts take the palette when they are made: make them again
         self._drawn = None
-        if self.isVisible():
-            self._timer.start()
+        self._latest.request()
 
     @property
     def kind(self) -> str:
@@ -171,11 +166,11 @@ class DetailPlots(QWidget):
         super().showEvent(event)
         self._ensure_panels()
         if self._subject is not None and self._subject != self._drawn:
-            self._timer.start()
+            self._latest.schedule()
 
     @property
     def busy(self) -> bool:
-        return self._task is not None or self._timer.isActive()
+        return self._latest.busy
 
     def _ensure_panels(self) -> None:
         if self.panels:
@@ -213,15 +208,12 @@ class DetailPlots(QWidget):
         model, option, _options, wishes, hardware, calibration, what_if = subject
         spec = option.estimate.spec
         key = None if what_if else (spec.name, spec.file_type, machine_key(hardware), hardware.backend)
-        if self._task is not None:
-            self._task.cancel()
         self.status.setText("Planning over contexts…")
-        self._task = self.ctx.runner.run(sweep, spec, hardware, wishes, calibration, key,
-                                         on_done=lambda data, s=subject: self._draw(s, data),
-                                         on_error=self._failed, what="planning the plots")
+        self._latest.run(sweep, spec, hardware, wishes, calibration, key,
+                         on_done=lambda data, s=subject: self._draw(s, data),
+                         on_error=self._failed, what="planning the plots")
 
     def _failed(self, exc: BaseException) -> None:
-        self._task = None
         self.status.setText("")
         self.ctx.report(exc, "planning the plots")
 
@@ -229,7 +221,6 @@ class DetailPlots(QWidget):
         from rooflight.catalog.quality import quant_kld
         from rooflight.ui.plots import QuantPoint, ctx_label, machine_label
 
-        self._task = None
         self._ensure_panels()
         model, option, options, wishes, hardware, calibration, what_if = subject
         on = machine_label(hardware) + (" (what if)" if what_if else "")

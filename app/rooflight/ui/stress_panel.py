@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from rooflight.estimate import Wishes
+from rooflight.ui.latest import LatestTask
 from rooflight.ui.widgets import Note, ctx_label, label, readonly_table, tok_s
 
 SHUTDOWN_WAIT_S = 10.0
@@ -107,7 +108,7 @@ class StressPanel(QWidget):
         self.run_key = None  # the key of the quant being (or last) measured
         self._run_title = ""
         self._reason = NO_MACHINE_TIP
-        self._task = None
+        self._latest = LatestTask(self, ctx.runner)  # one run at a time; Stop ends it
         self._stop: threading.Event | None = None
         self.setAccessibleName("Stress test")
 
@@ -170,7 +171,7 @@ class StressPanel(QWidget):
 
     @property
     def running(self) -> bool:
-        return self._task is not None
+        return self._latest.running
 
     @property
     def can_run(self) -> bool:
@@ -190,7 +191,7 @@ class StressPanel(QWidget):
         self._stop = threading.Event()
         self._run_title = Path(path).name  # the file measured, whatever the detail shows later
         self.status.setText(f"{self._run_title}: reading the file…")
-        self._task = self.ctx.runner.run(
+        self._latest.run(
             run_stress_test, path, hardware, wishes, self.contexts, self._stop, is_this_machine(hardware),
             with_task=True, on_progress=self._planning, on_stream=self._point, on_done=self._done,
             on_error=self._failed, on_cancelled=self._ended, what="running the stress test")
@@ -255,7 +256,6 @@ class StressPanel(QWidget):
         self.finished.emit(None)
 
     def _ended(self) -> None:
-        self._task = None
         self._stop = None
         self._update()
 
@@ -272,5 +272,5 @@ class StressPanel(QWidget):
         """Window closing: stop after the point being measured, and wait for it."""
         if self._stop is not None:
             self._stop.set()
-        if self._task is not None:
-            self._task.wait(SHUTDOWN_WAIT_S)
+        if self._latest.task is not None:
+            self._latest.task.wait(SHUTDOWN_WAIT_S)

@@ -307,7 +307,9 @@ class TaskRunner(QObject):
     def _on_failed(self, task_id: int, exc: object) -> None:
         cb = self._settle(task_id)
         assert isinstance(exc, BaseException)
-        if cb is not None and cb.on_error is not None:
+        if cb is None:
+            return  # cancelled (on_cancelled has run) or unknown: its error concerns no one now
+        if cb.on_error is not None:
             cb.on_error(exc)
         else:
             self.error.emit(error_sentence(exc, cb.task.what))

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from rooflight.hardware import GPUInfo, HardwareProfile
+from rooflight.ui.gpu_build_panel import add_gpu_build_action, gpu_needing_build
 from rooflight.ui.pages.base import Page, Shot
 from rooflight.ui.probe_panel import ProbePanel
 from rooflight.ui.whatif import WhatIf, short_gpu, table_gpu_names
@@ -311,6 +312,9 @@ class MachinePage(Page):
         cards = [gpu_card(g, profile.backend) for g in profile.gpus] + [cpu_card(profile)]
         if self._build is not None:
             cards.append(build_card(*self._build))
+            needing = gpu_needing_build(m.detected, self._build[0])
+            if needing is not None:  # this machine's build cannot use its GPU: offer the GPU build
+                self.gpu_build_button = add_gpu_build_action(cards[-1], self, needing)
         self._cards = cards
         for i, card in enumerate(cards):
             # a lone last card spans the row rather than leave half of it empty

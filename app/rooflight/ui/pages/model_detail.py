@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -38,7 +38,9 @@ from rooflight.format import FIT_BADGES, FIT_LABELS, speed_basis
 from rooflight.hardware import HardwareProfile
 from rooflight.ui import theme
 from rooflight.ui.advice_panel import AdvicePanel
+from rooflight.ui.confirm_row import ConfirmRow, model_source
 from rooflight.ui.detail_plots import DetailPlots
+from rooflight.ui.latest import LatestTask
 from rooflight.ui.pages.base import Shot
 from rooflight.ui.stack_page import StackPage
 from rooflight.ui.stress_panel import StressPanel
@@ -153,9 +155,10 @@ class ModelDetail(QWidget):
         self.estimate: Estimate | None = None
         self._ctx_steps: list[int] = []
         self._wanted_quant: str | None = None
-        self._quants_task = None
-        self._layers_task = None
         self.tuning = Wishes()  # settings besides context and GPU layers (the advisor's)
+        # re-plan once a slider stops for a moment; a newer plan replaces an older one
+        self._quants = LatestTask(self, ctx.runner, self._replan_quants, debounce_ms=DEBOUNCE_MS)
+        self._layers = LatestTask(self, ctx.runner, self._replan_layers, debounce_ms=DEBOUNCE_MS)
         self.setAccessibleName("Model detail")
 
         outer = QVBoxLayout(self)
@@ -170,7 +173,22 @@ class ModelDetail(QWidget):
         col = QVBoxLayout(self.content)
         col.setContentsMargins(16, 12, 16, 12)
         col.setSpacing(8)
+        col.addLayout(self._header())
+        plan_tab = self._tabs(col)
+        columns = QHBoxLayout(plan_tab)
+        columns.setContentsMargins(0, 8, 0, 0)
+        columns.setSpacing(18)
+        columns.addLayout(self._quant_column(), 3)  # left: every quant at the chosen context
+        columns.addLayout(self._plan_column(), 2)  # right: the chosen quant's memory and speed
 
+        self.ctx_slider.valueChanged.connect(self._ctx_moved)
+        self.layers_slider.valueChanged.connect(self._layers_moved)
+        self.layers_auto.toggled.connect(self._auto_toggled)
+        ctx.actions.changed.connect(self._fill_table)
+        ctx.installed.changed.connect(self._fill_table)
+        ctx.installed.changed.connect(self._update_stress)
+
+    def _header(self) -> QHBoxLayout:
         head = QHBoxLayout()
         self.name = label("", "title")
         self.meta = label("", "muted", wrap=True)
@@ -180,32 +198,31 @@ class ModelDetail(QWidget):
         head.addWidget(self.name)
         head.addWidget(self.meta, 1)
         head.addWidget(self.close_button, 0, Qt.AlignmentFlag.AlignTop)
-        col.addLayout(head)
+        return head
 
+    def _tabs(self, col: QVBoxLayout) -> StackPage:
+        """The Plan, Advice, Plots and Stress test tabs; returns the Plan tab's page."""
         self.tabs = QTabWidget()
         self.tabs.setAccessibleName("Model detail views")
         self.tabs.setDocumentMode(True)
         col.addWidget(self.tabs, 1)
         plan_tab = StackPage()
-        columns = QHBoxLayout(plan_tab)
-        columns.setContentsMargins(0, 8, 0, 0)
-        columns.setSpacing(18)
         self.tabs.addTab(plan_tab, "Plan")
-        self.advice = AdvicePanel(ctx)
+        self.advice = AdvicePanel(self.ctx)
         self.advice.apply_requested.connect(self.apply_card)
         self.tabs.addTab(StackPage(self.advice), "Advice")
-        self.plots = DetailPlots(ctx)
+        self.plots = DetailPlots(self.ctx)
         self.tabs.addTab(StackPage(self.plots), "Plots")
-        self.stress = StressPanel(ctx)
+        self.stress = StressPanel(self.ctx)
         self.stress.point_measured.connect(lambda p: self.plots.add_measured(self.stress.run_key, p))
         self.tabs.addTab(StackPage(self.stress), "Stress test")
         self.tabs.currentChanged.connect(self._tab_changed)
         self._tab_changed(0)
+        return plan_tab
 
-        # left: every quant at the chosen context
+    def _quant_column(self) -> QVBoxLayout:
         left = QVBoxLayout()
         left.setSpacing(8)
-        columns.addLayout(left, 3)
         row = QHBoxLayout()
         row.addWidget(label("Context", "heading"))
         self.ctx_slider = QSlider(Qt.Orientation.Horizontal)
@@ -231,11 +248,11 @@ class ModelDetail(QWidget):
         self.table.verticalHeader().setDefaultSectionSize(ROW_HEIGHT)
         self.table.itemSelectionChanged.connect(self._quant_selected)
         left.addWidget(self.table, 1)
+        return left
 
-        # right: the chosen quant's memory per device, the GPU-layers slider, the speed
+    def _plan_column(self) -> QVBoxLayout:
         right = QVBoxLayout()
         right.setSpacing(8)
-        columns.addLayout(right, 2)
         sec = QHBoxLayout()
         self.section = label("", "heading")
         self.fit_badge = FitBadge()
@@ -247,21 +264,9 @@ class ModelDetail(QWidget):
         right.addWidget(self.fit_text)
         self.memory = MemoryBar()
         right.addWidget(self.memory)
-        lrow = QHBoxLayout()
-        lrow.addWidget(label("GPU layers", "heading"))
-        self.layers_slider = QSlider(Qt.Orientation.Horizontal)
-        self.layers_slider.setAccessibleName("GPU layers")
-        self.layers_value = label("", "value")
-        self.layers_value.setMinimumWidth(80)
-        self.layers_value.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        self.layers_auto = QCheckBox("Auto")
-        self.layers_auto.setAccessibleName("GPU layers automatic")
-        self.layers_auto.setToolTip("The largest offload that fits, as the runtime will load it")
-        self.layers_auto.setChecked(True)
-        lrow.addWidget(self.layers_slider, 1)
-        lrow.addWidget(self.layers_value)
-        lrow.addWidget(self.layers_auto)
-        right.addLayout(lrow)
+        self.confirm_row = ConfirmRow(self.ctx)  # llama.cpp's own numbers, on demand
+        right.addWidget(self.confirm_row)
+        right.addLayout(self._layers_row())
         self.speed = label("", "heading", wrap=True)
         self.speed.setAccessibleName("Predicted speed")
         self.config = label("", "muted", wrap=True, selectable=True)
@@ -280,17 +285,24 @@ class ModelDetail(QWidget):
         right.addLayout(trow)
         self._show_tuning()
         right.addStretch(1)
+        return right
 
-        self._ctx_timer = QTimer(self, singleShot=True, interval=DEBOUNCE_MS)
-        self._ctx_timer.timeout.connect(self._replan_quants)
-        self._layers_timer = QTimer(self, singleShot=True, interval=DEBOUNCE_MS)
-        self._layers_timer.timeout.connect(self._replan_layers)
-        self.ctx_slider.valueChanged.connect(self._ctx_moved)
-        self.layers_slider.valueChanged.connect(self._layers_moved)
-        self.layers_auto.toggled.connect(self._auto_toggled)
-        ctx.actions.changed.connect(self._fill_table)
-        ctx.installed.changed.connect(self._fill_table)
-        ctx.installed.changed.connect(self._update_stress)
+    def _layers_row(self) -> QHBoxLayout:
+        lrow = QHBoxLayout()
+        lrow.addWidget(label("GPU layers", "heading"))
+        self.layers_slider = QSlider(Qt.Orientation.Horizontal)
+        self.layers_slider.setAccessibleName("GPU layers")
+        self.layers_value = label("", "value")
+        self.layers_value.setMinimumWidth(80)
+        self.layers_value.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        self.layers_auto = QCheckBox("Auto")
+        self.layers_auto.setAccessibleName("GPU layers automatic")
+        self.layers_auto.setToolTip("The largest offload that fits, as the runtime will load it")
+        self.layers_auto.setChecked(True)
+        lrow.addWidget(self.layers_slider, 1)
+        lrow.addWidget(self.layers_value)
+        lrow.addWidget(self.layers_auto)
+        return lrow
 
     # -- public ------------------------------------------------------------------------
     @property
@@ -322,9 +334,8 @@ class ModelDetail(QWidget):
         self.ranked = ranked
         self.current = None
         self.estimate = None
-        for task in (self._quants_task, self._layers_task):
-            if task is not None:
-                task.cancel()
+        self._quants.cancel_task()
+        self._layers.cancel_task()
         if not same:  # advisor settings belong to one model
             self.tuning = Wishes()
             self._show_tuning()
@@ -372,7 +383,7 @@ class ModelDetail(QWidget):
             self.layers_auto.setChecked(False)
             self.layers_auto.blockSignals(False)
             self.layers_slider.setValue(n)
-            self._layers_timer.start()
+            self._layers.request()
 
     def _tab_changed(self, index: int) -> None:
         # a tab widget is as tall as its tallest page (the advice cards): size the detail
@@ -432,20 +443,17 @@ class ModelDetail(QWidget):
     # -- context -------------------------------------------------------------------------
     def _ctx_moved(self, _value: int) -> None:
         self.ctx_value.setText(f"{ctx_label(self.n_ctx)} tokens")
-        self._ctx_timer.start()
+        self._quants.request()
 
     def _replan_quants(self) -> None:
         profile = self.ctx.machine.profile
         if self.ranked is None or profile is None:
             return
-        if self._quants_task is not None:
-            self._quants_task.cancel()
-        self._quants_task = self.ctx.runner.run(
+        self._quants.run(
             plan_quants, self.ranked, profile, self.n_ctx, self.ctx.machine.calibration, self.tuning,
             on_done=self._set_options, what="planning the quantizations")
 
     def _set_options(self, options: list[QuantOption]) -> None:
-        self._quants_task = None
         self.options = options
         wanted = self.current.quant if self.current else self._wanted_quant
         self._wanted_quant = wanted
@@ -542,7 +550,7 @@ class ModelDetail(QWidget):
             self.layers_auto.setChecked(False)
             self.layers_auto.blockSignals(False)
         self._update_layers_label(self.layers_slider.value())
-        self._layers_timer.start()
+        self._layers.request()
 
     def _auto_toggled(self, on: bool) -> None:
         if on and self.current is not None:
@@ -554,15 +562,12 @@ class ModelDetail(QWidget):
         profile = self.ctx.machine.profile
         if self.current is None or profile is None:
             return
-        if self._layers_task is not None:
-            self._layers_task.cancel()
         layers: int | str = "auto" if self.layers_auto.isChecked() else self.layers_slider.value()
-        self._layers_task = self.ctx.runner.run(
+        self._layers.run(
             plan_layers, self.current, profile, self.n_ctx, layers, self.ctx.machine.calibration, self.tuning,
             on_done=self._layers_planned, what="planning the GPU offload")
 
     def _layers_planned(self, est: Estimate) -> None:
-        self._layers_task = None
         self._show_estimate(est)
         self.replanned.emit()
 
@@ -602,6 +607,9 @@ class ModelDetail(QWidget):
             f"flash attention {'on' if cfg.flash_attn else 'off'} · {cfg.n_threads} threads · "
             f"batch {cfg.n_batch}/{cfg.n_ubatch} · decode {p.bound}-bound"
             + (" · calibrated on this machine" if p.calibrated else ""))
+        m = self.ctx.machine
+        self.confirm_row.set_subject(model_source(self.ranked, self.current, self.ctx.installed), est,
+                                     m.detected, m.is_what_if)
         self._update_panels()
 
     def _update_panels(self) -> None:

@@ -1,0 +1,133 @@
+"""The benchmark workflow (`rooflight bench`, and any GUI that wants one): measure a local
+model like llama-bench beside the estimate, and store it for calibration.
+
+Prefill (pp) and decode (tg) are measured at exactly the planned configuration
+(runtime/measure.py), `repetitions` times, and the medians are stored with the
+uncalibrated prediction; the ratio is what calibrates later estimates on this machine
+(store/calibration.py). With `threads_sweep` the thread count is measured first
+(runtime/threads.py), the fastest is kept for plans of models of this size, and the
+benchmark runs at it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from rooflight.errors import RooflightError
+
+# The sweep runs every candidate twice: shorter runs than the benchmark keep it to
+# seconds for small models and about a minute for 7B ones on a laptop.
+SWEEP_PROMPT_TOKENS = 128
+SWEEP_GEN_TOKENS = 64
+# One run can land on a moment when something else has the CPU; the median of three
+# keeps such a run out of the calibration (llama-bench repeats 5 times for the same reason).
+REPETITIONS = 3
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    estimate: Any  # estimate.Estimate, uncalibrated, at the configuration measured
+    runs: list  # runtime.measure results, one per repetition
+    median: Any  # their median rates (runtime.measure result)
+    sweep: Any  # runtime.threads.ThreadSweep, or None
+    used_for_calibration: bool  # store/calibration.Measurement.usable
+
+    @property
+    def ratio(self) -> dict[str, float]:
+        p, got = self.estimate.performance, self.median
+        return {"decode": round(got.decode_tok_s / p.decode_tok_s, 3),
+                "prefill": round(got.prefill_tok_s / p.prefill_tok_s, 3)}
+
+    def to_dict(self) -> dict:
+        """`rooflight bench --json` (CONTRACT.md)."""
+        est, got, runs, sweep = self.estimate, self.median, self.runs, self.sweep
+        p = est.performance
+        return {
+            "model": est.to_dict()["model"],
+            "config": est.config.to_dict(),
+            "predicted": {"decode_tok_s": round(p.decode_tok_s, 3), "prefill_tok_s": round(p.prefill_tok_s, 3),
+                          "memory_bytes": est.memory.total_bytes - sum(d.overhead_bytes for d in est.memory.devices)},
+            "measured": {"decode_tok_s": round(got.decode_tok_s, 3), "prefill_tok_s": round(got.prefill_tok_s, 3),
+                         "time_to_first_token_s": round(got.time_to_first_token_s, 4),
+                         "load_s": round(got.load_s, 3),
+                         "memory_bytes": got.buffers.model_bytes + got.buffers.kv_bytes
+                         + got.buffers.compute_bytes + got.buffers.output_bytes,
+                         "runs": len(runs),
+                         "decode_tok_s_runs": [round(r.decode_tok_s, 3) for r in runs],
+                         "prefill_tok_s_runs": [round(r.prefill_tok_s, 3) for r in runs]},
+            "ratio": self.ratio,
+            "stored": True,
+            # a run far off the roofline is kept but not used (store/calibration.py)
+            "used_for_calibration": self.used_for_calibration,
+            "threads_sweep": sweep.to_dict() if sweep else None,
+        }
+
+
+def median_run(runs):
+    """The runs' median rates (each independently), with the first run's load and buffers."""
+    from statistics import median
+
+    return replace(runs[0], decode_tok_s=median(r.decode_tok_s for r in runs),
+                   prefill_tok_s=median(r.prefill_tok_s for r in runs),
+                   time_to_first_token_s=median(r.time_to_first_token_s for r in runs))
+
+
+def run_bench(model_path: str, wishes, *, profile=None, repetitions: int = REPETITIONS,
+              threads_sweep: bool = False, on_status: Callable[[str], None] | None = None) -> BenchResult:
+    """Plan `model_path` on this machine with `wishes`, measure it, store the measurement
+    for calibration. `profile`: this machine's (detected after the file is read when not
+    given); `on_status` hears a line per step (the CLI prints them on stderr)."""
+    from rooflight.estimate import plan
+    from rooflight.gguf import load_model_spec
+    from rooflight.runtime.measure import measure
+    from rooflight.runtime.threads import store_sweep, sweep_threads
+    from rooflight.store.calibration import CalibrationStore, Measurement, machine_key
+
+    say = on_status or (lambda _text: None)
+    spec = load_model_spec(model_path)
+    if profile is None:
+        from rooflight.hardware import detect
+
+        profile = detect()
+    if wishes.n_ctx is None:
+        wishes = replace(wishes, n_ctx=max(2048, wishes.prompt_tokens + wishes.gen_tokens))
+    store = CalibrationStore()
+    try:
+        machine = machine_key(profile)
+        if wishes.n_threads is None:
+            # measure at the thread count later plans will use, so the ratio applies to them
+            preferred = store.calibration(machine, profile.backend).preferred_threads(spec.file_bytes)
+            wishes = replace(wishes, n_threads=preferred)
+        est = plan(spec, profile, wishes)  # uncalibrated: the ratio is what calibration learns
+        if est.fit == "too_large":
+            raise RooflightError("The model does not fit this machine at this context; nothing was run.")
+        sweep = None
+        if threads_sweep:
+            say(f"sweeping thread counts for {spec.name}...")
+            sweep = sweep_threads(
+                model_path, est.config,
+                prompt_tokens=min(wishes.prompt_tokens, SWEEP_PROMPT_TOKENS),
+                gen_tokens=min(wishes.gen_tokens, SWEEP_GEN_TOKENS),
+                progress=lambda n, d, p: say(f"  {n:3d} threads: decode {d:9.1f} tok/s, prefill {p:9.1f} tok/s"),
+            )
+            store_sweep(profile, spec.name, spec.file_bytes, sweep, store)
+            est = plan(spec, profile, replace(wishes, n_threads=sweep.best))
+        prompt, gen = wishes.prompt_tokens, wishes.gen_tokens
+        say(f"measuring {spec.name} ({prompt}-token prompt, {gen} tokens, "
+            f"{est.config.n_threads} threads, {repetitions} runs)...")
+        runs = [measure(model_path, est.config, prompt_tokens=prompt, gen_tokens=gen) for _ in range(repetitions)]
+        got = median_run(runs)
+        measurement = Measurement(
+            machine=machine, backend=profile.backend, model=spec.name, quant=spec.file_type,
+            n_ctx=est.config.n_ctx, n_gpu_layers=est.config.n_gpu_layers,
+            prompt_tokens=prompt, gen_tokens=gen,
+            predicted_decode=est.performance.decode_tok_s, measured_decode=got.decode_tok_s,
+            predicted_prefill=est.performance.prefill_tok_s, measured_prefill=got.prefill_tok_s,
+            n_threads=est.config.n_threads, model_bytes=spec.file_bytes,
+        )
+        store.add(measurement)
+    finally:
+        store.close()
+    return BenchResult(est, runs, got, sweep, measurement.usable)
