@@ -576,10 +576,12 @@ def estimate_performance(
     calibration: Calibration | None = None,
 ) -> PerfEstimate:
     cal = calibration or Calibration()
-    probe = cal.probe_for(cfg)
-    # the probe prices the CPU's work; a plan with GPU work stands on the table for it
+    # the probe measured the CPU backend's kernels: it prices plans that run on the CPU
+    # alone; with GPU work (and op_offload copying CPU-held weights to the GPU for prompts)
+    # the plan stands on the table, whose parts are fitted together
     cpu_only = all(d == CPU for d in mem.layer_devices)
-    basis = "probe" if probe is not None and cpu_only else "table"
+    probe = cal.probe_for(cfg) if cpu_only else None
+    basis = "probe" if probe is not None else "table"
     # mean decode rate over gen_tokens after the prompt (llama-bench tg semantics):
     # integrate the per-token time at a few positions (KV reads grow linearly)
     positions = [prompt_tokens + (i + 0.5) * gen_tokens / 4 for i in range(4)]
