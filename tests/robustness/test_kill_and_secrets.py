@@ -43,7 +43,12 @@ def test_download_killed_at_random_points_resumes_and_verifies(hub_server) -> No
     for _ in range(KILLS):
         proc = subprocess.Popen(_download_cmd(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 env=os.environ.copy())
-        time.sleep(rng.uniform(0.3, 1.2))  # interpreter start, resolve, some bytes
+        # kill mid-stream: once bytes arrive (on a loaded machine the interpreter's start
+        # alone can outlast a fixed delay), a random moment later
+        deadline = time.monotonic() + 20
+        while not partials() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.05, 0.6))
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             kills += 1
