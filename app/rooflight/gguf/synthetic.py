@@ -141,6 +141,8 @@ def _fallback(qtype: GGMLQuantizationType, ne0: int) -> GGMLQuantizationType:
     """tensor_type_fallback(): the type llama-quant uses when ne0 does not fill whole blocks."""
     if ne0 % GGML_QUANT_SIZES[qtype][0] == 0:
         return qtype
+    # (IQ4_XS and NVFP4, written pure only, fall back to the nearest type this writer can
+    # encode: Q4_0 rather than llama-quant's IQ4_NL, and Q8_0)
     qtype = {Q.Q4_K: Q.Q5_0, Q.Q5_K: Q.Q5_1, Q.Q6_K: Q.Q8_0, Q.IQ4_XS: Q.Q4_0, Q.NVFP4: Q.Q8_0}.get(qtype, qtype)
     if ne0 % GGML_QUANT_SIZES[qtype][0]:
         return Q.F16
