@@ -326,7 +326,7 @@ def probe_machine(
         raise BadInputError(f"The probe measures {', '.join(ALL_TYPES)}; not {', '.join(unknown)}.")
     n_threads = n_threads or max(1, profile.cpu.cores or 1)
     load_before = load_now()
-    clock = _Clock(budget_s, 6 + 2 * len(types), progress, check_cancel)
+    clock = _Clock(budget_s, 5 + 2 * len(types), progress, check_cancel)
     runs: dict[str, dict] = {}
     runner = _Runner(clock, busy_threshold, runs, max(2, repeats), figures=9 + 2 * len(types))
     skipped: dict[str, str] = {}
