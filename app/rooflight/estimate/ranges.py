@@ -66,9 +66,9 @@ def table_band(backend: str, constants) -> Band:
 def probe_band(spread: float, disturbed: bool) -> Band:
     """The probe model's out-of-sample band, widened by half this probe's run-to-run spread
     each way (the figures it stands on are that uncertain)."""
-    w = spread / 2
-    decode = (PROBE_DECODE_BAND[0] * (1 - w), PROBE_DECODE_BAND[1] * (1 + w))
-    prefill = (PROBE_PREFILL_BAND[0] * (1 - w), PROBE_PREFILL_BAND[1] * (1 + w))
+    w = 1 + spread / 2  # a factor each way: a large spread never makes the low end negative
+    decode = (PROBE_DECODE_BAND[0] / w, PROBE_DECODE_BAND[1] * w)
+    prefill = (PROBE_PREFILL_BAND[0] / w, PROBE_PREFILL_BAND[1] * w)
     busy = "; the probe ran on a busy machine" if disturbed else ""
     return Band(decode, prefill, f"8 of 10 measurements fall inside: {PROBE_BAND_BASIS}, "
                                  f"widened by this probe's {spread:.0%} spread{busy}")
