@@ -477,10 +477,12 @@ def probe_machine(
         kernels = tuple(k for k in kernels if not k.disturbed)
         if not kernels:
             refused = _refusal(False, False, busy_threshold, what="every weight type's kernels")
-    if not kernels and refused is None:
-        refused = "Not stored: no weight type was measured (the time budget ran out)."
+    no_kernels = not kernels
+    if no_kernels and not disturbed_types:
+        # fixed costs alone price nothing: not a probe to stand on, even if asked
+        refused = "Not stored: no weight type was measured (the time budget ran out; the machine was busy)."
     disturbed = fixed_disturbed or attn_disturbed or any(k.disturbed for k in kernels)
-    if refused and keep_disturbed:
+    if refused and keep_disturbed and not no_kernels:
         notes.append(f"Stored although disturbed (asked for): {refused.removeprefix('Not stored: ')}")
     elif disturbed and keep_disturbed:
         notes.append("Stored although disturbed (asked for): the "
@@ -492,7 +494,7 @@ def probe_machine(
         disturbed=disturbed, created_at=time.time(), duration_s=clock.elapsed, notes=tuple(notes),
     )
     result = ProbeRun(probe, load_before=load_before, runs=runs, skipped=skipped)
-    if refused and not keep_disturbed:
+    if refused and (no_kernels or not keep_disturbed):
         result.refused = refused
     elif store is not False:
         from rooflight.store.probes import ProbeStore
