@@ -240,7 +240,8 @@ def test_reduced_probe_then_estimate_stands_on_it(llama_cpp, q8_model, tmp_path,
     if rc != 0:
         # only when the budget ran out before the one weight type (a probe without one is
         # never stored): exit 1 and the reason, then nothing to check the roofline with
-        assert rc == 1 and doc["stored"] is False and "no weight type" in doc["refused"]
+        assert rc == 1 and doc["stored"] is False
+        assert "no weight type" in doc["refused"] or "budget ran out" in doc["refused"]
         pytest.skip(f"this machine was too busy to measure one weight type in 60 s: {doc['refused']}")
     assert doc["stored"] is True
     cpu = doc["devices"][0]

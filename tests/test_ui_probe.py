@@ -92,7 +92,8 @@ def test_a_stored_probe_reaches_every_estimate(qtbot, llama_cpp):
     assert panel.last_run is not None
     if not panel.last_run.stored:
         # only when the budget ran out before the one weight type: the panel says why
-        assert panel.state.text() == panel.last_run.refused and "no weight type" in panel.last_run.refused
+        assert panel.state.text() == panel.last_run.refused
+        assert "no weight type" in panel.last_run.refused or "budget ran out" in panel.last_run.refused
         pytest.skip(f"this machine was too busy to measure one weight type in 60 s: {panel.last_run.refused}")
     assert window.ctx.machine.calibration.probe is not None
     qtbot.waitUntil(lambda: panel.status is not None and panel.status.state == "current", timeout=10000)
