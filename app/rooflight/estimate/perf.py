@@ -11,8 +11,11 @@ Prefill (a prompt, in micro-batches of n_ubatch): each device needs
 the time to read its weights once; weights left on the CPU are copied to the GPU per
 micro-batch (llama.cpp's op_offload for batches >= 32), so PCIe bounds that part.
 
-Every constant says where it comes from. Measurements on this machine (store/calibration)
-then scale the result; the JSON says so with `calibrated`.
+Every constant says where it comes from. Where this machine has a probe of its llama.cpp
+kernels (runtime/probe.py), the CPU's share is priced by the measured figures instead
+(probe_roofline.py; `basis: probe`). Measurements of real models on this machine
+(store/calibration) then scale the result (`calibrated`); the range says what it is
+(ranges.py, `range_basis`).
 """
 
 from __future__ import annotations
