@@ -148,7 +148,7 @@ def measured_seconds(row: dict) -> float:
 
 
 # Per-layer cost where too few decode rows (< 3) can separate it from the efficiency, or the
-# fit makes it negative: the value the constants carried before any fit (a prior, said so).
+# fit makes either negative: the value the constants carried before any fit (a prior, said so).
 PRIOR_LAYER_S = {"cuda": 63e-6, "metal": 195e-6, "rocm": 80e-6, "vulkan": 90e-6, "sycl": 90e-6}
 
 
@@ -157,7 +157,7 @@ def fit_decode(rows: list[dict], coef: dict[int, tuple], backend: str | None = N
     m = np.array([[coef[id(r)][0], coef[id(r)][1]] for r in rows]) / np.array([[measured_seconds(r)] for r in rows])
     y = 1.0 - np.array([coef[id(r)][2] / measured_seconds(r) for r in rows])
     x, *_ = np.linalg.lstsq(m, y, rcond=None)
-    if x[1] < 0 or len(rows) < 3:
+    if x[1] < 0 or x[0] <= 0 or len(rows) < 3:
         layer = PRIOR_LAYER_S.get(backend or "", 90e-6)
         y2 = y - m[:, 1] * layer
         x = np.array([float(m[:, 0] @ y2 / (m[:, 0] @ m[:, 0])), layer])
@@ -237,9 +237,10 @@ def run(path: Path = DATA) -> dict:
     fitted = {b: fill(fit([r for r in rows if r["backend"] == b], coef), pooled) for b in backends}
     lodo: dict[str, dict[str, list]] = {b: {"decode": [], "prefill": []} for b in backends}
     per_row = []
-    for dev in sorted({r["device"] for r in rows}):
-        held = [r for r in rows if r["device"] == dev]
-        b = held[0]["backend"]
+    # one fold per (device, backend): a device measured on two backends (RTX 3090 on CUDA and
+    # Vulkan) is held out of every training set while either of its folds is predicted
+    for dev, b in sorted({(r["device"], r["backend"]) for r in rows}):
+        held = [r for r in rows if r["device"] == dev and r["backend"] == b]
         train = [r for r in rows if r["backend"] == b and r["device"] != dev]
         basis = "same backend"
         others = fit([r for r in rows if r["device"] != dev], coef)
@@ -269,6 +270,7 @@ def run(path: Path = DATA) -> dict:
     table["all"] = {"decode": _stats(all_d), "prefill": _stats(all_p)}
     bands = _bands(lodo)
     devices = {b: len({r["device"] for r in every if r["backend"] == b}) for b in backends}
+    devices["all"] = len({r["device"] for r in every})
     return {"rows": len(every), "devices": len({r["device"] for r in every}), "devices_by_backend": devices,
             "fitted": fitted, "pooled": pooled, "lodo": table, "bands": bands, "per_row": per_row}
 
@@ -304,7 +306,7 @@ def markdown(res: dict) -> str:
              "|---|---|---|---|---|---|---|---|"]
     for b, s in res["lodo"].items():
         d, p = s["decode"], s["prefill"]
-        n_dev = res["devices"] if b == "all" else res["devices_by_backend"][b]
+        n_dev = res["devices_by_backend"][b]
         cell = lambda x, k: _pct(x[k]) if x["n"] else "-"  # noqa: E731
         band = res["bands"].get(b)
         band_txt = f"x{band['decode'][0]:.2f}-{band['decode'][1]:.2f}, x{band['prefill'][0]:.2f}-{band['prefill'][1]:.2f}" if band else "-"
@@ -337,7 +339,7 @@ def main() -> int:
     print("backend  devices | decode n median p90 | prefill n median p90 | band (p10-p90 ratio) decode, prefill")
     for b, s in res["lodo"].items():
         d, p = s["decode"], s["prefill"]
-        n_dev = res["devices"] if b == "all" else res["devices_by_backend"][b]
+        n_dev = res["devices_by_backend"][b]
         cell = lambda x: f"{x['n']:3} {_pct(x['median_err']):>5} {_pct(x['p90_err']):>5}" if x["n"] else "  0     -     -"  # noqa: E731
         band = lambda x: f"{x['ratio_p10']:.2f}-{x['ratio_p90']:.2f}" if x["n"] else "-"  # noqa: E731
         print(f"{b:7} {n_dev:4}    | {cell(d)} | {cell(p)} | {band(d)}, {band(p)}")

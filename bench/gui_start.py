@@ -8,8 +8,9 @@ measures the wall time from spawning the process to its "ready" line:
 - app:  `python -m rooflight.ui.app --quit-when-ready`: the window shown, this machine
         detected, the catalog ranked and the ranking painted in the table.
 Plus one app start on a "new machine": an empty cache, so the RAM bandwidth is measured.
-Runs offscreen unless a display is set; settings come from an empty data dir. Target:
-the app under 1.5 s.
+Runs offscreen unless a display is set; settings come from an empty data dir. Target
+(issue 19): the app usable at most 1.0 s after the bare window (app - bare <= 1.0 s).
+Wall times stretch with the machine's load; the ratio app / bare is printed beside.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import sys
 import tempfile
 import time
 
-TARGET_S = 1.5
+TARGET_S = 1.0  # app - bare
 BARE = (
     "from PySide6.QtWidgets import QApplication, QWidget\n"
     "app = QApplication([])\n"
@@ -69,10 +70,10 @@ def main() -> int:
     print(row("bare QApplication + empty window", bare))
     print(row("Rooflight: detected + ranked + painted", app))
     print(row("Rooflight, new machine (bandwidth measured)", [first]))
-    med = statistics.median(app)
-    print(f"app - bare: {med - statistics.median(bare):.2f} s; target {TARGET_S:.1f} s: "
-          f"{'met' if med < TARGET_S else 'NOT met'}; load average {os.getloadavg()[0]:.1f} "
-          f"on {os.cpu_count()} CPUs")
+    med, base = statistics.median(app), statistics.median(bare)
+    print(f"app - bare: {med - base:.2f} s, app / bare: {med / base:.1f}x; target app - bare <= "
+          f"{TARGET_S:.1f} s: {'met' if med - base <= TARGET_S else 'NOT met'}; load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     return 0
 
 

@@ -107,11 +107,30 @@ def test_backend_constants_are_the_fitted_ones(result):
     ("Radeon 8060S Graphics", "AMD Radeon 8060S"), ("AMD Radeon 8060S", "AMD Radeon 8060S"),
     ("Tesla P40", "NVIDIA Tesla P40"), ("AMD Instinct MI50/MI60", "AMD Radeon Instinct MI50"),
     ("Tesla V100-PCIE-32GB", "NVIDIA V100 PCIe 16GB"),
+    ("NVIDIA GeForce RTX 4090 Laptop GPU", "NVIDIA GeForce RTX 4090 Laptop GPU"),
+    ("NVIDIA RTX 6000 Ada Generation", "NVIDIA RTX 6000 Ada Generation"),
+    ("NVIDIA RTX A4000", "NVIDIA RTX A4000"),
+    ("NVIDIA A40", "NVIDIA A40"), ("NVIDIA B200", "NVIDIA B200"),
+    ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "NVIDIA RTX PRO 6000 Blackwell"),
+    ("RTX PRO 5000 Blackwell", "NVIDIA RTX PRO 5000 Blackwell"),
+    ("AMD Radeon AI PRO R9700", "AMD Radeon AI PRO R9700"), ("AMD Radeon PRO W7900", "AMD Radeon PRO W7900"),
+    ("AMD Radeon 780M Graphics", "AMD Radeon 780M"), ("AMD Radeon 890M", "AMD Radeon 890M"),
+    ("Intel(R) Arc(TM) Pro B60 Graphics", "Intel Arc Pro B60"), ("Intel Arc Pro B50", "Intel Arc Pro B50"),
+    ("Intel Arc 140V GPU", "Intel Arc 140V"),
+    ("Apple M5 Pro", "Apple M5 Pro"), ("Apple M5 Max", "Apple M5 Max")
 ])
 def test_new_devices_are_found_by_name(name, expected):
     entry = lookup_gpu(name)
     assert entry is not None and entry["name"] == expected
     assert entry.get("source") or expected.startswith("NVIDIA V100")
+
+
+def test_laptop_and_workstation_boards_are_not_their_desktop_namesakes():
+    assert lookup_gpu("RTX 4090 Laptop GPU")["bandwidth_gbs"] == 576.0
+    assert lookup_gpu("RTX 4090")["bandwidth_gbs"] == 1008.0
+    assert lookup_gpu("Quadro RTX 6000") is None  # Turing, not the Ada board
+    ada = profile_from_dict({"gpus": [{"name": "RTX 6000 Ada Generation"}]}).gpus[0]
+    assert matmul_tflops(ada, True) == pytest.approx(728.5, rel=1e-3)  # int8: 2x, not a GeForce's 4x
 
 
 def test_kernels_rate_differs_between_geforce_and_datacentre():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import time
 
+import numpy  # noqa: F401 - imported by the probe when it first runs: not what is timed here
+
 from rooflight.hardware import bandwidth
 from rooflight.hardware.bandwidth import CACHE_FILE, cache_dir, measure_ram_bandwidth, ram_bandwidth
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 from PySide6.QtCore import Qt
 
 from rooflight.catalog import load_catalog
-from rooflight.catalog.rank import rank_models
+from rooflight.catalog.rank import rank_models, unavailable_models
 from rooflight.ui.widgets import tok_s
 from test_ui_support import cpu_box, make_window, rtx3060, wait_idle, wait_ranked
 
@@ -16,9 +16,12 @@ def test_ranking_is_shown_best_first(qtbot):
     window = make_window(qtbot, hw)
     page = wait_ranked(qtbot, window)
     rows = page.visible_rows()
-    assert len(rows) == len(load_catalog())
-    scores = [r.score for r in rows]
-    assert scores == sorted(scores, reverse=True)
+    unavailable = unavailable_models()
+    assert len(rows) + len(unavailable) == len(load_catalog())
+    keys = [(r.tier, r.superseded_by is None, r.score) for r in rows]
+    assert keys == sorted(keys, reverse=True)
+    assert f"{len(unavailable)} more not estimated" in page.status.text()
+    assert "estimate not available for qwen35" in page.status.toolTip().lower()
     # the table shows the same figures as the core ranking for this machine
     expected = rank_models(hw, ctx=window.ctx.settings.default_ctx)
     assert [r.model.id for r in rows] == [r.model.id for r in expected]
@@ -93,6 +96,10 @@ def test_detail_context_slider_replans_every_quant(qtbot):
     assert page.select_model("llama-3.2-1b")
     detail = page.detail
     assert detail.isVisible() and detail.name.text() == "Llama 3.2 1B Instruct"
+    # the detail says what the quality figure stands on, and its source
+    assert "quality 14.44 on the Open LLM Leaderboard v2 average" in detail.meta.text()
+    assert "released 2024-09" in detail.meta.text()
+    assert "meta-llama/Llama-3.2-1B-Instruct" in detail.meta.toolTip()
     assert detail.table.rowCount() == len(detail.options) >= 3
     assert detail.estimate is not None and detail.estimate.config.n_ctx == 8192
     kv_before = detail.estimate.memory.device("cpu").kv_bytes

@@ -19,6 +19,7 @@ from rooflight.commands.common import emit_json as _emit_json
 from rooflight.commands.common import load_hardware as _hardware
 from rooflight.commands.common import positive_int as _positive_int
 from rooflight.commands.common import wishes_from as _wishes
+from rooflight.commands.rpc import remotes_from_args
 from rooflight.errors import RooflightError
 
 
@@ -37,9 +38,15 @@ def cmd_estimate(args) -> int:
     from rooflight.estimate import plan
     from rooflight.format import format_estimate
     from rooflight.gguf import load_model_spec
+    from rooflight.gguf.projector import projector_for_args
 
-    spec = load_model_spec(args.model)
+    spec = projector_for_args(load_model_spec(args.model), args.model, getattr(args, "mmproj", None))
     profile = _hardware(args)
+    remotes = remotes_from_args(args)
+    if remotes:
+        from dataclasses import replace
+
+        profile = replace(profile, remotes=profile.remotes + remotes)
     # calibration only describes this machine: never apply it to a --hardware profile
     calibration = calibration_for(args, profile)
     est = plan(spec, profile, _wishes(args), calibration=calibration)
@@ -47,7 +54,12 @@ def cmd_estimate(args) -> int:
     if getattr(args, "confirm", False):
         from rooflight.commands.confirm import confirmation_for
 
-        doc["confirmed"], said = confirmation_for(args, est, profile)
+        text_est = est
+        if spec.projector is not None:  # llama.cpp's no-alloc load has no projector: compare the model
+            from dataclasses import replace
+
+            text_est = plan(replace(spec, projector=None), profile, _wishes(args), calibration=calibration)
+        doc["confirmed"], said = confirmation_for(args, text_est, profile)
     if args.json:
         _emit_json(doc)
     else:
@@ -85,12 +97,15 @@ def cmd_rank(args) -> int:
         min_params_b=args.min_params, max_params_b=args.max_params,
         license_contains=args.license, calibration=calibration,
         hub_files=hub_files, installed=find_installed(), installed_only=args.installed,
+        unavailable=(unavailable := []),
     )
     if args.json:
         _emit_json({"hardware": profile.to_dict(), "use_case": args.use_case, "offline": offline,
-                    "models": [r.to_dict() for r in ranked]})
+                    "models": [r.to_dict() for r in ranked], "unavailable": unavailable})
     else:
         print(format_ranking(ranked))
+        for row in unavailable:
+            print(f"{row['name']}: {row['reason']}")
     return 0
 
 
@@ -110,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("estimate", help="memory plan and speed estimate for a model")
     _add_estimate_options(p)
+    p.add_argument("--mmproj", metavar="FILE", help="a vision projector (local or hf:) to plan with the "
+                   "model (default: an mmproj-*.gguf beside a local model)")
     p.add_argument("--confirm", action="store_true",
                    help="also ask this machine's llama.cpp what it would allocate (no-alloc load of the header)")
     p.set_defaults(func=cmd_estimate)

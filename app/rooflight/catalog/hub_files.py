@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from rooflight.gguf.splits import split_part_names
+from rooflight.gguf.split_names import split_part_names
 
 # Longest alternatives first; "UD-" is unsloth's dynamic-quant prefix, "_XL" its mixes.
 _QUANT = re.compile(

@@ -14,7 +14,7 @@ from typing import Any
 
 from rooflight.catalog.local import InstalledFile, find_installed, match_catalog
 from rooflight.catalog.models import CatalogModel, load_catalog
-from rooflight.catalog.quality import quality_prior, size_prior
+from rooflight.catalog.quality import quality_basis, quality_prior, size_prior
 from rooflight.catalog.rank import DEFAULT_CTX, RankedModel, evaluate, model_from_spec, score_option
 from rooflight.errors import RooflightError
 from rooflight.gguf import load_model_spec
@@ -54,12 +54,15 @@ def rank_installed(
         except RooflightError as e:
             skipped.append((str(f.path), str(e)))
             continue
+        if getattr(f, "mmproj", None):  # a vision model: planned with the projector beside it
+            from rooflight.gguf.projector import pair_local
+
+            spec = pair_local(spec, f.path)
         model = matched.get(id(f))
         quant = f.quant or spec.file_type
         if model is not None:
-            prior, params_b, source = quality_prior(model), model.params_total, "benchmark"
-            if model.quality is None:
-                source = "size"
+            prior, params_b = quality_prior(model), model.params_total
+            source = quality_basis(model)["quality_source"]
         else:
             model = model_from_spec(f.name, spec, name=f.name, repo_id=f.repo_id,
                                     files={quant: f.filename})

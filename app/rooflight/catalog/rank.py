@@ -1,10 +1,12 @@
 """Rank catalog models for one machine: each at its best quantization, with a fit badge.
 
 For every model and quantization the planner estimates memory and speed at the requested
-context. A model's best quant is the highest-quality one that fits at a usable speed
-(decode >= MIN_USABLE_TOK_S); failing that, the fastest one that fits; failing that, the
-smallest (too large). The score combines quality, speed against a target, fit and
-context, with weights per use case (README "Ranking").
+context. A model's pick is the quant a careful user would download (picks.choose_best:
+usable speed for the use case, headroom, Q4_K_M..Q6_K, full GPU over partial offload).
+Models rank first by tier (fits with headroom at a usable speed > fits but slow or tight >
+too large), then by score: quality on the catalog's one scale, nudged by speed (README
+"Ranking"). Architectures the estimator cannot model yet are listed apart
+(unavailable_models) with the reason, never given a number.
 """
 
 from __future__ import annotations
@@ -13,23 +15,26 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rooflight.catalog.models import CatalogModel, load_catalog
-from rooflight.catalog.quality import quality_prior, quality_score
+from rooflight.catalog import picks
+from rooflight.catalog.arch_support import unavailable_reason
+from rooflight.catalog.models import CatalogModel, load_catalog, proxy_quant, quant_order
+from rooflight.catalog.quality import quality_basis, quality_prior, quality_score
 from rooflight.estimate import Calibration, Estimate, Wishes, plan
+from rooflight.gguf.quant_recipe import FILE_TYPES
 from rooflight.gguf.spec import ModelSpec
-from rooflight.gguf.synthetic import FILE_TYPES
 from rooflight.hardware.profile import HardwareProfile
 
 DEFAULT_CTX = 8192
-MIN_USABLE_TOK_S = 5.0  # below this, a chat feels broken (one word every half second)
+MIN_USABLE_TOK_S = picks.USABLE_TOK_S["chat"]  # chat's threshold; picks.usable_tok_s per use case
+# the use cases rank understands, each with its usable decode speed (picks.py)
+USE_CASES = {u: picks.USABLE_TOK_S[u] for u in ("chat", "coding", "reasoning", "tiny")}
 
-# target decode speed and weights per use case: quality, speed, fit margin
-USE_CASES = {
-    "chat": dict(target_tok_s=20.0, quality=0.5, speed=0.35, fit=0.15),
-    "coding": dict(target_tok_s=25.0, quality=0.6, speed=0.3, fit=0.1),
-    "reasoning": dict(target_tok_s=30.0, quality=0.65, speed=0.25, fit=0.1),
-    "tiny": dict(target_tok_s=40.0, quality=0.3, speed=0.5, fit=0.2),
-}
+# Within a tier, quality decides; speed adds up to SPEED_SHARE of the score, reached at
+# SPEED_TARGET x the use case's threshold (a model twice as fast as "usable" is nicer to use,
+# but never worth a worse model). Tiny: speed matters as much as quality.
+SPEED_SHARE = {"tiny": 0.5}
+DEFAULT_SPEED_SHARE = 0.15
+SPEED_TARGET = 3.0
 FIT_SCORE = {"full_gpu": 1.0, "partial_gpu": 0.6, "cpu_only": 0.5, "too_large": 0.0}
 
 
@@ -45,11 +50,12 @@ class QuantOption:
     source: str = "computed"
     repo: str | None = None  # the file to download or load, when known
     filename: str | None = None
+    headroom: bool = True  # leaves picks.HEADROOM of RAM and VRAM free beyond the margin
 
     @property
     def file_bytes_source(self) -> str:
-        """computed | hub | disk: who says how big the file is."""
-        return {"computed": "computed", "disk": "disk"}.get(self.source, "hub")
+        """computed | published | hub | disk: who says how big the file is."""
+        return {"computed": "computed", "disk": "disk", "published": "published"}.get(self.source, "hub")
 
     def to_dict(self, installed: bool = False) -> dict:
         e = self.estimate
@@ -57,7 +63,7 @@ class QuantOption:
                 "memory_bytes": e.memory.total_bytes, "quality": round(self.quality, 2),
                 "file_bytes": e.spec.file_bytes, "file_bytes_source": self.file_bytes_source,
                 "estimate_from": self.source, "repo": self.repo, "file": self.filename,
-                "installed": installed}
+                "installed": installed, "headroom": self.headroom}
 
 
 @dataclass(frozen=True)
@@ -70,7 +76,10 @@ class RankedModel:
     installed: tuple = ()  # local.InstalledFile of this model found on disk
     hub: Any = None  # hub.HubRepo for Hub results
     offline: bool = False  # Hub results from the cache while the Hub could not be asked
-    quality_source: str = "benchmark"  # benchmark (catalog figure with size) | size (size prior only)
+    quality_source: str = "benchmark"  # benchmark (a figure on quality.SCALE) | prior | size (size prior only)
+    tier: int = 2  # picks.tier: 2 usable with headroom, 1 fits but slow or tight, 0 too large
+    usable_tok_s: float = MIN_USABLE_TOK_S
+    superseded_by: str | None = None  # a newer model of the same line that runs as well here
 
     @property
     def fit(self) -> str:
@@ -100,6 +109,13 @@ class RankedModel:
             "score": round(self.score, 2),
             "quality": round(self.best.quality, 2),
             "quality_source": self.quality_source,
+            **self._quality_fields(),
+            "release": self.model.release or None,  # YYYY-MM; None for a Hub or disk file
+            "architecture": self.model.architecture,
+            "usable": self.tier == 2,
+            "usable_tok_s": self.usable_tok_s,
+            "headroom": self.best.headroom,
+            "superseded_by": self.superseded_by,
             "n_ctx": e.config.n_ctx,
             "n_gpu_layers": e.config.n_gpu_layers,
             "decode_tok_s": round(p.decode_tok_s, 2),
@@ -115,11 +131,29 @@ class RankedModel:
             "installed": bool(self.installed),
             "installed_files": [f.to_dict() for f in self.installed],
             "options": [o.to_dict(installed=o.quant in have) for o in self.options],
+            # a vision model planned with its projector: what it adds and where (estimate/vision.py)
+            "vision": e.vision.to_dict(e.spec.projector) if e.vision is not None else None,
         }
         if self.hub is not None:
             doc.update(downloads=self.hub.downloads, likes=self.hub.likes, gated=self.hub.gated,
                        offline=self.offline)
         return doc
+
+    def quality_text(self) -> tuple[str, str]:
+        """(short line, full source) of what the quality figure stands on, for the detail."""
+        f = self._quality_fields()
+        q = self.model.quality
+        if q is not None and q.score is not None:
+            return f"quality {q.score:g} on the {f['quality_benchmark']}", f["quality_note"]
+        return f"quality: no {f['quality_benchmark']} figure, ranked by a prior", f["quality_note"]
+
+    def _quality_fields(self) -> dict:
+        if self.origin == "catalog" or self.model.quality is not None:
+            basis = quality_basis(self.model)
+            return {"quality_benchmark": basis["quality_benchmark"], "quality_note": basis["quality_note"]}
+        from rooflight.catalog.quality import SCALE
+
+        return {"quality_benchmark": SCALE, "quality_note": "no figure: the size prior from the file's parameters"}
 
 
 _specs: dict[tuple, tuple[CatalogModel, ModelSpec]] = {}
@@ -133,11 +167,14 @@ def _spec(model: CatalogModel, quant: str, file_bytes: int | None = None) -> Mod
     hit = _specs.get(key)
     if hit is not None and hit[0] is model:
         return hit[1]
-    spec = _spec(model, quant) if file_bytes else model.spec(quant)
     if file_bytes:
         from rooflight.catalog.hub_specs import resize_spec
 
-        spec = resize_spec(spec, file_bytes, quant=quant)
+        spec = resize_spec(_spec(model, proxy_quant(quant)) if model.untied_in(quant) == model.untied_in(proxy_quant(quant))
+                           else model._computed(proxy_quant(quant), untied=model.untied_in(quant)),
+                           file_bytes, quant=quant)
+    else:
+        spec = model.spec(quant)
     _specs[key] = (model, spec)
     return spec
 
@@ -149,24 +186,33 @@ def evaluate(
 ) -> QuantOption:
     """Plan one file for this machine at n_ctx; its quality from the prior and the quant."""
     est = plan(spec, hardware, Wishes(n_ctx=n_ctx), calibration=calibration)
-    return QuantOption(quant, est, quality_score(prior, quant, params_b), source, repo, filename)
+    return QuantOption(quant, est, quality_score(prior, quant, params_b), source, repo, filename,
+                       picks.headroom_ok(est, hardware))
 
 
 def _catalog_files(model: CatalogModel, hub: Any) -> list[tuple[str, ModelSpec, str, str | None, str | None]]:
     """(quant, spec, source, repo, filename) for each quant of a catalog model. hub: the
     model's hub.CatalogFiles when the Hub listed its repositories: sizes become the
     Hub's, quants the Hub added join, and quants gone from every source leave."""
+    def known(q: str):
+        published = model.published_size(q)
+        if published is not None:
+            repo, name = model.file_for(q)
+            return (q, _spec(model, q), "published", repo, name)
+        if q in FILE_TYPES:
+            return (q, _spec(model, q), "computed", None, None)
+        return None  # neither a recipe nor a published size: not offered until the Hub sizes it
+
     if hub is None:
-        return [(q, _spec(model, q), "computed", None, None) for q in model.quants]
-    order = list(FILE_TYPES)
+        return [o for o in (known(q) for q in model.quants) if o is not None]
     quants = set(hub.files) if hub.complete and hub.files else set(model.quants) | set(hub.files)
     out = []
-    for q in sorted(quants, key=lambda q: (order.index(q) if q in order else len(order), q)):
+    for q in sorted(quants, key=quant_order):
         f = hub.files.get(q)
         if f is not None and f.size:
             out.append((q, _spec(model, q, f.size), "hub", f.repo_id, f.filename))
-        else:
-            out.append((q, _spec(model, q), "computed", None, None))
+        elif (o := known(q)) is not None:
+            out.append(o)
     return out
 
 
@@ -178,7 +224,7 @@ def model_from_spec(
     result, a file on disk), so that it ranks, prints and shows like a catalog model.
     It has no benchmark figure (quality=None): its quality prior is the size prior."""
     from rooflight.catalog.models import GGUFSource, HParams
-    from rooflight.gguf.synthetic import ARCHITECTURES
+    from rooflight.gguf.quant_recipe import ARCHITECTURES
 
     kv = [h for h in spec.n_head_kv if h] or [spec.n_head[0] if spec.n_head else 1]
     swa = spec.swa_layers if spec.sliding_window else ()
@@ -206,28 +252,36 @@ def model_from_spec(
     )
 
 
-def choose_best(options: Sequence[QuantOption]) -> QuantOption:
-    """The highest-quality option that fits at a usable speed; else the fastest that fits;
-    else the smallest."""
-    fitting = [o for o in options if o.estimate.fit != "too_large"]
-    usable = [o for o in fitting if o.estimate.performance.decode_tok_s >= MIN_USABLE_TOK_S]
-    if usable:
-        return max(usable, key=lambda o: (o.quality, o.estimate.performance.decode_tok_s))
-    if fitting:
-        return max(fitting, key=lambda o: o.estimate.performance.decode_tok_s)
-    return min(options, key=lambda o: o.estimate.memory.total_bytes)
+def choose_best(options: Sequence[QuantOption], use_case: str = "chat",
+                native_quant: str | None = None) -> QuantOption:
+    """The quant a careful user would download for this use case (picks.choose_best)."""
+    return picks.choose_best(options, threshold=picks.usable_tok_s(use_case), native_quant=native_quant)
 
 
-def score_option(best: QuantOption, use_case: str) -> float:
-    """0-100 by the use case's weights; 0 for a model that does not fit."""
-    w = USE_CASES.get(use_case, USE_CASES["chat"])
+def score_option(best: QuantOption, use_case: str, offered: Sequence[str] = ()) -> float:
+    """Quality (0-100 scale) with up to a sixth from speed; halved when the pick is slow or
+    leaves no headroom; 0 for a model that does not fit. Ranking sorts by tier first."""
     e = best.estimate
     if e.fit == "too_large":
         return 0.0
-    speed = min(1.0, e.performance.decode_tok_s / w["target_tok_s"])
-    used = e.memory.total_bytes / max(1, sum(d.available_bytes for d in e.memory.devices))
-    fit = FIT_SCORE[e.fit] * (1.0 - 0.5 * min(1.0, used))
-    return 100 * (w["quality"] * best.quality / 100 + w["speed"] * speed + w["fit"] * fit)
+    share = SPEED_SHARE.get(use_case, DEFAULT_SPEED_SHARE)
+    speed = min(1.0, e.performance.decode_tok_s / (SPEED_TARGET * picks.usable_tok_s(use_case)))
+    score = best.quality * (1.0 - share + share * speed)
+    return score if picks.tier(best, picks.usable_tok_s(use_case), offered) == 2 else 0.5 * score
+
+
+def unavailable_models(models: Sequence[CatalogModel] | None = None, use_case: str = "chat") -> list[dict]:
+    """Catalog models the estimator cannot size yet, each with the one-sentence reason."""
+    out = []
+    for model in models if models is not None else load_catalog():
+        reason = unavailable_reason(model)
+        if reason is None or (use_case not in ("chat", "tiny") and use_case not in model.tags):
+            continue
+        repo, name = model.file_for(model.quants[0])
+        out.append({"id": model.id, "name": model.name, "architecture": model.architecture,
+                    "params_b": model.params_total, "release": model.release, "tags": list(model.tags),
+                    "reason": reason, "repo": repo, "file": name})
+    return out
 
 
 def rank_models(
@@ -244,6 +298,7 @@ def rank_models(
     hub_files: Mapping[str, Any] | None = None,
     installed: Sequence[Any] | None = None,
     installed_only: bool = False,
+    unavailable: list[dict] | None = None,
 ) -> list[RankedModel]:
     """Catalog models for this machine, best first, each at its best quant.
 
@@ -251,6 +306,8 @@ def rank_models(
     refresh_catalog_files().models): file sizes and lists as the Hub has them.
     installed: local.InstalledFile list (local.find_installed()); matching models are
     marked installed, and installed_only keeps only them (found on disk if not given).
+    unavailable: when given, gets one {"id", "name", "architecture", "reason"} row per
+    model whose architecture cannot be estimated (estimate/support.py); they are not ranked.
     """
     catalog = models if models is not None else load_catalog()
     if installed_only and installed is None:
@@ -273,19 +330,50 @@ def rank_models(
         mine = on_disk.get(model.id, ())
         if installed_only and not mine:
             continue
+        if unavailable_reason(model) is not None:  # listed apart, never given a number
+            if unavailable is not None:
+                unavailable.extend(unavailable_models((model,)))
+            continue
         n_ctx = min(ctx or DEFAULT_CTX, model.hparams.context_length)
         prior = quality_prior(model)
+        from rooflight.catalog.hub_vision import catalog_projector, with_vision
+
+        projector = catalog_projector(model)  # a vision model's projector, when its header was read
         options = [
-            evaluate(spec, hardware, quant=q, n_ctx=n_ctx, prior=prior, params_b=model.params_total,
-                     calibration=calibration, source=source, repo=repo, filename=filename)
+            evaluate(with_vision(spec, projector), hardware, quant=q, n_ctx=n_ctx, prior=prior,
+                     params_b=model.params_total, calibration=calibration, source=source, repo=repo,
+                     filename=filename)
             for q, spec, source, repo, filename in _catalog_files(model, (hub_files or {}).get(model.id))
         ]
-        best = choose_best(options)
+        if not options:
+            continue
+        best = choose_best(options, use_case, model.native_quant)
         if fits_only and best.estimate.fit == "too_large":
             continue
+        threshold = picks.usable_tok_s(use_case)
+        offered = [o.quant for o in options]
         ranked.append(RankedModel(
-            model, best, tuple(options), score_option(best, use_case), installed=tuple(mine),
-            quality_source="benchmark" if model.quality is not None else "size",
+            model, best, tuple(options), score_option(best, use_case, offered), installed=tuple(mine),
+            quality_source=quality_basis(model)["quality_source"], tier=picks.tier(best, threshold, offered),
+            usable_tok_s=threshold,
         ))
-    ranked.sort(key=lambda r: r.score, reverse=True)
+    ranked = _mark_superseded(ranked)
+    ranked.sort(key=lambda r: (r.tier, r.superseded_by is None, round(r.score, 6), r.model.release), reverse=True)
     return ranked
+
+
+def _mark_superseded(ranked: list[RankedModel]) -> list[RankedModel]:
+    """A model whose catalog successor (quality prior "successor:ID") runs in the same tier
+    or better here is listed after the models that are not superseded: an expert would not
+    recommend the older model of a line when its replacement runs as well."""
+    from dataclasses import replace
+
+    tiers = {r.model.id: r.tier for r in ranked}
+    newer: dict[str, str] = {}
+    for r in ranked:
+        q = r.model.quality
+        if q is not None and q.prior.startswith("successor:"):
+            old = q.prior.removeprefix("successor:")
+            if old in tiers and r.tier >= tiers[old] and r.tier > 0:
+                newer.setdefault(old, r.model.id)
+    return [replace(r, superseded_by=newer[r.model.id]) if r.model.id in newer else r for r in ranked]

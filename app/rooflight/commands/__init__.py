@@ -20,6 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "advise",
     "chat",
     "gui",
+    "rpc",
 )
 
 

@@ -35,6 +35,9 @@ def cmd_bench(args) -> int:
         raise BadInputError("bench needs a local .gguf file; download the model first.")
     if args.hardware:
         raise BadInputError("bench measures this machine; --hardware only applies to estimate and rank.")
+    if getattr(args, "rpc", None):
+        raise BadInputError("bench calibrates this machine alone; measure a split across machines with "
+                            "bench/rpc_split.py, or chat with --rpc to see each reply's speed.")
     if args.threads_sweep and args.threads:
         raise BadInputError("--threads-sweep chooses the thread count itself; leave out --threads.")
     result = run_bench(args.model, wishes_from(args), repetitions=args.repetitions,

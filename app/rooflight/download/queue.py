@@ -311,7 +311,8 @@ class DownloadQueue:
             snaps = [(j.snapshot(), j.thread) for j in started]
         for snap, thread in snaps:
             self._emit("state", snap)  # RUNNING before the worker's first progress event
-            thread.start()
+            if thread is not None:  # set with the job's start just above
+                thread.start()
 
     def _work(self, job: _Job) -> None:
         state, error, result = JobState.FAILED, None, None

@@ -255,7 +255,7 @@ def _quant_cards(s: _Search, v: Variant, base: Candidate, w0: Wishes) -> list[Ad
     if larger:
         up = max(larger, key=lambda c: c.variant.spec.file_bytes)
         card = _quant_card(base, up, faster=False)
-        if up.quality.known and base.quality.known and up.quality.kld < base.quality.kld:
+        if up.quality.kld is not None and base.quality.kld is not None and up.quality.kld < base.quality.kld:
             # a small positive score: quality for a little speed
             out.append(replace(card, gain=dict(card.gain, score=round(0.08 + 0.5 * (base.quality.kld - up.quality.kld), 4))))
     return out

@@ -105,11 +105,12 @@ def advise(
     if current is None:
         cur = variants[0]
     else:
-        cur = next((v for v in variants if v.quant.upper() == current.upper()), None)
-        if cur is None:
+        found = next((v for v in variants if v.quant.upper() == current.upper()), None)
+        if found is None:
             raise BadInputError(
                 f"No {current} file of this model is known; available: {', '.join(v.quant for v in variants)}."
             )
+        cur = found
     wishes = wishes or Wishes()
     s = _Search(variants, hardware, calibration)
     base = s.eval(cur, wishes)
@@ -145,7 +146,7 @@ def _objectives(c: Candidate) -> tuple[float, float, float, float]:
     -prefill, memory; speeds and memory rounded to 2% so near-ties do not split the front."""
     def r(x: float) -> float:
         return round(math.log(max(x, 1e-9)) / math.log(1.02))
-    q = c.quality.kld if c.quality.known else math.inf
+    q = c.quality.kld if c.quality.kld is not None else math.inf
     return (round(q, 4), -r(c.decode), -r(c.prefill), r(c.memory_bytes))
 
 

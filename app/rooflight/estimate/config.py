@@ -1,16 +1,17 @@
 """RunConfig: exactly the knobs the runtime passes to llama-cpp-python's Llama(...).
 
 What the estimator plans is what the runtime loads (DESIGN.md): keep every field here
-mapped one to one onto a Llama() argument (see runtime_kwargs()).
+mapped one to one onto a Llama() argument (see runtime_kwargs()), except n_cpu_moe, which
+the runtime applies as llama.cpp's tensor overrides (runtime/tensor_overrides.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-
-from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+from typing import Any
 
 from rooflight.errors import BadInputError
+from rooflight.gguf.quant_recipe import GGML_BLOCK_SIZES, GGMLType
 
 # KV cache element types llama.cpp accepts for --cache-type-k/v that Rooflight offers.
 KV_TYPES = ("f16", "q8_0", "q4_0")
@@ -20,7 +21,7 @@ def kv_bytes_per_element(kv_type: str) -> float:
     """Bytes per cached element: f16 2, q8_0 34/32, q4_0 18/32 (GGML block sizes)."""
     if kv_type not in KV_TYPES:
         raise BadInputError(f"Unknown KV cache type {kv_type!r}; use one of {', '.join(KV_TYPES)}.")
-    block, size = GGML_QUANT_SIZES[GGMLQuantizationType[kv_type.upper()]]
+    block, size = GGML_BLOCK_SIZES[GGMLType[kv_type.upper()]]
     return size / block
 
 
@@ -36,6 +37,9 @@ class RunConfig:
     n_ubatch: int = 512
     offload_kqv: bool = True
     tensor_split: tuple[float, ...] | None = None  # None: split by free memory, as llama.cpp does
+    # MoE: routed-expert tensors of blocks 0..n_cpu_moe-1 stay in RAM (llama.cpp's --n-cpu-moe;
+    # not a Llama() argument: runtime/tensor_overrides.py sets it on the model parameters)
+    n_cpu_moe: int = 0
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -51,7 +55,7 @@ class RunConfig:
             "q8_0": llama_cpp.GGML_TYPE_Q8_0,
             "q4_0": llama_cpp.GGML_TYPE_Q4_0,
         }[self.kv_type]
-        kwargs = dict(
+        kwargs: dict[str, Any] = dict(
             n_ctx=self.n_ctx,
             n_gpu_layers=self.n_gpu_layers,
             n_threads=self.n_threads,

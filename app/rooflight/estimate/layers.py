@@ -77,16 +77,22 @@ def _build(spec: ModelSpec) -> LayerTable:
     by_type: list[dict[str, float]] = [{} for _ in range(n)]
     out_types: dict[str, float] = {}
     moe_ratio = spec.n_expert_used / spec.n_expert if spec.n_expert else 1.0
+    per_type: dict[str, float] = {}  # cpu_cycles_per_weight by type: ~100k tensors, ~10 types
     for t in spec.tensors:
-        if t.layer is not None and 0 <= t.layer < n:
+        layer = t.layer
+        if layer is not None and 0 <= layer < n:
             r = moe_ratio if t.is_expert else 1.0
-            nbytes[t.layer] += t.n_bytes
-            active_b[t.layer] += t.n_bytes * r
-            active_p[t.layer] += t.n_elements * r
-            cycles[t.layer] += t.n_elements * r * cpu_cycles_per_weight(t.ggml_type)
+            b, e = t.n_bytes, t.n_elements
+            c = per_type.get(t.ggml_type)
+            if c is None:
+                c = per_type[t.ggml_type] = cpu_cycles_per_weight(t.ggml_type)
+            nbytes[layer] += b
+            active_b[layer] += b * r
+            active_p[layer] += e * r
+            cycles[layer] += e * r * c
             if len(t.shape) >= 2:  # matrices; norms and biases are element-wise work
                 kind = t.ggml_type.upper()
-                by_type[t.layer][kind] = by_type[t.layer].get(kind, 0.0) + t.n_elements * r
+                by_type[layer][kind] = by_type[layer].get(kind, 0.0) + e * r
         elif t.name.startswith(("output.", "output_norm.")):
             out_b += t.n_bytes
             out_p += t.n_elements

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rooflight.estimate.compute import compute_bytes, output_buffer_bytes
+from rooflight.estimate import experts
+from rooflight.estimate.compute import compute_bytes, ffn_peak, output_buffer_bytes
 from rooflight.estimate.config import RunConfig
 from rooflight.estimate.kv import kv_bytes_by_layer
 from rooflight.estimate.layers import layer_table
 from rooflight.estimate.placement import CPU, device_runs, gpu_name, layer_devices
+from rooflight.estimate.rpc_compute import remote_compute_bytes
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
+from rooflight.hardware.remote import is_remote, remote_device, remote_devices
 
 MIB = 1024 * 1024
 
@@ -73,6 +76,7 @@ class MemoryPlan:
     fit: str
     devices: tuple[DeviceMemory, ...]
     layer_devices: tuple[str, ...]  # device of each block, then of the output layer
+    n_cpu_moe: int = 0  # routed experts of blocks 0..n-1 in RAM whatever their block's device
 
     @property
     def fits(self) -> bool:
@@ -113,6 +117,11 @@ def _weights_by_device(spec: ModelSpec, devices: list[str]) -> dict[str, int]:
 
 
 def _available(hardware: HardwareProfile, device: str, gpu_used_unified: int) -> int:
+    if is_remote(device):
+        # what its rpc-server reports free, less the same margin a local device keeps
+        rd = remote_device(hardware, device)
+        margin = cpu_margin(rd.total_bytes) if rd.is_cpu else gpu_margin(rd.total_bytes)
+        return max(0, rd.free_bytes - margin)
     if device == CPU:
         ram = hardware.cpu.ram_available_bytes
         return max(0, ram - cpu_margin(hardware.cpu.ram_total_bytes) - gpu_used_unified)
@@ -120,9 +129,19 @@ def _available(hardware: HardwareProfile, device: str, gpu_used_unified: int) ->
     return max(0, gpu.free_bytes - gpu_margin(gpu.vram_total_bytes or gpu.free_bytes))
 
 
+def _overhead_bytes(hardware: HardwareProfile, device: str) -> int:
+    if device == CPU:
+        return 0
+    if is_remote(device):  # the driver context lives on the remote machine's GPU, if any
+        rd = remote_device(hardware, device)
+        return 0 if rd.is_cpu else GPU_OVERHEAD_BYTES.get(rd.backend, 457 * MIB)
+    return GPU_OVERHEAD_BYTES.get(hardware.backend, 457 * MIB)
+
+
 def plan_memory(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig) -> MemoryPlan:
     devices = layer_devices(spec.n_layer, cfg.n_gpu_layers, hardware, cfg.tensor_split)
     weights = _weights_by_device(spec, devices)
+    experts.shift_weights(weights, spec, devices, cfg.n_cpu_moe)  # --n-cpu-moe: exact tensor bytes
 
     kv = {d: 0 for d in weights}
     _add_by_device(kv, devices if cfg.offload_kqv else [CPU] * len(devices), kv_bytes_by_layer(spec, cfg))
@@ -132,12 +151,25 @@ def plan_memory(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig) -> M
     unified = {gpu_name(g.index) for g in hardware.gpus if g.unified_memory}
     usage = []  # (device, weights, kv, compute, overhead)
     for name in names:
-        compute = compute_bytes(spec, cfg, runs_layers=name in devices[: spec.n_layer],
-                                runs_output=name == output_dev)
+        if is_remote(name):
+            compute = remote_compute_bytes(spec, cfg, n_blocks=devices[: spec.n_layer].count(name),
+                                           runs_output=name == output_dev,
+                                           cpu_runs_layers=CPU in devices[: spec.n_layer])
+        else:
+            compute = compute_bytes(spec, cfg, runs_layers=name in devices[: spec.n_layer],
+                                    runs_output=name == output_dev)
         if name == CPU:
+            if experts.handovers(devices, cfg.n_cpu_moe):
+                # the CPU now runs expert feed-forwards: at least one layer's FFN intermediates
+                # (a cautious bound; not measured on a GPU build)
+                compute = max(compute, ffn_peak(spec, cfg))
             compute += output_buffer_bytes(spec)
-        overhead = 0 if name == CPU else GPU_OVERHEAD_BYTES.get(hardware.backend, 457 * MIB)
+        overhead = _overhead_bytes(hardware, name)
         usage.append((name, weights[name], kv[name], compute, overhead))
+    if spec.projector is not None:  # a vision model: the projector beside the model
+        from rooflight.estimate.vision import add_projector_usage
+
+        usage = add_projector_usage(usage, spec.projector, hardware, cfg)
     # a unified-memory GPU (Apple) takes its share out of the same RAM the CPU side uses
     gpu_used_unified = sum(sum(u[1:]) for u in usage if u[0] in unified)
     result = [DeviceMemory(*u, _available(hardware, u[0], gpu_used_unified)) for u in usage]
@@ -145,8 +177,13 @@ def plan_memory(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig) -> M
     for g in hardware.gpus:
         if hardware.backend != "cpu" and gpu_name(g.index) not in names:
             result.append(DeviceMemory(gpu_name(g.index), 0, 0, 0, 0, _available(hardware, gpu_name(g.index), 0)))
+    for rd in remote_devices(hardware):
+        if rd.name not in names:
+            result.append(DeviceMemory(rd.name, 0, 0, 0, 0, _available(hardware, rd.name, 0)))
     fit = _fit_state(result, devices, spec.n_layer)
-    return MemoryPlan(fit=fit, devices=tuple(result), layer_devices=tuple(devices))
+    if fit == "full_gpu" and experts.handovers(devices, cfg.n_cpu_moe):
+        fit = "partial_gpu"  # every block is offloaded, but some experts run from RAM
+    return MemoryPlan(fit=fit, devices=tuple(result), layer_devices=tuple(devices), n_cpu_moe=cfg.n_cpu_moe)
 
 
 def _fit_state(mems: list[DeviceMemory], devices: list[str], n_layer: int) -> str:

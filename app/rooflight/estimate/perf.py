@@ -23,21 +23,23 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rooflight.estimate import backend_constants as _bc
-from rooflight.estimate import probe_roofline, ranges
+from rooflight.estimate import experts, probe_roofline, ranges
 from rooflight.estimate.backend_constants import BACKENDS, DEFAULT_CPU_MHZ, BackendConstants  # noqa: F401 (re-exported)
 from rooflight.estimate.compute import micro_batch
 from rooflight.estimate.config import RunConfig
 from rooflight.estimate.kv import kv_cells_seen, kv_reads_by_layer
 from rooflight.estimate.layers import cpu_cycles_per_weight, layer_table
 from rooflight.estimate.memory import MemoryPlan
+from rooflight.estimate.network import step_cost
 from rooflight.estimate.placement import CPU, device_runs, gpu_name
 from rooflight.estimate.probe import MachineProbe
 from rooflight.estimate.tensor_rates import matmul_tflops
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
+from rooflight.hardware.remote import is_remote, remote_device
 
 # The table constants per backend live in backend_constants.py (re-exported here).
 _CUDA, _METAL, _ROCM, _VULKAN, _CPU = _bc.CUDA, _bc.METAL, _bc.ROCM, _bc.VULKAN, _bc.CPU
@@ -66,6 +68,11 @@ SAMPLING_S_PER_VOCAB = 1e-9
 # CPU arithmetic: llama.cpp multiplies quantized weights by int8-quantized activations
 # (AVX2 maddubs / AVX512-VNNI / NEON dotprod). Multiply-adds per cycle per core by ISA,
 # counted as 2 FLOPs each; prefill efficiency above is relative to this peak.
+# ASSUMPTIONS, not measurements: the per-cycle widths are nominal issue rates per ISA (a
+# core that splits 512-bit operations over 256-bit units, as Zen 4 does, reaches about half
+# the AVX-512 figure), and the clock is the reported maximum or DEFAULT_CPU_MHZ; the fitted
+# efficiencies absorb the difference only on the machine they were fitted on. A probe of the
+# machine (estimate/probe.py) replaces this peak with measured kernel rates.
 def cpu_peak_flops(hardware: HardwareProfile, n_threads: int) -> float:
     isa = set(hardware.cpu.isa)
     if "avx512_vnni" in isa or "avx_vnni" in isa or "i8mm" in isa:
@@ -195,9 +202,11 @@ class PerfEstimate:
     calibrated: bool
     basis: str = "table"  # what the speed stands on: probe | table | calibrated
     range_basis: str = ""  # what the ranges are (estimate/ranges.py)
+    # set when layers run on remote RPC machines (network.py): see network_summary()
+    network: dict | None = None
 
     def to_dict(self) -> dict:
-        return {
+        d = {
             "decode_tok_s": round(self.decode_tok_s, 3),
             "prefill_tok_s": round(self.prefill_tok_s, 3),
             "decode_tok_s_range": [round(x, 3) for x in self.decode_tok_s_range],
@@ -209,9 +218,14 @@ class PerfEstimate:
             "basis": self.basis,
             "range_basis": self.range_basis,
         }
+        if self.network is not None:
+            d["network"] = self.network
+        return d
 
 
 def _device_bandwidth_gbs(hardware: HardwareProfile, device: str) -> float:
+    if is_remote(device):  # an RPC device is priced as a device of its own machine
+        return _device_bandwidth_gbs(*remote_device(hardware, device).local_view())
     if device == CPU:
         return hardware.cpu.ram_bandwidth_gbs or 20.0
     gpu = next(g for g in hardware.gpus if gpu_name(g.index) == device)
@@ -219,6 +233,8 @@ def _device_bandwidth_gbs(hardware: HardwareProfile, device: str) -> float:
 
 
 def _device_constants(hardware: HardwareProfile, device: str) -> BackendConstants:
+    if is_remote(device):
+        return _device_constants(*remote_device(hardware, device).local_view())
     return _CPU if device == CPU else BACKENDS.get(hardware.backend, _VULKAN)
 
 
@@ -247,6 +263,12 @@ class _DecodeFixed:
     cpu_weights: dict[str, float] | None = None  # with a probe: the CPU's weight time by bound
 
 
+def _handover_s(devices, mem: MemoryPlan, overhead_per_layer: dict[str, float]) -> float:
+    """Experts in RAM: each such block hands its activations GPU -> CPU -> GPU once per token,
+    taken as one more fixed per-layer cost of its GPU (an assumption, not fitted)."""
+    return sum(n * overhead_per_layer[dev] for dev, n in experts.handovers(devices, mem.n_cpu_moe).items())
+
+
 def _decode_fixed(
     spec: ModelSpec, hardware: HardwareProfile, mem: MemoryPlan, cfg: RunConfig | None = None,
     probe: MachineProbe | None = None,
@@ -254,12 +276,14 @@ def _decode_fixed(
     devices = mem.layer_devices
     overhead_per_layer = {dev: _device_constants(hardware, dev).layer_overhead_s for dev in set(devices)}
     reads = _weight_reads_per_token(spec, devices)
+    experts.shift_reads(reads, spec, devices, mem.n_cpu_moe)  # experts in RAM are read from RAM
     if probe is not None and cfg is not None and CPU in reads:
         table = layer_table(spec)
         by_type = [table.active_by_type[i] for dev, s0, s1 in device_runs(devices[: spec.n_layer])
                    if dev == CPU for i in range(s0, s1)]
         if devices[spec.n_layer] == CPU:
             by_type.append(table.output_by_type or {})
+        by_type += experts.cpu_by_type(spec, devices, mem.n_cpu_moe)
         cpu_layers = sum(e - s0 for dev, s0, e in device_runs(devices[: spec.n_layer]) if dev == CPU)
         overhead = probe_roofline.fixed_s(probe, cpu_layers, spec.n_vocab)
         for dev, start, end in device_runs(devices[: spec.n_layer]):
@@ -268,11 +292,14 @@ def _decode_fixed(
         weights = probe_roofline.decode_weights_s(
             probe, by_type, lambda kind, n: cpu_table_matvec_s(hardware, cfg, kind, n))
         del reads[CPU]
-        return _DecodeFixed(reads, 0.0, overhead, weights)
+        return _DecodeFixed(reads, 0.0, overhead + _handover_s(devices, mem, overhead_per_layer), weights)
     overhead = SAMPLING_S_PER_VOCAB * spec.n_vocab
     for dev, start, end in device_runs(devices[: spec.n_layer]):
         overhead = sum(itertools.repeat(overhead_per_layer[dev], end - start), overhead)
-    return _DecodeFixed(reads, _cpu_cycles_per_token(spec, devices), overhead)
+    cycles = _cpu_cycles_per_token(spec, devices)
+    if mem.n_cpu_moe:  # experts in RAM (estimate/experts.py): the CPU multiplies them too
+        cycles += experts.cpu_cycles(spec, devices, mem.n_cpu_moe)
+    return _DecodeFixed(reads, cycles, overhead + _handover_s(devices, mem, overhead_per_layer))
 
 
 def cpu_table_matvec_s(hardware: HardwareProfile, cfg: RunConfig, ggml_type: str, elements: float) -> float:
@@ -333,6 +360,8 @@ def decode_parts_s(
             parts["compute"] += t_cmp
         else:
             parts["memory"] += t_mem
+    if hardware.remotes:  # layers on RPC machines: activations cross the network per token
+        parts["network"] = step_cost(spec, hardware, devices, 1).total_s
     return parts
 
 
@@ -396,7 +425,15 @@ def _cpu_cycles_per_token(spec: ModelSpec, devices: tuple[str, ...]) -> float:
     return cycles
 
 
+def _runs_on_cpu(hardware: HardwareProfile, device: str) -> bool:
+    """Whether the device is a CPU: this machine's, or a remote rpc-server's."""
+    return device == CPU or (is_remote(device) and remote_device(hardware, device).is_cpu)
+
+
 def _device_flops(hardware: HardwareProfile, device: str, cfg: RunConfig, quantized: bool = False) -> float:
+    if is_remote(device):
+        view, local = remote_device(hardware, device).local_view()
+        return _device_flops(view, local, replace(cfg, n_threads=view.cpu.cores), quantized)
     if device == CPU:
         return cpu_peak_flops(hardware, cfg.n_threads)
     gpu = next(g for g in hardware.gpus if gpu_name(g.index) == device)
@@ -463,13 +500,15 @@ def prefill_time_s(
     devices = mem.layer_devices
     table = layer_table(spec)
     float_model = _is_float_model(spec)
-    gpu_devs = [d for d in devices if d != CPU]
+    # op offload targets this machine's GPUs only (RPC devices implement no offload_op)
+    gpu_devs = [d for d in devices if d != CPU and not is_remote(d)]
     main_gpu = gpu_devs[0] if gpu_devs else None
     t_ubatch = micro_batch(cfg)
     per_dev = _prefill_work(spec, devices)
+    experts.shift_prefill(per_dev, spec, devices, mem.n_cpu_moe, lambda: _PrefillWork(params_by_type={}))
     att = probe.attention_for(cfg.flash_attn) if probe is not None else None
 
-    total, bound_times = 0.0, {"compute": 0.0, "memory": 0.0, "pcie": 0.0}
+    total, bound_times = 0.0, {"compute": 0.0, "memory": 0.0, "pcie": 0.0, "network": 0.0}
     done = 0
     while done < n_tokens:
         t = min(t_ubatch, n_tokens - done)
@@ -515,7 +554,7 @@ def prefill_time_s(
         bound_times["compute"] += probe_s
         for dev, f in flops.items():
             c = _device_constants(hardware, dev)
-            if dev == CPU:
+            if _runs_on_cpu(hardware, dev):
                 eff = cpu_prefill_efficiency(spec.file_type)
             else:
                 eff = c.prefill_efficiency_float if float_model else c.prefill_efficiency_quant
@@ -529,6 +568,10 @@ def prefill_time_s(
             t_pcie = pcie_bytes / (pcie_gbs(hardware, main_gpu) * 1e9)
             step += t_pcie
             bound_times["pcie"] += t_pcie
+        if hardware.remotes:
+            t_net = step_cost(spec, hardware, devices, t).total_s
+            step += t_net
+            bound_times["network"] += t_net
         total += step
         done += t
     return total, max(bound_times, key=bound_times.get)
@@ -606,13 +649,28 @@ def estimate_performance(
         prefill_tok_s=prefill,
         decode_tok_s_range=(decode * d_lo, decode * d_hi),
         prefill_tok_s_range=(prefill * p_lo, prefill * p_hi),
-        time_to_first_token_s=prompt_tokens / prefill + 1 / decode,
+        # a vision model's first token also waits for one image: encoded, then its
+        # tokens prefilled like the prompt's (estimate/vision.py)
+        time_to_first_token_s=prompt_tokens / prefill + 1 / decode
+        + image_first_token_s(spec, hardware, cfg, prefill),
         bound=max(share, key=share.get),
         prefill_bound=prefill_bound,
         calibrated=calibrated,
         basis="calibrated" if calibrated else basis,
         range_basis=band.basis,
+        network=network_summary(spec, hardware, mem, share, decode_factor) if hardware.remotes else None,
     )
+
+
+def image_first_token_s(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig,
+                        prefill_tok_s: float) -> float:
+    """Seconds one image adds before the first token (0 without a projector)."""
+    if spec.projector is None:
+        return 0.0
+    from rooflight.estimate.vision import vision_for_plan
+
+    vp = vision_for_plan(spec.projector, hardware, cfg)
+    return vp.encode_s + vp.image_tokens / prefill_tok_s
 
 
 def _band(hardware: HardwareProfile, basis: str, probe: MachineProbe | None, matched: tuple[Ratio, ...],
@@ -627,3 +685,30 @@ def _band(hardware: HardwareProfile, basis: str, probe: MachineProbe | None, mat
     if basis == "probe" and probe is not None:
         return ranges.probe_band(probe.spread, probe.disturbed)
     return ranges.table_band(hardware.backend, BACKENDS.get(hardware.backend, _VULKAN))
+
+
+# How much faster a link network_summary prices, for "how much would a faster link help"
+FASTER_LINK = 10.0
+
+
+def network_summary(
+    spec: ModelSpec, hardware: HardwareProfile, mem: MemoryPlan, share: dict[str, float], decode_factor: float,
+) -> dict:
+    """The network's part of a decoded token, and the decode rate with 10x faster links
+    (1 GbE -> 10 GbE) and with no network cost at all."""
+    t_token = sum(share.values())
+    t_net = share.get("network", 0.0)
+    now = step_cost(spec, hardware, mem.layer_devices, 1)
+    faster = step_cost(spec, hardware, mem.layer_devices, 1, link_scale=FASTER_LINK)
+    return {
+        "decode_share": round(t_net / t_token, 4) if t_token else 0.0,
+        "crossings_per_token": now.crossings,
+        "latency_s_per_token": round(now.latency_s, 6),
+        "transfer_s_per_token": round(now.transfer_s, 6),
+        "decode_tok_s_faster_link": round(decode_factor / (t_token - now.total_s + faster.total_s), 3),
+        "decode_tok_s_no_network": round(decode_factor / (t_token - t_net), 3) if t_token > t_net else None,
+        "faster_link_factor": FASTER_LINK,
+        "bound": t_net >= t_token / 2,
+        # README "Across machines": RPC's per-call work is not priced yet
+        "note": "an upper bound: RPC's per-call overhead (graph serialisation, server wake-up) is not modelled",
+    }

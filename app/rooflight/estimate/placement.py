@@ -13,12 +13,26 @@ import functools
 import itertools
 
 from rooflight.hardware.profile import HardwareProfile
+from rooflight.hardware.remote import remote_devices
 
 CPU = "cpu"
 
 
 def gpu_name(index: int) -> str:
     return f"gpu{index}"
+
+
+def offload_devices(hardware: HardwareProfile) -> tuple[tuple[str, int], ...]:
+    """(name, free bytes) of the devices llama.cpp offloads layers to, in its order:
+    remote RPC devices first, then this machine's GPUs (src/llama.cpp device selection);
+    the free bytes are what llama.cpp splits the offloaded layers by."""
+    remote = tuple((d.name, d.split_bytes) for d in remote_devices(hardware))
+    local = tuple((gpu_name(g.index), g.free_bytes) for g in hardware.gpus) if hardware.backend != "cpu" else ()
+    return remote + local
+
+
+def has_offload_devices(hardware: HardwareProfile) -> bool:
+    return bool(offload_devices(hardware))
 
 
 def layer_devices(
@@ -40,10 +54,10 @@ def _layer_devices(
     hardware: HardwareProfile,
     tensor_split: tuple[float, ...] | None,
 ) -> tuple[str, ...]:
-    gpus = hardware.gpus if hardware.backend != "cpu" else ()
+    gpus = offload_devices(hardware)
     if not gpus or n_gpu_layers <= 0:
         return (CPU,) * (n_layer + 1)
-    weights = list(tensor_split) if tensor_split else [float(g.free_bytes) for g in gpus]
+    weights = list(tensor_split) if tensor_split else [float(free) for _, free in gpus]
     if sum(weights) <= 0:
         weights = [1.0] * len(gpus)
     total = sum(weights)
@@ -60,7 +74,7 @@ def _layer_devices(
             continue
         # std::upper_bound over the cumulative split points
         k = bisect.bisect_right(splits, (il - i_gpu_start) / act_gpu_layers)
-        devices.append(gpu_name(gpus[min(k, len(gpus) - 1)].index))
+        devices.append(gpus[min(k, len(gpus) - 1)][0])
     return tuple(devices)
 
 

@@ -2,18 +2,14 @@
 
 Used for models whose file is not at hand (catalog entries, published benchmark models):
 the tensor list and per-tensor quantization types come from the same llama-quant recipe
-the synthetic writer follows (synthetic.plan_tensors), so the byte counts are what
+the synthetic writer follows (quant_recipe.plan_tensors), so the byte counts are what
 llama.cpp's quantizer would produce. Where a real header is available, use it instead.
 """
 
 from __future__ import annotations
 
-import re
-
+from rooflight.gguf.quant_recipe import TYPE_NAMES, tensor_rows
 from rooflight.gguf.spec import ModelSpec, TensorInfo
-from rooflight.gguf.synthetic import plan_tensors
-
-_LAYER_RE = re.compile(r"^blk\.(\d+)\.")
 
 
 def spec_from_hparams(
@@ -36,17 +32,15 @@ def spec_from_hparams(
     tie_embeddings: bool = False,
 ) -> ModelSpec:
     head_dim = head_dim or n_embd // n_head
-    plans = plan_tensors(
+    rows = tensor_rows(
         arch=arch, ftype=ftype, n_layer=n_layer, n_embd=n_embd, n_head=n_head,
         n_head_kv=n_head_kv, head_dim=head_dim, n_ff=n_ff, n_vocab=n_vocab,
         n_expert=n_expert, tie_embeddings=tie_embeddings,
     )
-    tensors = []
-    for p in plans:
-        m = _LAYER_RE.match(p.name)
-        # TensorPlan shapes are numpy order; GGUF lists ne0 first
-        tensors.append(TensorInfo(p.name, p.qtype.name, tuple(reversed(p.shape)), p.n_bytes,
-                                  int(m.group(1)) if m else None))
+    # the recipe's shapes are numpy order; GGUF lists ne0 first
+    ne: dict[tuple[int, ...], tuple[int, ...]] = {}
+    tensors = [TensorInfo(r.name, TYPE_NAMES[r.qtype], ne.get(r.shape) or ne.setdefault(r.shape, r.shape[::-1]),
+                          r.n_bytes, r.layer) for r in rows]
     return ModelSpec(
         name=name,
         architecture=arch,

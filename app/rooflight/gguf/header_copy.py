@@ -89,6 +89,6 @@ def header_copies(source: str | Path, *, max_header_bytes: int = DEFAULT_MAX_HEA
         names = split_part_names(path.name) or [path.name]
         parent = "" if str(path.parent) == "." else f"{path.parent}/"
         return [_copy(open_hub_source(ref.with_filename(parent + n)), n, max_header_bytes) for n in names]
-    path = Path(source)
-    names = split_part_names(path.name) or [path.name]
-    return [_copy(LocalFileSource(path.with_name(n)), n, max_header_bytes) for n in names]
+    local = Path(source)
+    names = split_part_names(local.name) or [local.name]
+    return [_copy(LocalFileSource(local.with_name(n)), n, max_header_bytes) for n in names]

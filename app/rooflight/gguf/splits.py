@@ -8,7 +8,6 @@ the sum of the parts, and a missing part means the model cannot load.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -19,20 +18,7 @@ from rooflight.errors import BadInputError
 
 from .header import DEFAULT_MAX_HEADER_BYTES, GGUFHeader, parse_header, read_header
 from .remote import HubFile, HubNotFoundError, is_hf_uri, open_hub_source, parse_hf_uri
-
-_SPLIT = re.compile(r"^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
-MAX_PARTS = 1024
-
-
-def split_part_names(filename: str) -> list[str] | None:
-    """All part names of a split model from any one part's name, or None if not split."""
-    m = _SPLIT.match(filename)
-    if not m:
-        return None
-    count = int(m["count"])
-    if not 1 <= int(m["no"]) <= count or count > MAX_PARTS:
-        raise BadInputError(f"{filename} has an impossible split part number.")
-    return [f"{m['prefix']}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
+from .split_names import MAX_PARTS, split_part_names  # noqa: F401 - importable from here too
 
 
 def _int(meta: dict[str, Any], key: str) -> int | None:

@@ -103,7 +103,8 @@ def swa_layout(arch: str, meta: Mapping[str, Any], n_layer_all: int) -> SwaLayou
     pattern_key = f"{arch}.attention.sliding_window_pattern"
     key_window = meta.get(window_key)
     found = type(key_window) is int
-    window = key_window if found else 0
+    window: int = key_window if found else 0  # type: ignore[assignment]  # int when found
+    rule: SwaRule | None
     nextn = meta.get(f"{arch}.nextn_predict_layers")
     n_layer = (
         n_layer_all - nextn if type(nextn) is int and 0 <= nextn <= n_layer_all else n_layer_all

@@ -7,8 +7,9 @@ including its fallbacks for rows that a 256-wide K-quant block does not divide. 
 noise, so the text they generate is noise too; what matters is that sizes, header keys and the
 compute graph are the ones a real model of that shape would have.
 
-Supported: arch "llama" (dense, GQA, or Mixtral-style experts), "gemma3" (sliding-window
-layers), "qwen3moe"; file types F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K_S, Q4_K_M,
+The tensor list and each tensor's type are the quantization recipe's (gguf/quant_recipe.py,
+re-exported here), the one that also sizes catalog files. Supported: arch "llama" (dense,
+GQA, or Mixtral-style experts), "gemma3" (sliding-window layers), "qwen3moe"; file types F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K_S, Q4_K_M,
 Q5_K_S, Q5_K_M, Q6_K, and single-type (pure) IQ4_XS, MXFP4, NVFP4. The gguf package only quantizes the 32-wide block types, so the K-quants
 (Q4_K, Q5_K, Q6_K) and IQ4_XS, NVFP4 are quantized here with small vectorized numpy encoders.
 """
@@ -19,14 +20,29 @@ import itertools
 import os
 import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFWriter, LlamaFileType, TokenType
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFWriter, TokenType
 from gguf import quants as gguf_quants
 
 from rooflight.errors import OperationFailedError
+from rooflight.gguf import gptoss_layout
+from rooflight.gguf.quant_recipe import (  # the recipe, importable from here as before
+    _ALL_FILE_TYPES,
+    _FTYPE_ALIASES,  # noqa: F401
+    ARCHITECTURES,
+    FILE_TYPES,
+    PURE_FILE_TYPES,
+    TensorPlan,
+    _fallback,  # noqa: F401
+    _use_more_bits,  # noqa: F401
+    _weight_type,  # noqa: F401
+    normalize_ftype,
+    plan_tensors,
+    tensor_nbytes,
+)
+from rooflight.gguf.quant_recipe import normalize_ftype as _normalize_ftype  # noqa: F401
 
 __all__ = [
     "ARCHITECTURES",
@@ -41,36 +57,6 @@ __all__ = [
 ]
 
 Q = GGMLQuantizationType
-
-ARCHITECTURES = ("llama", "gemma3", "qwen3moe")
-
-# ftype name -> (general.file_type, the tensor type a 2-D weight gets before llama-quant's
-# per-tensor adjustments). Same table as llama_ftype_get_default_type() in llama-quant.cpp.
-FILE_TYPES: dict[str, tuple[LlamaFileType, GGMLQuantizationType]] = {
-    "F32": (LlamaFileType.ALL_F32, Q.F32),
-    "F16": (LlamaFileType.MOSTLY_F16, Q.F16),
-    "BF16": (LlamaFileType.MOSTLY_BF16, Q.BF16),
-    "Q8_0": (LlamaFileType.MOSTLY_Q8_0, Q.Q8_0),
-    "Q4_0": (LlamaFileType.MOSTLY_Q4_0, Q.Q4_0),
-    "Q4_1": (LlamaFileType.MOSTLY_Q4_1, Q.Q4_1),
-    "Q5_0": (LlamaFileType.MOSTLY_Q5_0, Q.Q5_0),
-    "Q5_1": (LlamaFileType.MOSTLY_Q5_1, Q.Q5_1),
-    "Q4_K_S": (LlamaFileType.MOSTLY_Q4_K_S, Q.Q4_K),
-    "Q4_K_M": (LlamaFileType.MOSTLY_Q4_K_M, Q.Q4_K),
-    "Q5_K_S": (LlamaFileType.MOSTLY_Q5_K_S, Q.Q5_K),
-    "Q5_K_M": (LlamaFileType.MOSTLY_Q5_K_M, Q.Q5_K),
-    "Q6_K": (LlamaFileType.MOSTLY_Q6_K, Q.Q6_K),
-}
-# Written as single-type files only (pure=True): llama-quant's mixtures for these are not
-# modelled here. The machine probe (runtime/probe.py) times their kernels.
-PURE_FILE_TYPES: dict[str, tuple[LlamaFileType, GGMLQuantizationType]] = {
-    "IQ4_XS": (LlamaFileType.MOSTLY_IQ4_XS, Q.IQ4_XS),
-    "MXFP4": (LlamaFileType.MOSTLY_MXFP4_MOE, Q.MXFP4),
-    "NVFP4": (LlamaFileType.MOSTLY_NVFP4, Q.NVFP4),
-}
-_ALL_FILE_TYPES = {**FILE_TYPES, **PURE_FILE_TYPES}
-# Bare K-quant names mean the "_M" mixture, the one people download.
-_FTYPE_ALIASES = {"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M", "FP16": "F16", "FP32": "F32"}
 
 # Special tokens first (the ids llama.cpp assumes for an SPM vocab), then all 256 byte tokens
 # so that any UTF-8 text can be tokenized by byte fallback, then "▁" (SPM's space): without it
@@ -90,173 +76,6 @@ _SILENT_ROWS = np.r_[0 : len(_SPECIAL_TOKENS), len(_SPECIAL_TOKENS) + 0x80 : len
 
 WEIGHT_STD = 0.02  # small enough that activations and logits stay far from fp16 overflow
 _CHUNK_ELEMENTS = 1 << 22  # generate/quantize big tensors in ~16 MiB float32 slices
-
-
-@dataclass(frozen=True)
-class TensorPlan:
-    """One tensor of the file to write."""
-
-    name: str
-    shape: tuple[int, ...]  # numpy order (outermost first): the reverse of GGUF's (ne0, ne1, ...)
-    qtype: GGMLQuantizationType
-    init: str  # "normal", "ones", or "output" (normal, special-token rows zeroed)
-
-    @property
-    def ne(self) -> tuple[int, ...]:
-        """Shape in GGUF/ggml order (ne0 first), as GGUFReader and llama.cpp report it."""
-        return tuple(reversed(self.shape))
-
-    @property
-    def n_elements(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
-
-    @property
-    def n_bytes(self) -> int:
-        return tensor_nbytes(self.n_elements, self.qtype)
-
-
-def tensor_nbytes(n_elements: int, qtype: GGMLQuantizationType) -> int:
-    """Bytes a tensor of n_elements takes in the file (without alignment padding)."""
-    block_size, type_size = GGML_QUANT_SIZES[qtype]
-    if n_elements % block_size:
-        raise ValueError(f"{n_elements} elements do not fill whole {qtype.name} blocks")
-    return n_elements // block_size * type_size
-
-
-# --------------------------------------------------------------------------------------------
-# tensor list and per-tensor types
-# --------------------------------------------------------------------------------------------
-
-
-def _use_more_bits(i_layer: int, n_layer: int) -> bool:
-    # llama-quant.cpp: the layers that the "_M" mixtures give extra bits to
-    return (
-        i_layer < n_layer // 8
-        or i_layer >= 7 * n_layer // 8
-        or (i_layer - n_layer // 8) % 3 == 2
-    )
-
-
-def _fallback(qtype: GGMLQuantizationType, ne0: int) -> GGMLQuantizationType:
-    """tensor_type_fallback(): the type llama-quant uses when ne0 does not fill whole blocks."""
-    if ne0 % GGML_QUANT_SIZES[qtype][0] == 0:
-        return qtype
-    # (IQ4_XS and NVFP4, written pure only, fall back to the nearest type this writer can
-    # encode: Q4_0 rather than llama-quant's IQ4_NL, and Q8_0)
-    qtype = {Q.Q4_K: Q.Q5_0, Q.Q5_K: Q.Q5_1, Q.Q6_K: Q.Q8_0, Q.IQ4_XS: Q.Q4_0, Q.NVFP4: Q.Q8_0}.get(qtype, qtype)
-    if ne0 % GGML_QUANT_SIZES[qtype][0]:
-        return Q.F16
-    return qtype
-
-
-def _weight_type(
-    ftype: str, role: str, ne0: int, layer: int, n_layer: int, n_expert: int, pure: bool = False
-) -> GGMLQuantizationType:
-    """Type of one 2-D/3-D weight, following llama_tensor_get_type_impl() for our ftypes.
-
-    role: "output" (also a tied token_embd), "token_embd", "attn_q", "attn_k", "attn_v",
-    "attn_output", "ffn_gate", "ffn_up", "ffn_down" (dense or experts).
-    """
-    base = _ALL_FILE_TYPES[ftype][1]
-    if base in (Q.F32, Q.F16, Q.BF16):
-        return base  # unquantized files keep every matrix in the file's float type
-    if pure:  # llama-quantize --pure: every matrix in the base type (fallbacks aside)
-        return _fallback(base, ne0)
-    new = base
-    if role == "output":
-        if ne0 % GGML_QUANT_SIZES[base][0] != 0:
-            new = Q.Q8_0
-        elif base != Q.Q8_0:
-            new = Q.Q6_K
-    elif role == "attn_v":
-        if ftype in ("Q4_K_M", "Q5_K_M") and _use_more_bits(layer, n_layer):
-            new = Q.Q6_K
-        elif ftype == "Q4_K_S" and layer < 4:
-            new = Q.Q5_K
-        if n_expert == 8:
-            new = Q.Q8_0
-    elif role == "attn_k":
-        if n_expert == 8:
-            new = Q.Q8_0
-    elif role == "ffn_down":
-        if ftype in ("Q4_K_M", "Q5_K_M") and _use_more_bits(layer, n_layer):
-            new = Q.Q6_K
-        elif ftype == "Q4_K_S" and layer < n_layer // 8:
-            new = Q.Q5_K
-    elif role == "attn_output":
-        if n_expert == 8 and ftype in ("Q4_K_S", "Q4_K_M"):
-            new = Q.Q5_K
-    return _fallback(new, ne0)
-
-
-def plan_tensors(
-    *,
-    arch: str,
-    ftype: str,
-    n_layer: int,
-    n_embd: int,
-    n_head: int,
-    n_head_kv: int,
-    head_dim: int,
-    n_ff: int,
-    n_vocab: int,
-    n_expert: int = 0,
-    tie_embeddings: bool = False,
-    pure: bool = False,
-) -> list[TensorPlan]:
-    """Every tensor llama.cpp's loader requires for this architecture, with its file type."""
-    ftype = _normalize_ftype(ftype)
-    if ftype in PURE_FILE_TYPES and not pure:
-        raise ValueError(f"{ftype} files are written with pure=True only (one type for every matrix)")
-
-    def weight(name: str, shape: tuple[int, ...], role: str, layer: int = 0) -> TensorPlan:
-        qtype = _weight_type(ftype, role, shape[-1], layer, n_layer, n_expert, pure)
-        init = "output" if role == "output" else "normal"
-        return TensorPlan(name, shape, qtype, init)
-
-    def norm(name: str, size: int) -> TensorPlan:
-        return TensorPlan(name, (size,), Q.F32, "ones")  # llama.cpp wants 1-D tensors in F32
-
-    plans = [
-        weight("token_embd.weight", (n_vocab, n_embd), "output" if tie_embeddings else "token_embd"),
-        norm("output_norm.weight", n_embd),
-    ]
-    if not tie_embeddings:
-        plans.append(weight("output.weight", (n_vocab, n_embd), "output"))
-
-    q_dim, kv_dim = n_head * head_dim, n_head_kv * head_dim
-    for i in range(n_layer):
-        b = f"blk.{i}."
-        plans += [
-            norm(b + "attn_norm.weight", n_embd),
-            weight(b + "attn_q.weight", (q_dim, n_embd), "attn_q", i),
-            weight(b + "attn_k.weight", (kv_dim, n_embd), "attn_k", i),
-            weight(b + "attn_v.weight", (kv_dim, n_embd), "attn_v", i),
-            weight(b + "attn_output.weight", (n_embd, q_dim), "attn_output", i),
-        ]
-        if arch in ("gemma3", "qwen3moe"):
-            plans += [norm(b + "attn_q_norm.weight", head_dim), norm(b + "attn_k_norm.weight", head_dim)]
-        if arch == "gemma3":
-            plans += [
-                norm(b + "post_attention_norm.weight", n_embd),
-                norm(b + "post_ffw_norm.weight", n_embd),
-            ]
-        plans.append(norm(b + "ffn_norm.weight", n_embd))
-        if n_expert:
-            # the router stays F32 in every file type (llama-quant never quantizes ffn_gate_inp)
-            plans.append(TensorPlan(b + "ffn_gate_inp.weight", (n_expert, n_embd), Q.F32, "normal"))
-            plans += [
-                weight(b + "ffn_gate_exps.weight", (n_expert, n_ff, n_embd), "ffn_gate", i),
-                weight(b + "ffn_up_exps.weight", (n_expert, n_ff, n_embd), "ffn_up", i),
-                weight(b + "ffn_down_exps.weight", (n_expert, n_embd, n_ff), "ffn_down", i),
-            ]
-        else:
-            plans += [
-                weight(b + "ffn_gate.weight", (n_ff, n_embd), "ffn_gate", i),
-                weight(b + "ffn_up.weight", (n_ff, n_embd), "ffn_up", i),
-                weight(b + "ffn_down.weight", (n_embd, n_ff), "ffn_down", i),
-            ]
-    return plans
 
 
 # --------------------------------------------------------------------------------------------
@@ -388,8 +207,9 @@ _K_QUANTIZERS = {Q.Q4_K: _quantize_q4_k, Q.Q5_K: _quantize_q5_k, Q.Q6_K: _quanti
                  Q.IQ4_XS: _quantize_iq4_xs, Q.NVFP4: _quantize_nvfp4}
 
 
-def _encode(rows: np.ndarray, qtype: GGMLQuantizationType) -> np.ndarray:
+def _encode(rows: np.ndarray, qtype: int) -> np.ndarray:
     """float32 rows (n, ne0) -> the bytes of those rows in qtype, shape (n, row_bytes)."""
+    qtype = Q(int(qtype))  # the recipe's GGMLType -> the gguf package's enum
     if qtype == Q.F32:
         return rows.view(np.uint8)
     if qtype == Q.F16:
@@ -475,13 +295,6 @@ def _vocab(n_vocab: int) -> tuple[list[str], list[float], list[int]]:
 # --------------------------------------------------------------------------------------------
 
 
-def _normalize_ftype(ftype: str) -> str:
-    name = _FTYPE_ALIASES.get(ftype.upper(), ftype.upper())
-    if name not in _ALL_FILE_TYPES:
-        raise ValueError(f"unsupported ftype {ftype!r}; choose one of {', '.join(_ALL_FILE_TYPES)}")
-    return name
-
-
 def write_model(
     path: str | os.PathLike[str],
     *,
@@ -522,7 +335,7 @@ def write_model(
     """
     if arch not in ARCHITECTURES:
         raise ValueError(f"unsupported arch {arch!r}; choose one of {', '.join(ARCHITECTURES)}")
-    ftype = _normalize_ftype(ftype)
+    ftype = normalize_ftype(ftype)
     n_vocab = MINIMAL_VOCAB_SIZE if n_vocab is None else n_vocab
     head_dim = n_embd // n_head if head_dim is None else head_dim
     if tie_embeddings is None:
@@ -562,6 +375,8 @@ def write_model(
                     writer.add_sliding_window_pattern(
                         swa_pattern if isinstance(swa_pattern, int) else [bool(v) for v in swa_pattern]
                     )
+        elif arch == gptoss_layout.ARCH:
+            gptoss_layout.add_header(writer, n_ff=n_ff, sliding_window=sliding_window)
         else:
             writer.add_rope_freq_base(10_000.0)
         if n_expert:
@@ -585,9 +400,10 @@ def write_model(
 
         # Tensor infos first, data streamed afterwards: only one tensor is in memory at a time.
         for plan in plans:
-            byte_shape = gguf_quants.quant_shape_to_byte_shape(plan.shape, plan.qtype)
+            qtype = Q(int(plan.qtype))  # the recipe's GGMLType -> the gguf package's enum
+            byte_shape = gguf_quants.quant_shape_to_byte_shape(plan.shape, qtype)
             writer.add_tensor_info(plan.name, byte_shape, np.dtype(np.uint8), plan.n_bytes,
-                                   raw_dtype=plan.qtype)
+                                   raw_dtype=qtype)
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_ti_data_to_file()
@@ -616,7 +432,7 @@ def _check_args(
         raise ValueError("n_embd and n_ff must be multiples of 32 and head_dim even")
     if n_vocab < MINIMAL_VOCAB_SIZE:
         raise ValueError(f"n_vocab must be at least {MINIMAL_VOCAB_SIZE} (specials, bytes, '▁')")
-    if sliding_window and arch != "gemma3":
+    if sliding_window and arch not in ("gemma3", gptoss_layout.ARCH):
         raise ValueError(f"arch {arch!r} has no sliding-window attention in llama.cpp")
     if swa_pattern is not None and not sliding_window:
         raise ValueError("swa_pattern needs sliding_window > 0")
@@ -628,8 +444,8 @@ def _check_args(
         raise ValueError("n_expert_used must be > 0 when n_expert > 0")
     if n_expert and arch == "gemma3":
         raise ValueError("gemma3 has no expert layers")
-    if arch == "qwen3moe" and not n_expert:
-        raise ValueError("qwen3moe needs n_expert > 0")
+    if arch in ("qwen3moe", gptoss_layout.ARCH) and not n_expert:
+        raise ValueError(f"{arch} needs n_expert > 0")
 
 
 # --------------------------------------------------------------------------------------------

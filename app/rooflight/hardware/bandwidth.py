@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import numpy as np
 import platformdirs
 import psutil
 
@@ -46,7 +45,7 @@ def _small_pages() -> Iterator[None]:
     the page fault, which stalled a 256 MiB allocation for up to a second here. 4 KiB pages
     fault in a steady ~0.1 s and the copy runs at the same speed."""
     try:
-        from numpy._core.multiarray import _set_madvise_hugepage
+        from numpy._core.multiarray import _set_madvise_hugepage  # type: ignore[attr-defined]
     except ImportError:
         try:
             from numpy.core.multiarray import _set_madvise_hugepage  # type: ignore
@@ -70,6 +69,8 @@ def measure_ram_bandwidth(
     NUMA node), copies it once untimed, then all threads copy together between barriers
     for a few rounds; the median round counts.
     """
+    import numpy as np  # here: detecting a machine whose bandwidth is cached never needs it
+
     n = max(1, threads or psutil.cpu_count(logical=False) or 1)
     try:  # never take more than a quarter of what is free on a small machine
         total_bytes = min(total_bytes, psutil.virtual_memory().available // 4)

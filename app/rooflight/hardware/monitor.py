@@ -164,7 +164,8 @@ class _NvmlGpus:
         if self.open:
             self.open = False
             try:
-                self._nvml.nvmlShutdown()
+                if self._nvml is not None:
+                    self._nvml.nvmlShutdown()
             except Exception:
                 pass
 

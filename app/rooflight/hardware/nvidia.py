@@ -122,7 +122,7 @@ def _read_device(nvml: ModuleType, i: int, warnings: list[str]) -> GPUInfo | Non
 
     sm_count = None
     attrs = call("SM count", "nvmlDeviceGetAttributes", quiet=True)
-    if attrs is not None and getattr(attrs, "multiprocessorCount", 0):
+    if attrs is not None and getattr(attrs, "multiprocessorCount", None):
         sm_count = int(attrs.multiprocessorCount)
     else:
         cores = call("CUDA core count", "nvmlDeviceGetNumGpuCores", quiet=True)

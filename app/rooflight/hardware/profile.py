@@ -48,15 +48,43 @@ class GPUInfo:
 
 
 @dataclass(frozen=True)
+class RemoteMachine:
+    """A helper machine running llama.cpp's rpc-server (issue 20, CONTRACT.md "remotes").
+
+    llama.cpp offloads layers to it as if its devices were local: its GPUs when it has
+    any (the server exposes every non-CPU device), else its CPU."""
+
+    endpoint: str  # host:port of its rpc-server
+    name: str
+    cpu: CPUInfo
+    gpus: tuple[GPUInfo, ...] = ()
+    backend: str = "cpu"  # what that machine's llama.cpp build runs on
+    link_gbps: float = 1.0  # network link to it, gigabits per second (1 GbE = 1.0)
+    rtt_ms: float = 0.5  # round trip time to it
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["cpu"] = {k: v for k, v in d["cpu"].items() if v not in (None, "")}  # null/"" read as "not given"
+        d["cpu"]["isa"] = list(self.cpu.isa)
+        d["gpus"] = [asdict(g) for g in self.gpus]
+        return d
+
+
+@dataclass(frozen=True)
 class HardwareProfile:
     cpu: CPUInfo
     gpus: tuple[GPUInfo, ...] = ()
     backend: str = "cpu"  # cuda | rocm | metal | vulkan | sycl | cpu: what llama.cpp would use here
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    remotes: tuple[RemoteMachine, ...] = ()  # llama.cpp RPC servers this machine offloads to
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["cpu"]["isa"] = list(self.cpu.isa)
         d["gpus"] = [asdict(g) for g in self.gpus]
         d["warnings"] = list(self.warnings)
+        if self.remotes:
+            d["remotes"] = [r.to_dict() for r in self.remotes]
+        else:
+            del d["remotes"]
         return d

@@ -19,7 +19,8 @@ from .apple import metal_working_set_bytes
 from .backend import DEFAULT_BACKEND, backend_for_vendors
 from .enrich import table_figures
 from .gpu_table import lookup_gpu, normalize
-from .profile import CPUInfo, GPUInfo, HardwareProfile
+from .profile import CPUInfo, GPUInfo, HardwareProfile, RemoteMachine
+from .remote import placeholder_cpu
 
 _IDENTITY = {"name", "index", "vendor"}  # keys that say which GPU, not what it can do
 BACKENDS = ("cuda", "rocm", "metal", "vulkan", "sycl", "cpu")
@@ -304,6 +305,67 @@ def _gpu_from_dict(d: Any, position: int, origin: str, warnings: list[str]) -> G
     )
 
 
+# -- remote RPC machines (issue 20) --------------------------------------------------------
+
+
+def parse_endpoint(value: Any, where: str) -> str:
+    """'host:port' as llama.cpp's --rpc takes it; one sentence when it is not."""
+    if isinstance(value, str) and ":" in value:
+        host, _, port = value.strip().rpartition(":")
+        if host and port.isdigit() and 0 < int(port) < 65536:
+            return f"{host}:{int(port)}"
+    raise BadInputError(f'{where} must be "host:port" (for example "192.168.1.20:50052"), not {json.dumps(value)}.')
+
+
+def _remote_from_dict(d: Any, position: int, origin: str, warnings: list[str]) -> RemoteMachine:
+    where = f"remotes[{position}]"
+    if not isinstance(d, dict):
+        raise BadInputError(
+            f'In {origin}, {where} must be an object such as {{"endpoint": "host:50052", '
+            f'"gpus": [{{"name": "RTX 3090"}}]}}.'
+        )
+    f = _Fields(d, f"{where}.", origin)
+    endpoint = parse_endpoint(d.get("endpoint"), f"In {origin}, {where}.endpoint")
+    name = f.str_("name") or endpoint
+    gpus_raw = d.get("gpus") or []
+    if not isinstance(gpus_raw, list):
+        raise BadInputError(f"In {origin}, {where}.gpus must be a list of GPU objects.")
+    gpus = tuple(_gpu_from_dict(g, i, f"{origin} ({where})", warnings) for i, g in enumerate(gpus_raw))
+    if d.get("cpu") is not None:
+        cpu = _cpu_from_dict(d["cpu"], f"{origin} ({where})", detect_if_missing=False,
+                             measure_bandwidth=False, cache_dir=None, warnings=warnings)
+    elif gpus:
+        cpu = placeholder_cpu(name)
+    else:
+        raise BadInputError(
+            f"In {origin}, {where} lists neither gpus nor cpu; say what its rpc-server runs on."
+        )
+    backend = f.str_("backend", BACKENDS)
+    if backend is None:
+        backend = backend_for_vendors(g.vendor for g in gpus) if gpus else "cpu"
+    link = f.num("link_gbps")
+    rtt = d.get("rtt_ms")
+    if rtt is not None and (isinstance(rtt, bool) or not isinstance(rtt, (int, float)) or rtt < 0):
+        raise f.fail("rtt_ms", "a number >= 0")
+    return RemoteMachine(endpoint=endpoint, name=name, cpu=cpu, gpus=gpus, backend=backend,
+                         link_gbps=link if link is not None else 1.0,
+                         rtt_ms=float(rtt) if rtt is not None else 0.5)
+
+
+def remotes_from_list(raw: Any, origin: str, warnings: list[str]) -> tuple[RemoteMachine, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise BadInputError(f"In {origin}, remotes must be a list of remote machine objects.")
+    remotes = tuple(_remote_from_dict(r, i, origin, warnings) for i, r in enumerate(raw))
+    seen = set()
+    for r in remotes:
+        if r.endpoint in seen:
+            raise BadInputError(f"In {origin}, the endpoint {r.endpoint} is listed twice in remotes.")
+        seen.add(r.endpoint)
+    return remotes
+
+
 # -- the whole profile -------------------------------------------------------------------
 
 
@@ -353,7 +415,9 @@ def profile_from_dict(
         backend = backend_for_vendors(g.vendor for g in gpus)
     elif backend != "cpu" and not gpus:
         raise BadInputError(f'In {origin}, backend is "{backend}" but no GPU is listed.')
-    return HardwareProfile(cpu=cpu, gpus=gpus, backend=backend, warnings=tuple(warnings))
+    remotes = remotes_from_list(d.get("remotes"), origin, warnings)
+    return HardwareProfile(cpu=cpu, gpus=gpus, backend=backend, warnings=tuple(warnings),
+                           remotes=remotes)
 
 
 def load_profile(path: str | os.PathLike[str], **kwargs: Any) -> HardwareProfile:

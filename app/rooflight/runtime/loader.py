@@ -20,7 +20,7 @@ from rooflight.estimate.config import RunConfig
 from rooflight.estimate.memory import MemoryPlan, plan_memory
 from rooflight.gguf import load_model_spec
 from rooflight.gguf.spec import ModelSpec
-from rooflight.hardware.profile import HardwareProfile
+from rooflight.hardware.profile import HardwareProfile, RemoteMachine
 from rooflight.store.calibration import machine_calibration
 
 log = logging.getLogger(__name__)
@@ -104,17 +104,25 @@ def plan_load(
     hardware: HardwareProfile | None = None,
     calibration: Calibration | None = None,
     spec: ModelSpec | None = None,
+    remotes: tuple[RemoteMachine, ...] = (),
 ) -> LoadPlan:
-    """Plan loading a local GGUF on this machine (or on `hardware`, for tests)."""
+    """Plan loading a local GGUF on this machine (or on `hardware`, for tests), with
+    layers also on the `remotes` (llama.cpp RPC servers; runtime/rpc.py), if any."""
     path = Path(model_path)
     if not path.is_file():
         raise BadInputError(f"{path} is not a file; give the path of a downloaded .gguf model.")
     live = hardware is None
     hw = _this_machine() if hardware is None else hardware
+    if remotes:
+        hw = replace(hw, remotes=tuple(remotes))
     hw, cpu_only = effective_hardware(hw)
     if calibration is None:
         calibration = machine_calibration(hw) if live else Calibration()
-    spec = spec or load_model_spec(str(path))
+    if spec is None:
+        from rooflight.gguf.projector import pair_local
+
+        # a vision model's projector beside it is planned and loaded with it
+        spec = pair_local(load_model_spec(str(path)), path)
     wishes = wishes or Wishes()
     est = plan(spec, hw, wishes, calibration=calibration)
     return LoadPlan(path, spec, hw, wishes, est, calibration, cpu_only, live)
@@ -225,7 +233,8 @@ def _sibling_specs(lp: LoadPlan) -> list[tuple[Path, ModelSpec]]:
         same_model = (spec.architecture == lp.spec.architecture and spec.n_layer == lp.spec.n_layer
                       and spec.n_embd == lp.spec.n_embd)
         if same_model and spec.file_bytes < lp.spec.file_bytes:
-            out.append((other, spec))
+            # the same projector goes with any quant of a vision model
+            out.append((other, replace(spec, projector=lp.spec.projector)))
     return out
 
 

@@ -87,7 +87,7 @@ def default_sampling(architecture: str, metadata: dict[str, str], *, completion:
     try:
         return Sampling(**values)
     except BadInputError:  # a GGUF with nonsense sampling keys: ignore them
-        return Sampling(**{k: v for k, v in _FAMILY.get(_family(architecture) or "", {}).items()})
+        return Sampling(**{k: v for k, v in _FAMILY.get(_family(architecture) or "", {}).items()})  # type: ignore[arg-type]
 
 
 class SamplerChain:

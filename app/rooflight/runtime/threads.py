@@ -115,7 +115,7 @@ def sweep_threads(
         # rotate the order so no count always runs first (cold caches) or last
         shift = rep % len(counts)
         for n in counts[shift:] + counts[:shift]:
-            got = measure_fn(model_path, replace(config, n_threads=n),
+            got = measure_fn(model_path, replace(config, n_threads=n),  # type: ignore[misc]  # set when None
                              prompt_tokens=prompt_tokens, gen_tokens=gen_tokens)
             decode[n].append(got.decode_tok_s)
             prefill[n].append(got.prefill_tok_s)

@@ -13,12 +13,13 @@ shared by the download threads behind a lock.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import sqlite3
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from rooflight.store.paths import data_dir
@@ -166,7 +167,11 @@ class InstalledStore:
         m = self.get(repo_id, filename)
         if m is None:
             return None
-        delete_cached_files(m)
+        # a part another installed unit also holds (a vision projector shared by two quants
+        # of one repository) stays for that unit
+        shared = {(p.filename, p.etag) for o in self.list(include_missing=True)
+                  if o.repo_id == repo_id and o.filename != filename for p in o.parts}
+        delete_cached_files(replace(m, parts=tuple(p for p in m.parts if (p.filename, p.etag) not in shared)))
         self.forget(repo_id, filename)
         return m
 
@@ -207,7 +212,7 @@ class InstalledStore:
             ).fetchone()
         return _pending(row) if row else None
 
-    def pending(self) -> list[PendingDownload]:
+    def pending(self) -> builtins.list[PendingDownload]:  # `list` here is the method above
         """Unfinished downloads, oldest first."""
         with self._lock:
             rows = self._db.execute(

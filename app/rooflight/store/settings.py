@@ -168,7 +168,7 @@ def apply_offline(offline: bool) -> None:
     constants = sys.modules.get("huggingface_hub.constants")
     if constants is not None:
         value = os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
-        constants.HF_HUB_OFFLINE = value
+        setattr(constants, "HF_HUB_OFFLINE", value)  # noqa: B010 - read at import, so set it
 
 
 # -- the Hugging Face token (huggingface_hub's own storage) ---------------------------

@@ -18,10 +18,13 @@ class WhatIf:
     gpu: str | None = None  # table name replacing the detected GPUs ("" removes them)
     second_gpu: str | None = None  # table name of one more GPU
     ram_total_bytes: int | None = None
+    remote_gpu: str | None = None  # table name of the GPU of a second PC, reached over llama.cpp RPC
+    remote_link_gbps: float = 1.0  # its network link
 
     @property
     def is_empty(self) -> bool:
-        return self.gpu is None and self.second_gpu is None and self.ram_total_bytes is None
+        return (self.gpu is None and self.second_gpu is None and self.ram_total_bytes is None
+                and self.remote_gpu is None)
 
     def describe(self, short: bool = False) -> str:
         name = short_gpu if short else str
@@ -34,7 +37,20 @@ class WhatIf:
             parts.append(f"+ {name(self.second_gpu)}")
         if self.ram_total_bytes:
             parts.append(f"{self.ram_total_bytes / 1e9:.0f} GB RAM")
+        if self.remote_gpu:
+            parts.append(f"+ a second PC with {name(self.remote_gpu)} over {link_name(self.remote_link_gbps)}")
         return " ".join(parts) or "this machine"
+
+
+# Network links a what-if second PC can be reached over (Gbit/s)
+LINKS = {1.0: "1 GbE", 2.5: "2.5 GbE", 10.0: "10 GbE", 0.3: "Wi-Fi"}
+
+# The endpoint a planned second PC is given: nothing connects to it, it only names rpc0
+WHAT_IF_ENDPOINT = "second-pc:50052"
+
+
+def link_name(gbps: float) -> str:
+    return LINKS.get(gbps, f"{gbps:g} Gbit/s")
 
 
 def short_gpu(name: str) -> str:
@@ -77,6 +93,9 @@ def what_if_profile(detected: HardwareProfile, what: WhatIf) -> HardwareProfile:
     doc = {"cpu": cpu, "gpus": gpus}
     if backend is not None:
         doc["backend"] = backend
+    if what.remote_gpu:
+        doc["remotes"] = [{"endpoint": WHAT_IF_ENDPOINT, "name": "a second PC", "gpus": [{"name": what.remote_gpu}],
+                           "link_gbps": what.remote_link_gbps, "rtt_ms": 0.5}]
     return profile_from_dict(doc, detect_cpu_if_missing=False, measure_bandwidth=False,
                              origin="the what-if machine")
 

@@ -17,10 +17,12 @@ from PySide6.QtWidgets import (
 )
 
 from rooflight.hardware import GPUInfo, HardwareProfile
+from rooflight.hardware.remote import RemoteDevice, remote_devices
 from rooflight.ui.gpu_build_panel import add_gpu_build_action, gpu_needing_build
 from rooflight.ui.pages.base import Page, Shot
 from rooflight.ui.probe_panel import ProbePanel
-from rooflight.ui.whatif import WhatIf, short_gpu, table_gpu_names
+from rooflight.ui.remote_panel import RemotePanel
+from rooflight.ui.whatif import LINKS, WhatIf, link_name, short_gpu, table_gpu_names
 from rooflight.ui.widgets import Card, Note, UsageBar, gb, label
 
 RAM_CHOICES_GB = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 512)
@@ -95,6 +97,32 @@ def gpu_card(g: GPUInfo, backend: str) -> Card:
     rows.append(("llama.cpp backend", BACKEND_WORDS.get(backend, backend)))
     card.body.addLayout(_figures(rows))
     return card
+
+
+def remote_card(d: RemoteDevice) -> Card:
+    """A device of a remote machine that llama.cpp reaches through its RPC backend."""
+    m = d.machine
+    what = short_gpu(d.gpu.name) if d.gpu else f"CPU ({m.cpu.name})"
+    card = Card(f"{d.name} · {what}", f"{m.name} at {m.endpoint} · llama.cpp RPC")
+    card.setAccessibleName(f"Remote device {d.name}: {what}")
+    bar = UsageBar()
+    bar.set_usage(d.total_bytes, d.free_bytes)
+    card.body.addWidget(label("VRAM" if d.gpu else "RAM", "muted"))
+    card.body.addWidget(bar)
+    rows = [("Network", f"{link_name(m.link_gbps)}, {m.rtt_ms:g} ms round trip")]
+    if d.gpu is not None and d.gpu.bandwidth_gbs:
+        rows.append(("Bandwidth", f"{d.gpu.bandwidth_gbs:.0f} GB/s"))
+    rows.append(("llama.cpp backend there", BACKEND_WORDS.get(d.backend, d.backend)))
+    card.body.addLayout(_figures(rows))
+    return card
+
+
+def remote_note(profile: HardwareProfile) -> str:
+    from rooflight.runtime.rpc import SECURITY_NOTE
+
+    n = len(profile.remotes)
+    return (f"Layers also run on {n} other machine{'s' if n > 1 else ''} through llama.cpp's RPC backend "
+            f"(start one with `rooflight rpc-server`); every token crosses the network. {SECURITY_NOTE}")
 
 
 def cpu_card(profile: HardwareProfile) -> Card:
@@ -173,6 +201,9 @@ class MachinePage(Page):
         self.probe_panel.calibration_changed.connect(ctx.machine.set_calibration)
         ctx.machine.changed.connect(lambda _p: self.probe_panel.refresh() if self.probe_panel.task is None else None)
         outer.addWidget(self.probe_panel)
+        # llama.cpp RPC servers named by the user, checked in a worker (ui/remote_panel.py);
+        # kept across re-draws of the cards, shown below them
+        self.remote_panel = RemotePanel(ctx)
 
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
@@ -237,15 +268,37 @@ class MachinePage(Page):
         self.reset_button.clicked.connect(self.reset_what_if)
         row.addWidget(self.reset_button)
         col.addLayout(row)
+        col.addLayout(self._remote_row(names))
         self.what_if_note = Note("info", "")
         self.what_if_note.hide()
         col.addWidget(self.what_if_note)
         return box
 
+    def _remote_row(self, names: list[str]) -> QHBoxLayout:
+        """A second PC lending its GPU over llama.cpp's RPC backend, and the link to it."""
+        row = QHBoxLayout()
+        row.setSpacing(10)
+        self.remote_combo = QComboBox()
+        self.remote_combo.setAccessibleName("What-if second PC")
+        self.remote_combo.addItem("No second PC", None)
+        for n in names:
+            self.remote_combo.addItem(f"+ a second PC with {short_gpu(n)}", n)
+        self.link_combo = QComboBox()
+        self.link_combo.setAccessibleName("What-if network link")
+        for gbps, name in LINKS.items():
+            self.link_combo.addItem(f"over {name}", gbps)
+        for combo in (self.remote_combo, self.link_combo):
+            combo.setMaxVisibleItems(20)
+            combo.currentIndexChanged.connect(self._what_if_changed)
+            row.addWidget(combo, 1)
+        row.addStretch(1)
+        return row
+
     def set_what_if(self, what: WhatIf) -> None:
         """Select these values in the combos (and so apply them)."""
         for combo, value in ((self.gpu_combo, what.gpu), (self.second_combo, what.second_gpu),
-                             (self.ram_combo, what.ram_total_bytes)):
+                             (self.ram_combo, what.ram_total_bytes), (self.remote_combo, what.remote_gpu),
+                             (self.link_combo, what.remote_link_gbps)):
             combo.blockSignals(True)
             i = combo.findData(value)
             combo.setCurrentIndex(max(0, i))
@@ -257,7 +310,8 @@ class MachinePage(Page):
 
     def _what_if_changed(self, *_args) -> None:
         what = WhatIf(gpu=self.gpu_combo.currentData(), second_gpu=self.second_combo.currentData(),
-                      ram_total_bytes=self.ram_combo.currentData())
+                      ram_total_bytes=self.ram_combo.currentData(), remote_gpu=self.remote_combo.currentData(),
+                      remote_link_gbps=self.link_combo.currentData())
         try:
             self.ctx.machine.set_what_if(what)
         except Exception as exc:  # a table entry the profile builder refuses
@@ -268,7 +322,7 @@ class MachinePage(Page):
         while self._content_layout.count():
             item = self._content_layout.takeAt(0)
             w = item.widget()
-            if w is self.busy:
+            if w is self.busy or w is self.remote_panel:
                 w.setParent(None)
             elif w is not None:
                 _discard(w)
@@ -309,7 +363,10 @@ class MachinePage(Page):
                 "Use “What if…” above to see what a GPU would change."))
         grid = QGridLayout()
         grid.setSpacing(12)
-        cards = [gpu_card(g, profile.backend) for g in profile.gpus] + [cpu_card(profile)]
+        if profile.remotes:
+            self._content_layout.addWidget(Note("warning", remote_note(profile)))
+        cards = ([gpu_card(g, profile.backend) for g in profile.gpus] + [cpu_card(profile)]
+                 + [remote_card(d) for d in remote_devices(profile)])
         if self._build is not None:
             cards.append(build_card(*self._build))
             needing = gpu_needing_build(m.detected, self._build[0])
@@ -323,6 +380,7 @@ class MachinePage(Page):
         grid.setColumnStretch(0, 1)
         grid.setColumnStretch(1, 1)
         self._content_layout.addLayout(grid)
+        self._content_layout.addWidget(self.remote_panel)
         self._content_layout.addStretch(1)
 
     def cards(self) -> list[Card]:

@@ -422,6 +422,12 @@ class ModelsPage(Page):
             parts.append(f"in {self.rank_seconds:.2f} s")
         if self._searching:
             parts.append("searching the Hub…")
+        from rooflight.catalog.rank import unavailable_models
+
+        unavailable = unavailable_models()
+        if unavailable:  # never a number for what the estimator cannot model
+            parts.append(f"{len(unavailable)} more not estimated (architecture not modeled yet)")
+            self.status.setToolTip("\n".join(f"{u['name']}: {u['reason']}" for u in unavailable))
         self.status.setText(" · ".join(parts))
 
     def _update_top_pick(self) -> None:

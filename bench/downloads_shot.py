@@ -8,15 +8,15 @@ finishes and is verified, one is paused part-way, one is refused (a gated reposi
 token), one is still arriving (the stand-in throttles it so speed and time left show).
 A banner in the picture says so.
 
-The stand-in ships with the source tree, not with an installed package: without it the
-page is shown as it is. huggingface_hub is pointed at the stand-in, at a temporary cache
-and at no token only while the shot is prepared (the user's token is never sent), and
-everything is put back afterwards.
+Source-tree tooling, not part of the installed package: bench/screenshots.py registers
+this shot with rooflight.ui.screenshots (an installed package shows the page as it is).
+huggingface_hub is pointed at the stand-in, at a temporary cache and at no token only while
+the shot is prepared (the user's token is never sent), and everything is put back
+afterwards (as tests/conftest.py does for the tests).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import sys
@@ -25,34 +25,25 @@ from pathlib import Path
 
 from rooflight.ui.pages.base import Shot
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from hub_server import HubServer  # noqa: E402 - the test suite's Hub stand-in
+
 REPO = "local-stand-in/tiny-llama-GGUF"
 GATED = "local-stand-in/gated-llama-GGUF"
 EXPLAIN = ("Screenshot: real downloads from a local Hub stand-in (tests/hub_server.py on 127.0.0.1, "
            "throttled) serving generated GGUF models, into a temporary cache.")
 
 
-def _hub_server_class():
-    """HubServer from the source tree's tests/, or None in an installed package."""
-    path = Path(__file__).resolve().parents[3] / "tests" / "hub_server.py"
-    if not path.is_file():
-        return None
-    spec = importlib.util.spec_from_file_location("rooflight_shot_hub_server", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module.HubServer
-
-
 class _Staging:
     """The stand-in, the patched huggingface_hub settings, and how to put them back."""
 
-    def __init__(self, server_class) -> None:
+    def __init__(self) -> None:
         import huggingface_hub.hf_api
         from huggingface_hub import constants
         from huggingface_hub.utils import _http
 
         self.tmp = Path(tempfile.mkdtemp(prefix="rooflight-downloads-shot-"))
-        self.server = server_class(self.tmp / "hub").start()
+        self.server = HubServer(self.tmp / "hub").start()
         url = self.server.url
         self._constants = constants
         self._api = huggingface_hub.hf_api.api
@@ -93,10 +84,9 @@ def downloads_shot(page) -> Shot:
         from rooflight.gguf.synthetic import write_model
 
         wait(lambda: page.queue is not None or page._opening is None, 30)
-        server_class = _hub_server_class()
-        if server_class is None or page.queue is None:
-            return  # an installed package: the page as it is
-        staging = state["staging"] = _Staging(server_class)
+        if page.queue is None:
+            return  # the queue could not open: the page as it is
+        staging = state["staging"] = _Staging()
         models = staging.tmp / "models"
         models.mkdir()
         small = write_model(models / "a.gguf", n_vocab=512, ftype="Q4_0", name="tiny-llama")

@@ -1,0 +1,198 @@
+"""Plan vs llama.cpp for a model split across this CPU and two RPC servers on 127.0.0.1.
+
+Starts two llama.cpp rpc-servers (the RPC build of packaging/build_llama_rpc.sh) on
+loopback ports, measures the loopback link (bandwidth of a 64 MiB transfer, median round
+trip of small messages) and gives those to the planner as the remotes' link, loads a
+generated model with layers on the local CPU and both servers exactly as planned, and
+prints, per device, llama.cpp's reported buffers beside the plan, then predicted vs
+measured prefill and decode. Every server it starts is stopped.
+
+    python bench/rpc_split.py [--n-layer 8] [--n-embd 512] [--json]
+
+(The servers share this machine's cores with the main process, so the speeds say how
+well the plan prices RPC's overheads, not what two real machines would do.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import socket
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+_DEVICE_RE = re.compile(r"^RPC(\d+)\[(.+)\]$")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def measure_loopback(n_bytes: int = 64 << 20, pings: int = 200) -> tuple[float, float]:
+    """(Gbit/s, round-trip ms) of TCP over 127.0.0.1, measured with a sink/echo thread."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        with conn:
+            got = 0
+            while got < n_bytes:
+                chunk = conn.recv(1 << 20)
+                if not chunk:
+                    return
+                got += len(chunk)
+            conn.sendall(b"k")
+            for _ in range(pings):
+                conn.sendall(conn.recv(1))
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    with socket.create_connection(("127.0.0.1", port)) as c:
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        block = b"\0" * (1 << 20)
+        t0 = time.perf_counter()
+        for _ in range(n_bytes >> 20):
+            c.sendall(block)
+        c.recv(1)
+        gbps = n_bytes * 8 / (time.perf_counter() - t0) / 1e9
+        rtts = []
+        for _ in range(pings):
+            t0 = time.perf_counter()
+            c.sendall(b"p")
+            c.recv(1)
+            rtts.append(time.perf_counter() - t0)
+    t.join(5)
+    srv.close()
+    return gbps, statistics.median(rtts) * 1000
+
+
+def device_names(hardware) -> dict[tuple[str, int], str]:
+    """(endpoint, device number on that server) -> rpcN, in Rooflight's order."""
+    from rooflight.hardware.remote import remote_devices
+
+    out, seen = {}, {}
+    for d in remote_devices(hardware):
+        ep = d.machine.endpoint
+        out[(ep, seen.get(ep, 0))] = d.name
+        seen[ep] = seen.get(ep, 0) + 1
+    return out
+
+
+def reported_by_device(buffers, names: dict[tuple[str, int], str]) -> dict[str, dict[str, int]]:
+    """llama.cpp's buffers (keyed RPC0[127.0.0.1:50052], CPU, CPU_Mapped...) per plan device."""
+    out: dict[str, dict[str, int]] = {}
+    for kind in ("model", "kv", "compute", "output"):
+        for buf, n in getattr(buffers, kind).items():
+            m = _DEVICE_RE.match(buf)
+            dev = names.get((m.group(2), int(m.group(1))), buf) if m else "cpu"
+            if kind == "output":
+                kind_key = "compute"  # the plan counts the output buffer with the CPU's compute
+            else:
+                kind_key = kind
+            slot = out.setdefault(dev, {"model": 0, "kv": 0, "compute": 0})
+            slot[kind_key] += n
+    return out
+
+
+def run(n_layer: int = 8, n_embd: int = 512, n_ctx: int = 1024, prompt_tokens: int = 256,
+        gen_tokens: int = 32, threads: int = 1) -> dict:
+    from rooflight.runtime import rpc
+
+    rpc.use_rpc_build()  # before llama_cpp is imported
+    from rooflight.estimate import Wishes
+    from rooflight.gguf.synthetic import write_model
+    from rooflight.hardware.cpu import detect_cpu
+    from rooflight.runtime.engine import load_engine
+    from rooflight.runtime.loader import plan_load
+    from rooflight.runtime.measure import _prompt
+
+    gbps, rtt_ms = measure_loopback()
+    ports = [free_port(), free_port()]
+    servers = [rpc.start_server(p, threads=threads) for p in ports]
+    try:
+        endpoints = [f"127.0.0.1:{p}" for p in ports]
+        devices = rpc.query_servers(endpoints)
+        cpu, _ = detect_cpu()
+        remotes = rpc.remotes_from_servers(devices, cpu, link_gbps=gbps,
+                                           rtt_ms={ep: rtt_ms for ep in endpoints})
+        with tempfile.TemporaryDirectory() as tmp:
+            path = write_model(Path(tmp) / "split.gguf", n_layer=n_layer, n_embd=n_embd, n_head=8, n_head_kv=4,
+                               n_ff=4 * n_embd, n_vocab=2000, context_length=4096, ftype="Q8_0")
+            # a third of the blocks stay on this CPU, the rest split by the servers' memory
+            n_gpu = n_layer + 1 - n_layer // 3
+            lp = plan_load(path, Wishes(n_ctx=n_ctx, n_gpu_layers=n_gpu, n_threads=threads,
+                                        prompt_tokens=prompt_tokens, gen_tokens=gen_tokens), remotes=remotes)
+            engine = load_engine(lp, force=True, warmup=False)
+            try:
+                llm = engine.llm
+                prompt = _prompt(llm, prompt_tokens)
+                t0 = time.perf_counter()
+                llm.eval(prompt)
+                prefill = prompt_tokens / (time.perf_counter() - t0)
+                token = llm.sample(temp=0.0)
+                t0 = time.perf_counter()
+                for _ in range(gen_tokens):
+                    llm.eval([token])
+                    token = llm.sample(temp=0.0)
+                decode = gen_tokens / (time.perf_counter() - t0)
+                reported = reported_by_device(engine.buffers, device_names(lp.hardware))
+            finally:
+                engine.close()
+    finally:
+        for s in servers:
+            rpc.stop_server(s)
+    est = lp.estimate
+    planned = {d.device: {"model": d.weights_bytes, "kv": d.kv_bytes, "compute": d.compute_bytes}
+               for d in est.memory.devices}
+    return {
+        "link": {"gbps": round(gbps, 2), "rtt_ms": round(rtt_ms, 4)},
+        "layer_devices": list(est.memory.layer_devices),
+        "planned": planned,
+        "reported": reported,
+        "predicted": {"prefill_tok_s": est.performance.prefill_tok_s, "decode_tok_s": est.performance.decode_tok_s,
+                      "network": est.performance.network},
+        "measured": {"prefill_tok_s": prefill, "decode_tok_s": decode, "tokens_generated": gen_tokens},
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n-layer", type=int, default=8)
+    ap.add_argument("--n-embd", type=int, default=512)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    doc = run(n_layer=args.n_layer, n_embd=args.n_embd, threads=args.threads)
+    if args.json:
+        json.dump(doc, sys.stdout, indent=2)
+        print()
+        return 0
+    print(f"loopback link: {doc['link']['gbps']:.1f} Gbit/s, round trip {doc['link']['rtt_ms']:.3f} ms")
+    print(f"layers: {' '.join(doc['layer_devices'])}")
+    print(f"{'device':<7}{'buffer':<9}{'planned MiB':>13}{'llama.cpp MiB':>15}{'ratio':>8}")
+    for dev, plan in doc["planned"].items():
+        rep = doc["reported"].get(dev, {})
+        for kind in ("model", "kv", "compute"):
+            p, r = plan[kind] / 2**20, rep.get(kind, 0) / 2**20
+            ratio = f"{p / r:.3f}" if r else "-"
+            print(f"{dev:<7}{kind:<9}{p:>13.2f}{r:>15.2f}{ratio:>8}")
+    print("(cpu model: llama.cpp reports the mapped file range of the CPU's tensors, which spans any\n"
+          " offloaded tensor stored between them; the plan counts the CPU's tensors themselves)")
+    pr, me = doc["predicted"], doc["measured"]
+    print(f"prefill: predicted {pr['prefill_tok_s']:.1f} tok/s, measured {me['prefill_tok_s']:.1f} "
+          f"(measured/predicted {me['prefill_tok_s'] / pr['prefill_tok_s']:.2f})")
+    print(f"decode:  predicted {pr['decode_tok_s']:.1f} tok/s, measured {me['decode_tok_s']:.1f} "
+          f"(measured/predicted {me['decode_tok_s'] / pr['decode_tok_s']:.2f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
