@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from rooflight.estimate import backend_constants as _bc
 from rooflight.estimate import experts, probe_roofline, ranges
@@ -336,6 +336,7 @@ def decode_parts_s(
     for dev, start, end in kv_runs:
         if dev == CPU and fixed.cpu_weights is not None:
             # the probe measured attention as time per modelled cycle (cache reads included)
+            assert probe is not None  # cpu_weights come from a probe
             att = probe.attention_for(cfg.flash_attn)
             cyc = _cpu_attention_cycles(spec, cfg, position, start, end)
             if att is not None:
@@ -416,7 +417,7 @@ def _cpu_threads(hardware: HardwareProfile, cfg: RunConfig) -> int:
 
 def _cpu_cycles_per_token(spec: ModelSpec, devices: tuple[str, ...]) -> float:
     table = layer_table(spec)
-    cycles = 0
+    cycles = 0.0
     for dev, start, end in device_runs(devices[: spec.n_layer]):
         if dev == CPU:
             cycles = sum(table.active_cpu_cycles[start:end], cycles)
@@ -449,7 +450,7 @@ class _PrefillWork:
     attn_width: float = 0.0  # sum of head_dim x n_head over full-context layers
     n_layers: int = 0
     swa_width: float = 0.0  # the same over sliding-window layers (they see at most the window)
-    params_by_type: dict[str, float] | None = None  # active elements per weight type (a probe prices these)
+    params_by_type: dict[str, float] = field(default_factory=dict)  # active elements per weight type (a probe prices these)
 
 
 def _prefill_work(spec: ModelSpec, devices: tuple[str, ...]) -> dict[str, _PrefillWork]:
@@ -522,7 +523,7 @@ def prefill_time_s(
         probe_s = 0.0  # the CPU's share priced by the probe
         pcie_bytes = 0.0
         for dev, w in per_dev.items():
-            run_on = main_gpu if (dev == CPU and offload_cpu) else dev
+            run_on = main_gpu if (dev == CPU and offload_cpu and main_gpu is not None) else dev
             if run_on != dev:
                 pcie_bytes += w.weight_bytes
             attn_flops = _attention_flops_per_token(spec, w, ctx_seen)
@@ -574,7 +575,7 @@ def prefill_time_s(
             bound_times["network"] += t_net
         total += step
         done += t
-    return total, max(bound_times, key=bound_times.get)
+    return total, max(bound_times, key=lambda k: bound_times[k])
 
 
 # llama.cpp's scheduler runs a CPU-held weight's matmul on the GPU when the batch has at
@@ -653,7 +654,7 @@ def estimate_performance(
         # tokens prefilled like the prompt's (estimate/vision.py)
         time_to_first_token_s=prompt_tokens / prefill + 1 / decode
         + image_first_token_s(spec, hardware, cfg, prefill),
-        bound=max(share, key=share.get),
+        bound=max(share, key=lambda k: share[k]),
         prefill_bound=prefill_bound,
         calibrated=calibrated,
         basis="calibrated" if calibrated else basis,

@@ -254,9 +254,11 @@ class _Runner:
             self.clock.check()
             with Watch() as w:
                 value = fn()
+            window = w.window
+            assert window is not None  # set on leaving the with block
             secs.append(value)
-            clean.append(w.window.clean(self.threshold))
-            shares.append(w.window.others_share)
+            clean.append(window.clean(self.threshold))
+            shares.append(window.others_share)
         self.measured += 1
         r = Repeats(tuple(secs), tuple(clean))
         self.runs[name] = {"seconds": [round(s, 6) for s in secs], "clean": clean,
@@ -568,18 +570,18 @@ def _derive(fixed: FixedCosts, attn_raw, kernel_raw, n_ubatch: int, n_threads: i
 
     kernels = kernels_with(None)
     f16 = next((k for k in kernels if k.weight_type == "F16"), None)
-    attention = []
+    costs: list[AttentionCost] = []
     for fa, spec, n, short, long, pp in attn_raw:
         pw, _ = _weights_of(spec, "F16", prompt=True)
         weights_s = (f16.prefill_s_per_weight * pw * ATTN_PROMPT) if f16 else 0.0
         n_ub = -(-ATTN_PROMPT // n_ubatch)
-        attention.append(attention_cost(
+        costs.append(attention_cost(
             fa, decode_short_s=short.value, decode_long_s=long.value,
             units_short=cpu_attention_units(spec, cfg(fa), 4 + min(n, 256) / 2),
             units_long=cpu_attention_units(spec, cfg(fa), 16 + ATTN_PROMPT + min(n, 256) / 2),
             prefill_s=pp.value, prefill_other_s=weights_s + fixed.layer_s * spec.n_layer * n_ub,
             prefill_flops=prefill_attention_flops(spec, 16, ATTN_PROMPT, n_ubatch),
             spread=max(short.spread, long.spread, pp.spread)))
-    attention = tuple(attention)
+    attention = tuple(costs)
     att_on = next((a for a in attention if a.flash_attn), None)
     return kernels_with(att_on), attention
