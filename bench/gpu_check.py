@@ -4,7 +4,7 @@
     python bench/gpu_check.py --dry-run  # on a CPU machine (CI): everything but the GPU parts
 
 1. Build or reuse a CUDA llama-cpp-python: the installed one if it offloads; else a wheel
-   kept from an earlier run (.gpukit/wheels); else the app's own one-step GPU build
+   kept from an earlier run (.gpukit-state/wheels); else the app's own one-step GPU build
    (runtime/gpu_build_run.py) from a carried source tarball (.gpukit/, made by
    bench/gpu_kit_prepare.py), CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=<from
    the compute capability NVML reports>", offline.
@@ -40,7 +40,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-KIT = ROOT / ".gpukit"  # carried to the device machine: source tarball, wheels; kept while warm
+KIT = ROOT / ".gpukit"  # carried to the device machine: the source tarball, pure-Python wheels
+# what a run leaves for a rerun on the still-warm machine: NOT carried (a carried path is
+# replaced on every call), so the built wheel and the models survive between two calls
+STATE = ROOT / ".gpukit-state"
 MIB = 2**20
 GB = 1e9
 
@@ -112,8 +115,9 @@ def _gpu_for_build(dry_run: bool):
     return gpus[0] if gpus else GPUInfo(0, "no NVIDIA GPU", "nvidia", None, None, None, None)
 
 
-def ensure_build(dry_run: bool, source: str | None) -> dict:
-    """Reuse or build the CUDA llama-cpp-python; a record of what was done."""
+def ensure_build(dry_run: bool, source: str | None, deadline_s: float = 480.0) -> dict:
+    """Reuse or build the CUDA llama-cpp-python; a record of what was done. A build still
+    running 90 s before the deadline is stopped (the CPU build stays; the JSON says so)."""
     from rooflight.hardware.gpu_build import gpu_build_for
     from rooflight.runtime.gpu_build_run import build_and_install
 
@@ -131,7 +135,7 @@ def ensure_build(dry_run: bool, source: str | None) -> dict:
     if before.get("cuda") and before.get("offload"):
         log(f"build: reusing the installed CUDA llama-cpp-python {before.get('version')}")
         return {**record, "action": "reused", "seconds": round(time.perf_counter() - t0, 1)}
-    kept = sorted((KIT / "wheels").glob("llama_cpp_python-*.whl"))
+    kept = sorted((STATE / "wheels").glob("llama_cpp_python-*.whl"))
     if kept:  # a rerun on a warm machine: the wheel built by the first run
         log(f"build: installing the wheel kept from an earlier run: {kept[-1].name}")
         r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--force-reinstall", "--no-deps",
@@ -150,7 +154,8 @@ def ensure_build(dry_run: bool, source: str | None) -> dict:
 
     tail: list[str] = []
     outcome = build_and_install(build, on_line=lambda ln: tail.append(ln) if len(tail) < 100000 else None,
-                                on_progress=progress, keep_wheel=str(KIT / "wheels"))
+                                on_progress=progress, keep_wheel=str(STATE / "wheels"),
+                                should_stop=lambda: time.perf_counter() - t0 > deadline_s - 90)
     log(f"build: {outcome.message}")
     if not outcome.ok:
         for line in tail[-30:]:
@@ -162,9 +167,14 @@ def ensure_build(dry_run: bool, source: str | None) -> dict:
 # ---- step 2: what Rooflight says about this machine -----------------------------------
 
 
+def child_env() -> dict[str, str]:
+    """This checkout's app/ first on the path: the kit runs from a checkout without an install."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "app"), os.environ.get("PYTHONPATH", "")]))
+
+
 def rooflight_cli(*args: str, timeout: float = 300) -> dict:
     r = subprocess.run([sys.executable, "-m", "rooflight", *args], capture_output=True, text=True, timeout=timeout,
-                       cwd=ROOT)
+                       cwd=ROOT, env=child_env())
     out = {"args": list(args), "exit": r.returncode, "stderr": r.stderr.strip()[-2000:]}
     try:
         out["json"] = json.loads(r.stdout)
@@ -175,7 +185,7 @@ def rooflight_cli(*args: str, timeout: float = 300) -> dict:
 
 def has_command(name: str) -> bool:
     r = subprocess.run([sys.executable, "-m", "rooflight", name, "--help"], capture_output=True, text=True,
-                       timeout=120, cwd=ROOT)
+                       timeout=120, cwd=ROOT, env=child_env())
     return r.returncode == 0
 
 
@@ -381,8 +391,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="no GPU: plan for an H200, load on this CPU, tiny models")
     ap.add_argument("--out", help="folder for the JSON result (default: bench/results; a dry run: the temp dir)")
     ap.add_argument("--source", help="llama-cpp-python source tarball to build (default: .gpukit/*.tar.gz)")
-    ap.add_argument("--models", help="folder for the generated models (default: .gpukit/models, or a temp dir)")
-    ap.add_argument("--budget", type=float, default=300.0, help="seconds for the measurements (default 300)")
+    ap.add_argument("--models", help="folder for the generated models (default: .gpukit-state/models; dry run: temp)")
+    ap.add_argument("--deadline", type=float, default=480.0,
+                    help="seconds for the whole run, build included (default 480: 8 minutes); the "
+                         "measurements stop in time and say which were left out")
+    ap.add_argument("--budget", type=float, help=argparse.SUPPRESS)
     ap.add_argument("--child-out", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "app"))  # runs from a checkout without an install too
@@ -392,18 +405,20 @@ def main(argv: list[str] | None = None) -> int:
     started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     doc: dict = {"kit": "bench/gpu_check.py", "dry_run": args.dry_run, "started": started,
                  "host": platform.node(), "python": sys.version.split()[0], "platform": platform.platform()}
-    doc["build"] = ensure_build(args.dry_run, args.source)
+    doc["build"] = ensure_build(args.dry_run, args.source, args.deadline)
     doc["rooflight_hardware"] = rooflight_cli("hardware", "--json")
-    doc["rooflight_probe"] = (rooflight_cli("probe", "--json", timeout=240) if has_command("probe")
+    probe_args = ("--types", "Q4_0", "--budget", "5") if args.dry_run else ()  # the dry run: one type, short
+    doc["rooflight_probe"] = (rooflight_cli("probe", "--json", *probe_args, timeout=240) if has_command("probe")
                               else {"skipped": "this build of Rooflight has no `rooflight probe` command"})
     if "skipped" in doc["rooflight_probe"]:
         log(f"probe: {doc['rooflight_probe']['skipped']}")
     with tempfile.TemporaryDirectory(prefix="rooflight-gpu-check-") as tmp:
-        models = args.models or (tmp if args.dry_run else str(KIT / "models"))
+        models = args.models or (tmp if args.dry_run else str(STATE / "models"))
+        budget = max(60.0, args.deadline - (time.perf_counter() - t0) - 20)
         child_out = Path(tmp) / "measured.json"
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "app"), os.environ.get("PYTHONPATH", "")]))
+        env = child_env()
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child-out", str(child_out), "--models", models,
-               "--budget", str(args.budget)] + (["--dry-run"] if args.dry_run else [])
+               "--budget", str(budget)] + (["--dry-run"] if args.dry_run else [])
         r = subprocess.run(cmd, env=env)
         doc["measurements"] = json.loads(child_out.read_text()) if child_out.exists() else {
             "error": f"the measuring process ended with status {r.returncode}"}

@@ -148,3 +148,27 @@ def test_no_toolkit_no_run():
         pip = FakePip()
         out = build_and_install(b, runner=pip)
         assert not out.ok and pip.calls == [] and "CUDA toolkit 11.8 or newer (nvcc), which was not found" in out.message
+
+
+def test_a_toolkit_off_the_path_is_named_for_cmake():
+    b = gpu_build_for(H200, python="/venv/bin/python", version="0.3.36", environ={"CUDACXX": "/opt/cuda/bin/nvcc"},
+                      which=_which(None))
+    assert b.toolkit == "/opt/cuda/bin/nvcc" and b.env["CUDACXX"] == "/opt/cuda/bin/nvcc"
+    assert b.command.startswith("CMAKE_ARGS='-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=90' CUDACXX=/opt/cuda/bin/nvcc ")
+    offline = gpu_build_for(H200, version="0.3.36", environ={"CUDACXX": "/x/nvcc"}, which=_which(None),
+                            source="/kit/llama_cpp_python-0.3.36-trimmed.tar.gz", offline=True)
+    assert offline.pip_args[-3:] == ["--no-index", "--no-build-isolation", "/kit/llama_cpp_python-0.3.36-trimmed.tar.gz"]
+
+
+def test_an_offline_build_from_a_carried_source(tmp_path):
+    """What bench/gpu_check.py runs on a GPU machine without a network."""
+    pip = FakePip()
+    b = gpu_build_for(H200, python="/venv/bin/python", version=None, environ=NVCC, which=_which("/usr/bin/nvcc"),
+                      source="/repo/.gpukit/llama_cpp_python-0.3.36-trimmed.tar.gz", offline=True)
+    keep = tmp_path / "kept"
+    out = build_and_install(b, runner=pip, work_dir=str(tmp_path), keep_wheel=str(keep))
+    assert out.ok
+    wheel, install, _ = (argv for argv, _ in pip.calls)
+    assert "--no-index" in wheel and "--no-build-isolation" in wheel
+    assert "/repo/.gpukit/llama_cpp_python-0.3.36-trimmed.tar.gz" in wheel and "--no-index" in install
+    assert [p.name for p in keep.iterdir()] == ["llama_cpp_python-0.3.36-cp311-cp311-linux_x86_64.whl"]

@@ -66,6 +66,15 @@ def test_cpu_build_with_nvidia_gpu_says_how_to_install_cuda(tmp_path):
     assert "CPU-only" in warnings[0]
 
 
+def test_cpu_build_warning_gives_the_exact_command_for_this_gpu(tmp_path):
+    importer = fake_llama(tmp_path, CPU_LIBS, False)
+    h200 = GPUInfo(0, "NVIDIA H200", "nvidia", 150 << 30, None, 4800.0, 989.0, compute_capability="9.0")
+    _, warnings = detect_backend([h200], importer=importer)
+    assert "CMAKE_ARGS='-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=90' " in warnings[0]
+    assert "-m pip install --force-reinstall --no-cache-dir --no-deps llama-cpp-python" in warnings[0]
+    assert "(needs CUDA toolkit 11.8 or newer (nvcc))" in warnings[0]
+
+
 @pytest.mark.parametrize(
     ("vendor", "flag"), [("amd", "-DGGML_HIP=on"), ("intel", "-DGGML_VULKAN=on")]
 )

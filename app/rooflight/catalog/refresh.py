@@ -86,13 +86,13 @@ def _refresh_source(entry: dict, src: dict, listing: hub.RepoFiles, today: str, 
             report.note(mid, f"{src['repo']}: {quant} is now {hit.filename} (was {name})")
         files[quant], sizes[quant] = hit.filename, hit.size
         if all(hit.sha256):
-            sha[quant] = list(hit.sha256)
+            sha[quant] = [h for h in hit.sha256 if h]  # all present: the guard above
     for f in by_name.values():  # quants the repository added
         q = f.quant
         if q and is_quant_label(q) and q not in files:
             files[q], sizes[q] = f.filename, f.size
             if all(f.sha256):
-                sha[q] = list(f.sha256)
+                sha[q] = [h for h in f.sha256 if h]
             report.note(mid, f"{src['repo']}: added {q} ({f.filename})")
     if not files:
         report.errors[src["repo"]] = f"{src['repo']} no longer publishes any of {mid}'s files; the entry is kept."

@@ -80,6 +80,7 @@ class GPUBuild:
     needs: str  # what must be installed first, in words
     python: str = field(default=sys.executable)
     toolkit: str | None = None  # nvcc's path where found (CUDA), else None
+    cudacxx: str | None = None  # nvcc for CMake when it is not on the PATH (CUDACXX)
     source: str | None = None  # a local llama-cpp-python sdist to build instead of PyPI's
     offline: bool = False  # no index, no build isolation: a machine without a network
 
@@ -92,8 +93,8 @@ class GPUBuild:
     @property
     def env(self) -> dict[str, str]:
         env = {"CMAKE_ARGS": self.cmake_args} if self.cmake_args else {}
-        if self.toolkit and shutil.which("nvcc") != self.toolkit:
-            env["CUDACXX"] = self.toolkit  # CMake finds a toolkit off the PATH through this
+        if self.cudacxx:
+            env["CUDACXX"] = self.cudacxx  # CMake finds a toolkit off the PATH through this
         return env
 
     @property
@@ -108,7 +109,7 @@ class GPUBuild:
     @property
     def command(self) -> str:
         """The one line a user can paste into a terminal."""
-        env = f"CMAKE_ARGS={shlex.quote(self.cmake_args)} " if self.cmake_args else ""
+        env = "".join(f"{k}={shlex.quote(v)} " for k, v in self.env.items())
         return f"{env}{shlex.quote(self.python)} -m pip {' '.join(self.pip_args)}"
 
     @property
@@ -143,8 +144,9 @@ def _build_for(gpu: GPUInfo, python: str | None, version: str | None, environ: M
     if backend == "cuda":
         arch = cuda_architecture(gpu.compute_capability)
         args = _BACKEND_FLAG["cuda"] + (f" -DCMAKE_CUDA_ARCHITECTURES={arch}" if arch else "")
-        return GPUBuild("cuda", args, version, cuda_toolkit_needed(gpu.compute_capability), python,
-                        find_nvcc(environ, which))
+        nvcc = find_nvcc(environ, which)
+        return GPUBuild("cuda", args, version, cuda_toolkit_needed(gpu.compute_capability), python, nvcc,
+                        cudacxx=nvcc if nvcc and which("nvcc") != nvcc else None)
     if backend == "rocm":
         return GPUBuild("rocm", _BACKEND_FLAG["rocm"], version, "ROCm with hipcc", python)
     if backend == "metal":

@@ -216,7 +216,9 @@ def describe(c: Confirmation) -> str:
     shown = [d for d in c.devices if d.total_bytes >= (1 << 20)] or list(c.devices)
     parts = [f"{_size(d.total_bytes)} {'of' if d.device == 'cpu' else 'on'} {_where(d.device)}" for d in shown]
     if c.agrees:
-        return f"llama.cpp confirms: {', '.join(parts)} (within {c.max_difference_pct:g}% of the plan)."
+        how = ("exactly the plan's figures" if not c.max_difference_pct
+               else f"within {c.max_difference_pct:g}% of the plan")
+        return f"llama.cpp confirms: {', '.join(parts)} ({how})."
     planned = dict(c.planned)
     diffs = []
     for d in shown:

@@ -115,7 +115,7 @@ class Engine:
         self.recurrent = bool(llama_cpp.llama_model_is_recurrent(llm.model)
                               or llama_cpp.llama_model_is_hybrid(llm.model))
         self.format: ChatFormat = choose_format(_model_info(llm, self, lp.path), chat_format)
-        resident.register(id(self), buffers)  # planning a second model counts this one's RAM
+        self._resident = resident.register(self, buffers)  # planning a second model counts this one's RAM
 
     # ---- facts ------------------------------------------------------------------------
 
@@ -215,7 +215,7 @@ class Engine:
             llm, self.llm = self.llm, None
         if llm is not None:
             llm.close()
-            resident.release(id(self))
+            resident.release(getattr(self, "_resident", 0))
 
     @property
     def closed(self) -> bool:

@@ -44,9 +44,24 @@ class Process(Protocol):
 Runner = Callable[[list[str], dict[str, str]], Process]
 
 
+class _Popen:
+    """subprocess.Popen as a Process: its output as lines (stderr folded in)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        self._proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                      errors="replace", bufsize=1)
+        assert self._proc.stdout is not None  # stdout=PIPE
+        self.stdout: Iterable[str] = self._proc.stdout
+
+    def wait(self) -> int:
+        return self._proc.wait()
+
+    def terminate(self) -> None:
+        self._proc.terminate()
+
+
 def popen_runner(argv: list[str], env: dict[str, str]) -> Process:
-    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            errors="replace", bufsize=1)
+    return _Popen(argv, env)
 
 
 RUNNER: Runner = popen_runner  # what the app runs commands with (tests replace it at this boundary)

@@ -93,9 +93,10 @@ def _read_breakdown(llama_cpp, ctx_ptr) -> dict[str, dict[str, int]]:
     return result
 
 
-def _llama_class(llama_cpp):
+def _llama_class(llama_cpp, overrides=None):
     class NoAllocLlama(llama_cpp.Llama):
-        """Llama whose model parameters ask for a no-alloc load (set as __init__ builds them)."""
+        """Llama whose model parameters ask for a no-alloc load (set as __init__ builds them),
+        with the plan's tensor overrides (MoE experts in RAM) where it has any."""
 
         @property
         def model_params(self):
@@ -104,9 +105,23 @@ def _llama_class(llama_cpp):
         @model_params.setter
         def model_params(self, params) -> None:
             params.no_alloc = True
+            if overrides is not None:
+                overrides.apply(params)
             self.__dict__["_noalloc_model_params"] = params
 
     return NoAllocLlama
+
+
+def _expert_overrides(config):
+    """The runtime's tensor overrides for config.n_cpu_moe (the MoE issue's runtime), or None."""
+    if not getattr(config, "n_cpu_moe", 0):
+        return None
+    from rooflight.runtime import engine
+
+    make = getattr(engine, "expert_overrides", None)
+    if make is None:
+        raise RuntimeError("this runtime cannot keep MoE experts in RAM, so it cannot simulate n_cpu_moe")
+    return make(config)
 
 
 def _check(breakdown: dict[str, dict[str, int]], log_compute: dict[str, int], model_size: int) -> None:
@@ -140,10 +155,12 @@ def run(request: dict) -> dict:
     known = set(RunConfig.__dataclass_fields__)
     config = RunConfig(**{k: v for k, v in fields.items() if k in known})
     kwargs = load_kwargs(config, request.get("gpu_bus_ids", []), request.get("backend", "cpu"))
+    overrides = _expert_overrides(config)  # kept alive until the process ends
     read_before = _io_read_chars()
     with capture_llama_log() as cap, contextlib.redirect_stderr(io.StringIO()):
         try:
-            llm = _llama_class(llama_cpp)(model_path=request["path"], verbose=True, use_mmap=False, **kwargs)
+            llm = _llama_class(llama_cpp, overrides)(model_path=request["path"], verbose=True, use_mmap=False,
+                                                     **kwargs)
         except (ValueError, RuntimeError, OSError) as exc:
             lines = [ln.strip() for ln in cap.text.splitlines() if "error" in ln.lower() or "fail" in ln.lower()]
             return {"ok": False, "reason": "; ".join(lines[-2:])[:300] or str(exc)}

@@ -9,21 +9,29 @@ engine registers its mapped bytes here while it is loaded; refresh_free_memory s
 
 from __future__ import annotations
 
+import itertools
 import threading
+import weakref
 
 from rooflight.runtime.llama_log import ReportedBuffers
 
 _lock = threading.Lock()
-_mapped: dict[int, int] = {}  # id(engine) -> bytes of mapped weights
+_mapped: dict[int, int] = {}  # key -> bytes of mapped weights
+_keys = itertools.count(1)
 
 
 def mapped_weight_bytes(buffers: ReportedBuffers) -> int:
     return sum(n for name, n in buffers.model.items() if name.endswith("_Mapped"))
 
 
-def register(key: int, buffers: ReportedBuffers) -> None:
+def register(owner: object, buffers: ReportedBuffers) -> int:
+    """Count `owner`'s mapped weights until release(key), or until owner is garbage (an
+    engine dropped without close() frees its model then, too)."""
+    key = next(_keys)
     with _lock:
         _mapped[key] = mapped_weight_bytes(buffers)
+    weakref.finalize(owner, release, key)
+    return key
 
 
 def release(key: int) -> None:
