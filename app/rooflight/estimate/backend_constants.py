@@ -69,10 +69,12 @@ VULKAN = BackendConstants(0.908, 87.8e-6, 0.648, 0.233, _FIT, moe_prefill_slowdo
     decode_band=(0.79, 1.26), prefill_band=(0.71, 1.15), band_basis=_OWN)
 # SYCL: 8 rows, 3 devices (Arc B580 with ggml-org's backend and Intel's IPEX-LLM build, Arc
 # A770 on a 2026 build, Lunar Lake's Arc 140V); per-layer cost: the 90 us prior; float
-# efficiency and MoE slowdown pooled. Still the weakest-founded backend: the B580 runs prompts
-# 2.6-2.8x faster than the A770 and 140V predict.
-SYCL = BackendConstants(0.642, 90.0e-6, 0.648, 0.164, _FIT, moe_prefill_slowdown=1.92,
-    decode_band=(0.79, 1.23), prefill_band=(0.6, 1.46), band_basis=_POOLED)
+# efficiency and MoE slowdown pooled; quantized prompts priced at the FP16 GEMM rate the
+# backend uses (tensor_rates.FLOAT_GEMM_BACKENDS). Still the weakest-founded backend: the
+# B580 (Xe2) runs prompts 1.8-2.0x faster than the A770 and 140V predict, the A770
+# (Alchemist) x0.37 of what the other two predict.
+SYCL = BackendConstants(0.642, 90.0e-6, 0.648, 0.196, _FIT, moe_prefill_slowdown=1.92,
+    decode_band=(0.79, 1.23), prefill_band=(0.62, 1.46), band_basis=_POOLED)
 # CPU: fitted on this project's 2-core AMD EPYC VM with llama.cpp 0.3.36 against the
 # measured copy bandwidth (hardware/bandwidth.py) over generated llama models of 10-400 MB
 # and Gemma-3-270M (bench/accuracy.py prints the check).

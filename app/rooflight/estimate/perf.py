@@ -418,7 +418,7 @@ def _device_flops(hardware: HardwareProfile, device: str, cfg: RunConfig, quanti
     if device == CPU:
         return cpu_peak_flops(hardware, cfg.n_threads)
     gpu = next(g for g in hardware.gpus if gpu_name(g.index) == device)
-    return matmul_tflops(gpu, quantized) * 1e12  # the rate llama.cpp's kernels use (tensor_rates.py)
+    return matmul_tflops(gpu, quantized, hardware.backend) * 1e12  # the rate llama.cpp's kernels use (tensor_rates.py)
 
 
 @dataclass
