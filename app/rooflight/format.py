@@ -27,7 +27,9 @@ def format_estimate(est) -> str:
         f"Fit: {FIT_LABELS[m.fit]}",
         f"Config: n_ctx {c.n_ctx}, GPU layers {c.n_gpu_layers}/{s.n_layer + 1}, threads {c.n_threads},"
         f" KV {c.kv_type}, flash attention {'on' if c.flash_attn else 'off'},"
-        f" batch {c.n_batch}/{c.n_ubatch}",
+        f" batch {c.n_batch}/{c.n_ubatch}"
+        + (f", MoE experts of {c.n_cpu_moe} layers in RAM" if c.n_cpu_moe else ""),
+        *([est.moe_choice.reason] if getattr(est, "moe_choice", None) else []),
         "",
         f"{'device':<8}{'weights':>11}{'KV cache':>11}{'compute':>11}{'overhead':>11}{'total':>11}{'available':>12}",
     ]

@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 
 from rooflight.commands.common import (
+    N_CPU_MOE_HELP,
     calibration_for,
     emit_json,
     gpu_layers,
     load_hardware,
+    n_cpu_moe,
     positive_int,
 )
 from rooflight.errors import BadInputError
@@ -31,6 +33,7 @@ def register(subparsers) -> None:
     p.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16", help="current KV cache type")
     p.add_argument("--flash-attn", choices=["on", "off", "auto"], default="auto")
     p.add_argument("--gpu-layers", type=gpu_layers, default="auto", metavar="N|auto")
+    p.add_argument("--n-cpu-moe", type=n_cpu_moe, default=0, metavar="N|auto|all", help=N_CPU_MOE_HELP)
     p.add_argument("--threads", type=positive_int)
     p.add_argument("--batch", type=positive_int, default=512)
     p.add_argument("--ubatch", type=positive_int, default=512)
@@ -72,7 +75,7 @@ def cmd_advise(args) -> int:
     wishes = Wishes(
         n_ctx=args.ctx, n_gpu_layers=args.gpu_layers, kv_type=args.kv_type, flash_attn=args.flash_attn,
         n_threads=args.threads, n_batch=args.batch, n_ubatch=args.ubatch, swa_full=args.swa_full,
-        prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens,
+        prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens, n_cpu_moe=args.n_cpu_moe,
     )
     result = advise(variants, profile, wishes, current=current, calibration=calibration_for(args, profile))
     if args.json:
@@ -102,7 +105,7 @@ def _flags(before: dict, after: dict) -> str:
         elif key == "swa_full":
             out.append(flag if val else "(windowed SWA cache: leave out --swa-full)")
         elif key == "n_cpu_moe":
-            out.append(f"{flag} {val} (llama.cpp's own tools only)")
+            out.append(f"{flag} {val}")
         else:
             out.append(f"{flag} {val}")
     return " ".join(out)

@@ -15,7 +15,7 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from rooflight.commands.common import emit_json, gpu_layers, positive_int
+from rooflight.commands.common import N_CPU_MOE_HELP, emit_json, gpu_layers, n_cpu_moe, positive_int
 from rooflight.commands.rpc import add_rpc_option, remotes_from_args
 from rooflight.errors import BadInputError, RooflightError
 
@@ -37,6 +37,7 @@ def register(subparsers) -> None:
     g = p.add_argument_group("load (as `rooflight estimate`; the plan is what gets loaded)")
     g.add_argument("--ctx", type=positive_int, help="context length (default: 8192, capped at the model's)")
     g.add_argument("--gpu-layers", type=gpu_layers, default="auto", metavar="N|auto")
+    g.add_argument("--n-cpu-moe", type=n_cpu_moe, default=0, metavar="N|auto|all", help=N_CPU_MOE_HELP)
     g.add_argument("--threads", type=positive_int)
     g.add_argument("--batch", type=positive_int, default=512)
     g.add_argument("--ubatch", type=positive_int, default=512)
@@ -115,7 +116,7 @@ def _wishes(args):
     from rooflight.estimate import Wishes
 
     return Wishes(n_ctx=args.ctx, n_gpu_layers=args.gpu_layers, kv_type=args.kv_type, flash_attn=args.flash_attn,
-                  n_threads=args.threads, n_batch=args.batch, n_ubatch=args.ubatch)
+                  n_threads=args.threads, n_batch=args.batch, n_ubatch=args.ubatch, n_cpu_moe=args.n_cpu_moe)
 
 
 def _sampling(args, base):
@@ -135,6 +136,8 @@ def plan_summary(lp) -> str:
         layers = (f"{len(devs) - devs.count('cpu')}/{len(devs)} layers on "
                   + ", ".join(f"{d} ({devs.count(d)})" for d in remote)
                   + ("" if lp.hardware.backend == "cpu" else " and this machine's GPUs"))
+    if cfg.n_cpu_moe:
+        layers += f" · experts of {cfg.n_cpu_moe} layers in RAM"
     return (f"{lp.spec.name} ({lp.spec.file_type}) · {est.fit} · {layers} · {cfg.n_ctx}-token context · "
             f"{cfg.n_threads} threads · {mem_gb:.2f} GB · predicted {p.decode_tok_s:.1f} tok/s decode, "
             f"{p.prefill_tok_s:.0f} tok/s prefill" + (" (calibrated)" if p.calibrated else ""))

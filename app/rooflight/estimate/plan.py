@@ -6,9 +6,10 @@ runs (DESIGN.md). Wishes the user gave are kept as given; only "auto" values are
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from rooflight.errors import BadInputError
+from rooflight.estimate import experts, moe_plan
 from rooflight.estimate.config import KV_TYPES, RunConfig
 from rooflight.estimate.memory import MemoryPlan, plan_memory
 from rooflight.estimate.perf import Calibration, PerfEstimate, estimate_performance
@@ -33,6 +34,7 @@ class Wishes:
     swa_full: bool = False
     prompt_tokens: int = 512
     gen_tokens: int = 128
+    n_cpu_moe: int | str = 0  # MoE experts of the first N blocks in RAM; "all"; "auto" (estimate/moe_plan.py)
 
 
 @dataclass(frozen=True)
@@ -41,12 +43,20 @@ class Estimate:
     config: RunConfig
     memory: MemoryPlan
     performance: PerfEstimate
+    moe_choice: moe_plan.MoeChoice | None = field(default=None, compare=False)  # --n-cpu-moe auto
 
     @property
     def fit(self) -> str:
         return self.memory.fit
 
     def to_dict(self) -> dict:
+        d = self._to_dict()
+        if self.moe_choice is not None:
+            d["config"]["moe_placement"] = self.moe_choice.placement
+            d["moe_choice"] = self.moe_choice.to_dict()
+        return d
+
+    def _to_dict(self) -> dict:
         s = self.spec
         return {
             "model": {
@@ -102,6 +112,7 @@ def _config(spec: ModelSpec, hardware: HardwareProfile, wishes: Wishes, n_gpu_la
         swa_full=wishes.swa_full,
         n_batch=n_batch,
         n_ubatch=min(wishes.n_ubatch, n_batch),
+        n_cpu_moe=wishes.n_cpu_moe if isinstance(wishes.n_cpu_moe, int) else 0,
     )
 
 
@@ -148,6 +159,13 @@ def plan(
 ) -> Estimate:
     wishes = wishes or Wishes()
     _validate(spec, wishes)
+    n_cpu_moe = experts.resolve(wishes.n_cpu_moe, spec)
+    if n_cpu_moe == "auto":
+        if hardware.backend == "cpu" or not hardware.gpus:
+            n_cpu_moe = 0  # everything is in RAM already
+        else:  # experts in RAM or a layer split, whichever is faster
+            return moe_plan.choose(spec, hardware, replace(wishes, n_cpu_moe=0), calibration)
+    wishes = replace(wishes, n_cpu_moe=n_cpu_moe)
     if wishes.n_threads is None and calibration is not None:
         # a thread sweep on this machine (rooflight bench --threads-sweep) beats the
         # physical-core default it started from

@@ -34,6 +34,7 @@ from rooflight.runtime.loader import (
     refusal,
 )
 from rooflight.runtime.templates import ChatFormat, ModelInfo, choose_format
+from rooflight.runtime.tensor_overrides import BufferOverrides
 
 ProgressCallback = Callable[[float], "bool | None"]  # fraction 0..1; return False to cancel
 MemoryProbe = Callable[[HardwareProfile], HardwareProfile]
@@ -61,7 +62,8 @@ def _once(notice: str | None) -> list[str]:
 
 @functools.cache
 def _llama_class():
-    """Llama with llama.cpp's load-progress callback set on its model parameters.
+    """Llama with llama.cpp's load-progress callback (and tensor placement overrides, for
+    MoE experts kept in RAM) set on its model parameters.
 
     llama-cpp-python builds `model_params` inside __init__ and offers no argument for the
     callback; a property on the subclass catches that assignment and sets the callback on
@@ -71,6 +73,7 @@ def _llama_class():
 
     class ProgressLlama(llama_cpp.Llama):
         _rooflight_progress = None  # set per instance before __init__ runs
+        _rooflight_overrides = None  # tensor_overrides.BufferOverrides (experts in RAM), or None
 
         @property
         def model_params(self):
@@ -81,9 +84,35 @@ def _llama_class():
             if self._rooflight_progress is not None:
                 params.progress_callback = self._rooflight_progress
                 params.progress_callback_user_data = None
+            if self._rooflight_overrides is not None:
+                self._rooflight_overrides.apply(params)
             self.__dict__["_rooflight_model_params"] = params
 
     return ProgressLlama
+
+
+def expert_overrides(config) -> BufferOverrides | None:
+    """The tensor overrides that keep the experts of config.n_cpu_moe layers in RAM, or None."""
+    return BufferOverrides.for_experts(getattr(config, "n_cpu_moe", 0) or 0)
+
+
+def release_overrides(llm) -> None:
+    """After the load: llama.cpp has placed every tensor, the pattern list can go."""
+    overrides, llm._rooflight_overrides = llm._rooflight_overrides, None
+    if overrides is not None:
+        overrides.release(llm.__dict__.get("_rooflight_model_params"))
+
+
+def new_llama(model_path: str, config, **kwargs):
+    """Llama(model_path, **config.runtime_kwargs(), **kwargs) with config's experts in RAM."""
+    cls = _llama_class()
+    llm = cls.__new__(cls)
+    llm._rooflight_overrides = expert_overrides(config)
+    try:
+        llm.__init__(model_path=model_path, **config.runtime_kwargs(), **kwargs)
+    finally:
+        release_overrides(llm)
+    return llm
 
 
 def _error_lines(log_text: str) -> str:
@@ -305,6 +334,8 @@ def load_engine(
     cls = _llama_class()
     llm = cls.__new__(cls)
     llm._rooflight_progress = c_progress  # the callback must outlive the load
+    overrides = expert_overrides(lp.config)
+    llm._rooflight_overrides = overrides  # the patterns must outlive the load, too
     t0 = time.perf_counter()
     # verbose=True so llama.cpp's log carries the buffer sizes (captured, not printed);
     # llama-cpp-python's own prints (system info, metadata) go to a buffer, not the terminal
@@ -322,6 +353,8 @@ def load_engine(
                 f"llama.cpp could not load {lp.path.name} ({detail}); check that the file is a complete GGUF "
                 "model this llama-cpp-python version supports."
             ) from exc
+        finally:
+            release_overrides(llm)
     load_s = time.perf_counter() - t0
     llm.verbose = False  # later calls (tokenize, eval) must not print
     llm._rooflight_progress = None

@@ -25,6 +25,8 @@ _KV_RE = re.compile(r"llama_kv_cache:\s+(\S+) KV buffer size =\s+([\d.]+) MiB")
 _COMPUTE_RE = re.compile(r"(?<!~)\b\w+:\s+(\S+) compute buffer size =\s+([\d.]+) MiB")
 # "llama_context:        CPU  output buffer size =     1.00 MiB"
 _OUTPUT_RE = re.compile(r"llama_context:\s+(\S+)\s+output buffer size =\s+([\d.]+) MiB")
+# "tensor blk.0.ffn_up_exps.weight (1 MiB q4_K) buffer type overridden to CPU_REPACK"
+_OVERRIDE_RE = re.compile(r"tensor (\S+) \(\d+ MiB \S+\) buffer type overridden to (\S+)")
 # "repack: repack tensor blk.0.attn_output.weight with q4_K_8x8"
 _REPACK_RE = re.compile(r"repack: repack tensor (\S+) with")
 
@@ -38,6 +40,8 @@ class ReportedBuffers:
     compute: dict[str, int] = field(default_factory=dict)
     output: dict[str, int] = field(default_factory=dict)
     repacked_tensors: list[str] = field(default_factory=list)
+    # tensor -> buffer type, for tensors a placement override moved (MoE experts in RAM)
+    overridden: dict[str, str] = field(default_factory=dict)
 
     @property
     def model_bytes(self) -> int:
@@ -80,6 +84,8 @@ def parse_buffers(text: str) -> ReportedBuffers:
             _add(rep.output, m.group(1), m.group(2))
         elif m := _REPACK_RE.search(line):
             rep.repacked_tensors.append(m.group(1))
+        elif m := _OVERRIDE_RE.search(line):
+            rep.overridden[m.group(1)] = m.group(2)
     return rep
 
 
