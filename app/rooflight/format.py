@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
+from rooflight.estimate.fit import Fit
+from rooflight.units import size_text
+
 GB = 1e9
 
-FIT_BADGES = {"full_gpu": "full GPU", "partial_gpu": "partial GPU", "cpu_only": "CPU only", "too_large": "too large"}
-
-FIT_LABELS = {
-    "full_gpu": "full GPU offload",
-    "partial_gpu": "partial GPU offload",
-    "cpu_only": "CPU only",
-    "too_large": "too large for this machine",
-}
+FIT_BADGES = {f: f.badge for f in Fit}
+FIT_LABELS = {f: f.label for f in Fit}
 
 
 def gb(n: int | float | None) -> str:
-    return "?" if n is None else f"{n / GB:.2f} GB"
+    return size_text(n, 2)
 
 
 def format_estimate(est) -> str:
@@ -49,6 +46,12 @@ def format_estimate(est) -> str:
     ]
     if p.network is not None:
         lines.append(network_sentence(p.network))
+    if getattr(est, "vision", None) is not None:
+        v, pr = est.vision, s.projector
+        lines.append(
+            f"Vision: {pr.name} ({pr.projector_type}, {pr.file_type}) on {v.device}: "
+            f"{gb(v.weights_bytes)} weights + {gb(v.compute_bytes)} compute for a {pr.image_size}px image, "
+            f"{v.image_tokens} tokens per image, encoded in ~{v.encode_s:.2f} s (first token includes one image)")
     return "\n".join(lines)
 
 

@@ -20,6 +20,7 @@ from rooflight.catalog.arch_support import unavailable_reason
 from rooflight.catalog.models import CatalogModel, load_catalog, proxy_quant, quant_order
 from rooflight.catalog.quality import quality_basis, quality_prior, quality_score
 from rooflight.estimate import Calibration, Estimate, Wishes, plan
+from rooflight.estimate.fit import Fit
 from rooflight.gguf.quant_recipe import FILE_TYPES
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
@@ -35,7 +36,7 @@ USE_CASES = {u: picks.USABLE_TOK_S[u] for u in ("chat", "coding", "reasoning", "
 SPEED_SHARE = {"tiny": 0.5}
 DEFAULT_SPEED_SHARE = 0.15
 SPEED_TARGET = 3.0
-FIT_SCORE = {"full_gpu": 1.0, "partial_gpu": 0.6, "cpu_only": 0.5, "too_large": 0.0}
+FIT_SCORE: dict[str, float] = {Fit.FULL_GPU: 1.0, Fit.PARTIAL_GPU: 0.6, Fit.CPU_ONLY: 0.5, Fit.TOO_LARGE: 0.0}
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,8 @@ class RankedModel:
             "installed": bool(self.installed),
             "installed_files": [f.to_dict() for f in self.installed],
             "options": [o.to_dict(installed=o.quant in have) for o in self.options],
+            # a vision model planned with its projector: what it adds and where (estimate/vision.py)
+            "vision": e.vision.to_dict(e.spec.projector) if e.vision is not None else None,
         }
         if self.hub is not None:
             doc.update(downloads=self.hub.downloads, likes=self.hub.likes, gated=self.hub.gated,
@@ -334,9 +337,13 @@ def rank_models(
             continue
         n_ctx = min(ctx or DEFAULT_CTX, model.hparams.context_length)
         prior = quality_prior(model)
+        from rooflight.catalog.hub_vision import catalog_projector, with_vision
+
+        projector = catalog_projector(model)  # a vision model's projector, when its header was read
         options = [
-            evaluate(spec, hardware, quant=q, n_ctx=n_ctx, prior=prior, params_b=model.params_total,
-                     calibration=calibration, source=source, repo=repo, filename=filename)
+            evaluate(with_vision(spec, projector), hardware, quant=q, n_ctx=n_ctx, prior=prior,
+                     params_b=model.params_total, calibration=calibration, source=source, repo=repo,
+                     filename=filename)
             for q, spec, source, repo, filename in _catalog_files(model, (hub_files or {}).get(model.id))
         ]
         if not options:

@@ -83,7 +83,7 @@ def has_experts(spec: ModelSpec) -> bool:
     return spec.is_moe and expert_table(spec).total_bytes > 0
 
 
-def parse_wish(text: str) -> int | str:
+def parse_wish(text: int | str) -> int | str:
     """A --n-cpu-moe value: an int, "auto" or "all" (checked against a model by resolve())."""
     v = str(text).strip().lower()
     if v in ("auto", "all"):

@@ -639,7 +639,10 @@ def estimate_performance(
         prefill_tok_s=prefill,
         decode_tok_s_range=(decode * d_lo, decode * d_hi),
         prefill_tok_s_range=(prefill * p_lo, prefill * p_hi),
-        time_to_first_token_s=prompt_tokens / prefill + 1 / decode,
+        # a vision model's first token also waits for one image: encoded, then its
+        # tokens prefilled like the prompt's (estimate/vision.py)
+        time_to_first_token_s=prompt_tokens / prefill + 1 / decode
+        + image_first_token_s(spec, hardware, cfg, prefill),
         bound=max(share, key=share.get),
         prefill_bound=prefill_bound,
         calibrated=calibrated,
@@ -647,6 +650,17 @@ def estimate_performance(
         range_basis=band.basis,
         network=network_summary(spec, hardware, mem, share, decode_factor) if hardware.remotes else None,
     )
+
+
+def image_first_token_s(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig,
+                        prefill_tok_s: float) -> float:
+    """Seconds one image adds before the first token (0 without a projector)."""
+    if spec.projector is None:
+        return 0.0
+    from rooflight.estimate.vision import vision_for_plan
+
+    vp = vision_for_plan(spec.projector, hardware, cfg)
+    return vp.encode_s + vp.image_tokens / prefill_tok_s
 
 
 def _band(hardware: HardwareProfile, basis: str, probe: MachineProbe | None, matched: tuple[Ratio, ...],

@@ -7,6 +7,7 @@ runs (DESIGN.md). Wishes the user gave are kept as given; only "auto" values are
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from rooflight.errors import BadInputError
 from rooflight.estimate import experts, moe_plan
@@ -16,6 +17,9 @@ from rooflight.estimate.perf import Calibration, PerfEstimate, estimate_performa
 from rooflight.estimate.placement import has_offload_devices
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
+
+if TYPE_CHECKING:
+    from rooflight.estimate.vision import VisionPlan
 
 DEFAULT_CTX = 8192
 
@@ -44,6 +48,7 @@ class Estimate:
     memory: MemoryPlan
     performance: PerfEstimate
     moe_choice: moe_plan.MoeChoice | None = field(default=None, compare=False)  # --n-cpu-moe auto
+    vision: VisionPlan | None = None  # for a model with a projector (estimate/vision.py)
 
     @property
     def fit(self) -> str:
@@ -76,6 +81,7 @@ class Estimate:
             "config": self.config.to_dict(),
             "memory": self.memory.to_dict(),
             "performance": self.performance.to_dict(),
+            **({"vision": self.vision.to_dict(self.spec.projector)} if self.vision else {}),
         }
 
 
@@ -186,4 +192,9 @@ def plan(
         spec, hardware, cfg, mem,
         prompt_tokens=wishes.prompt_tokens, gen_tokens=wishes.gen_tokens, calibration=calibration,
     )
-    return Estimate(spec, cfg, mem, perf)
+    vision = None
+    if spec.projector is not None:
+        from rooflight.estimate.vision import vision_for_plan
+
+        vision = vision_for_plan(spec.projector, hardware, cfg)
+    return Estimate(spec, cfg, mem, perf, vision=vision)

@@ -272,10 +272,10 @@ def tensor_rows(
         at = 0 if layer is None else layer
         # only these roles' types depend on the block (_weight_type): the rest repeat
         key = (role, shape[-1], at if role in _BY_LAYER else 0)
-        qtype = types.get(key)
-        if qtype is None:
-            qtype = types[key] = _weight_type(ftype, role, shape[-1], at, n_layer, n_expert, pure)
-        return row(name, shape, qtype, "output" if role == "output" else "normal", layer)
+        cached = types.get(key)
+        if cached is None:
+            cached = types[key] = _weight_type(ftype, role, shape[-1], at, n_layer, n_expert, pure)
+        return row(name, shape, cached, "output" if role == "output" else "normal", layer)
 
     def norm(name: str, size: int, layer: int | None = None) -> TensorRow:
         return row(name, (size,), Q.F32, "ones", layer)  # llama.cpp wants 1-D tensors in F32

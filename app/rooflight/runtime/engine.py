@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rooflight.errors import OperationFailedError, RooflightError
 from rooflight.estimate.perf import PerfEstimate, estimate_performance
@@ -35,6 +35,9 @@ from rooflight.runtime.loader import (
 )
 from rooflight.runtime.templates import ChatFormat, ModelInfo, choose_format
 from rooflight.runtime.tensor_overrides import BufferOverrides
+
+if TYPE_CHECKING:
+    from rooflight.runtime.vision import VisionContext
 
 ProgressCallback = Callable[[float], "bool | None"]  # fraction 0..1; return False to cancel
 MemoryProbe = Callable[[HardwareProfile], HardwareProfile]
@@ -144,6 +147,7 @@ class Engine:
         self.recurrent = bool(llama_cpp.llama_model_is_recurrent(llm.model)
                               or llama_cpp.llama_model_is_hybrid(llm.model))
         self.format: ChatFormat = choose_format(_model_info(llm, self, lp.path), chat_format)
+        self.vision: VisionContext | None = None  # when the plan pairs a projector (runtime/vision.py)
         self._resident = resident.register(self, buffers)  # planning a second model counts this one's RAM
 
     # ---- facts ------------------------------------------------------------------------
@@ -363,6 +367,14 @@ def load_engine(
             raise LoadCancelledError()
         buffers = parse_buffers(cap.text)
         engine = Engine(llm, lp, buffers, load_s, notices, chat_format)
+        if lp.spec.projector is not None:  # a vision model: its projector beside it, as planned
+            from rooflight.runtime.vision import VisionContext
+
+            try:
+                engine.vision = VisionContext(llm, lp.spec.projector.source,
+                                              use_gpu=lp.config.n_gpu_layers > 0)
+            except OperationFailedError as exc:  # the model still chats; images say why not
+                engine.notices.append(f"{exc} Text chat works; images cannot be sent.")
         if warmup:
             engine.warm_up()
             engine.load_s = time.perf_counter() - t0

@@ -76,7 +76,8 @@ def parse_buffers(text: str) -> ReportedBuffers:
             _add(rep.model, m.group(1), m.group(2))
         elif m := _KV_RE.search(line):
             _add(rep.kv, m.group(1), m.group(2))
-        elif "~llama_context" not in line and (m := _COMPUTE_RE.search(line)):
+        elif ("~llama_context" not in line and "reserve_compute_meta" not in line  # mtmd's own
+              and (m := _COMPUTE_RE.search(line))):
             # sched_reserve runs once per context; a later re-reserve would repeat it,
             # so keep the last figure per buffer rather than adding.
             rep.compute[m.group(1)] = round(float(m.group(2)) * MIB)
@@ -125,6 +126,22 @@ def _install_callback() -> None:
 
     _callback_ref = _on_log
     llama_cpp.llama_log_set(_on_log, ctypes.c_void_p(0))
+
+
+_mtmd_installed = False
+
+
+def install_mtmd_log() -> None:
+    """Route llama.cpp's mtmd (vision projector) log into the same captures: by default it
+    writes to stderr itself (clip-impl.h clip_log_callback_default)."""
+    global _mtmd_installed
+    if _mtmd_installed:
+        return
+    _install_callback()
+    import llama_cpp.mtmd_cpp as mtmd
+
+    mtmd.mtmd_helper_log_set(_callback_ref, ctypes.c_void_p(0))  # the helper and mtmd both
+    _mtmd_installed = True
 
 
 @contextmanager

@@ -81,7 +81,7 @@ def check_layout() -> None:
     params_cls = getattr(lc, "llama_model_params", None)
     fields = [f[0] for f in getattr(params_cls, "_fields_", ())]
     problem = None
-    if fields[:3] != ["devices", "tensor_buft_overrides", "n_gpu_layers"]:
+    if params_cls is None or fields[:3] != ["devices", "tensor_buft_overrides", "n_gpu_layers"]:
         problem = f"its llama_model_params starts with {fields[:3]}"
     elif params_cls.tensor_buft_overrides.offset != ctypes.sizeof(ctypes.c_void_p):
         problem = "tensor_buft_overrides is not the second pointer of llama_model_params"

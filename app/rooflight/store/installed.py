@@ -19,10 +19,11 @@ import os
 import sqlite3
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from rooflight.store.paths import data_dir
+from rooflight.store.schema import apply_schema
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS installed (
@@ -112,7 +113,7 @@ class InstalledStore:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, timeout=10, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(_SCHEMA)
+        apply_schema(self._db, _SCHEMA)
         self._db.commit()
 
     def close(self) -> None:
@@ -167,7 +168,11 @@ class InstalledStore:
         m = self.get(repo_id, filename)
         if m is None:
             return None
-        delete_cached_files(m)
+        # a part another installed unit also holds (a vision projector shared by two quants
+        # of one repository) stays for that unit
+        shared = {(p.filename, p.etag) for o in self.list(include_missing=True)
+                  if o.repo_id == repo_id and o.filename != filename for p in o.parts}
+        delete_cached_files(replace(m, parts=tuple(p for p in m.parts if (p.filename, p.etag) not in shared)))
         self.forget(repo_id, filename)
         return m
 

@@ -62,9 +62,10 @@ def plan_model(path: str, default_ctx: int, hardware, calibration, live: bool, w
     defaults), at their context or else the default one, capped at the model's."""
     from rooflight.estimate import Calibration, Wishes
     from rooflight.gguf import load_model_spec
+    from rooflight.gguf.projector import pair_local
     from rooflight.runtime.loader import plan_load
 
-    spec = load_model_spec(str(path))
+    spec = pair_local(load_model_spec(str(path)), path)  # a vision model: with its projector
     wishes = wishes or Wishes()
     wanted = wishes.n_ctx or default_ctx
     n_ctx = min(wanted, spec.context_length or wanted)
