@@ -31,6 +31,22 @@ def test_catalog_size_and_unique_ids():
     assert load_catalog() is CATALOG  # cached
 
 
+# how a source admits its names were only guessed from the publisher's pattern
+UNCONFIRMED = re.compile(r"(?i)names? (?:follows?|by) [^;]*pattern|named by [^;]*pattern|names unconfirmed|run the refresh")
+
+
+def test_every_file_name_is_confirmed():
+    """No repo block ships names that only follow a publisher's pattern: every block is
+    `checked` and, where it says so, names the listing or card it was checked against."""
+    for entry in _raw_doc()["models"]:
+        for src in entry["gguf"]:
+            assert src.get("checked", True) is True, (entry["id"], src["repo"])
+            assert src["files"], (entry["id"], src["repo"])
+            if "checked" in src:
+                assert src.get("source", "").strip(), (entry["id"], src["repo"])
+                assert not UNCONFIRMED.search(src["source"]), src["source"]
+
+
 def test_top_level_notes():
     doc = _raw_doc()
     assert doc["sources"]
@@ -211,7 +227,7 @@ def test_file_for_every_quant(model: CatalogModel):
         assert quant in next(s.files for s in model.gguf if s.repo == repo)
         assert fname
     with pytest.raises(BadInputError):
-        model.file_for("Q4_1")
+        model.file_for("IQ1_S")  # a quant no entry files
     for src in model.gguf:  # split files name their first part
         assert all("-of-" not in f or "-00001-of-" in f for f in src.files.values())
 
