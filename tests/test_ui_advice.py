@@ -5,13 +5,15 @@ the calibration store included) and exported as PNG and SVG."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 from PySide6.QtSvg import QSvgRenderer
 
 from rooflight.estimate import Wishes, plan
-from rooflight.estimate.advise import RUNTIME_NOTE, Variant, advise
+from rooflight.estimate.advise import Variant, advise
 from test_ui_support import cpu_box, make_window, rtx3060, wait_idle, wait_ranked
 
 ADVICE, PLOTS = 1, 2
@@ -88,18 +90,22 @@ def test_advice_cards_on_an_rtx_3060_and_use_these_settings(qtbot):
     assert detail.estimate.fit == ctx_card.card.after["fit"] == "full_gpu"
 
 
-def test_a_card_this_runtime_cannot_load_is_disabled_with_the_reason(qtbot):
-    # an MoE model that does not fit a 12 GB GPU: keeping experts on the CPU would help,
-    # which llama-cpp-python's Llama() cannot do
-    _window, detail = open_detail(qtbot, rtx3060(), "qwen3-30b-a3b", 8192, "Q4_K_M")
+def test_experts_in_ram_card_is_enabled_and_applies_its_settings(qtbot):
+    # an MoE model that does not fit a 12 GB GPU beside DDR4 at 30 GB/s: keeping the experts
+    # of the first layers in RAM is faster than a layer split, and the runtime can load it
+    from test_ui_support import profile
+
+    hw = profile([{"name": "RTX 3060"}])
+    hw = replace(hw, cpu=replace(hw.cpu, ram_bandwidth_gbs=30.0))
+    _window, detail = open_detail(qtbot, hw, "qwen3-30b-a3b", 8192, "Q4_K_M")
     panel = show_advice(qtbot, detail)
     experts = next(v for v in panel.cards if v.card.kind == "experts")
-    assert not experts.card.runtime_supported
-    assert not experts.button.isEnabled()
-    assert RUNTIME_NOTE in experts.button.toolTip()
-    before = detail.estimate
-    detail.apply_card(experts.card)  # even if asked: nothing changes
-    assert detail.estimate is before and detail.tuning == Wishes()
+    assert experts.card.runtime_supported and experts.button.isEnabled()
+    n = experts.card.settings["n_cpu_moe"]
+    assert n > 0
+    qtbot.mouseClick(experts.button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: detail.estimate is not None and detail.estimate.config.n_cpu_moe == n, timeout=10000)
+    assert detail.estimate.config == experts.card.candidate.estimate.config
 
 
 def test_plots_tab_draws_the_plan_and_exports(qtbot, tmp_path):

@@ -38,8 +38,9 @@ def cmd_estimate(args) -> int:
     from rooflight.estimate import plan
     from rooflight.format import format_estimate
     from rooflight.gguf import load_model_spec
+    from rooflight.gguf.projector import projector_for_args
 
-    spec = load_model_spec(args.model)
+    spec = projector_for_args(load_model_spec(args.model), args.model, getattr(args, "mmproj", None))
     profile = _hardware(args)
     remotes = remotes_from_args(args)
     if remotes:
@@ -53,7 +54,12 @@ def cmd_estimate(args) -> int:
     if getattr(args, "confirm", False):
         from rooflight.commands.confirm import confirmation_for
 
-        doc["confirmed"], said = confirmation_for(args, est, profile)
+        text_est = est
+        if spec.projector is not None:  # llama.cpp's no-alloc load has no projector: compare the model
+            from dataclasses import replace
+
+            text_est = plan(replace(spec, projector=None), profile, _wishes(args), calibration=calibration)
+        doc["confirmed"], said = confirmation_for(args, text_est, profile)
     if args.json:
         _emit_json(doc)
     else:
@@ -119,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("estimate", help="memory plan and speed estimate for a model")
     _add_estimate_options(p)
+    p.add_argument("--mmproj", metavar="FILE", help="a vision projector (local or hf:) to plan with the "
+                   "model (default: an mmproj-*.gguf beside a local model)")
     p.add_argument("--confirm", action="store_true",
                    help="also ask this machine's llama.cpp what it would allocate (no-alloc load of the header)")
     p.set_defaults(func=cmd_estimate)

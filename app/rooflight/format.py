@@ -27,7 +27,9 @@ def format_estimate(est) -> str:
         f"Fit: {FIT_LABELS[m.fit]}",
         f"Config: n_ctx {c.n_ctx}, GPU layers {c.n_gpu_layers}/{s.n_layer + 1}, threads {c.n_threads},"
         f" KV {c.kv_type}, flash attention {'on' if c.flash_attn else 'off'},"
-        f" batch {c.n_batch}/{c.n_ubatch}",
+        f" batch {c.n_batch}/{c.n_ubatch}"
+        + (f", MoE experts of {c.n_cpu_moe} layers in RAM" if c.n_cpu_moe else ""),
+        *([est.moe_choice.reason] if getattr(est, "moe_choice", None) else []),
         "",
         f"{'device':<8}{'weights':>11}{'KV cache':>11}{'compute':>11}{'overhead':>11}{'total':>11}{'available':>12}",
     ]
@@ -47,6 +49,12 @@ def format_estimate(est) -> str:
     ]
     if p.network is not None:
         lines.append(network_sentence(p.network))
+    if getattr(est, "vision", None) is not None:
+        v, pr = est.vision, s.projector
+        lines.append(
+            f"Vision: {pr.name} ({pr.projector_type}, {pr.file_type}) on {v.device}: "
+            f"{gb(v.weights_bytes)} weights + {gb(v.compute_bytes)} compute for a {pr.image_size}px image, "
+            f"{v.image_tokens} tokens per image, encoded in ~{v.encode_s:.2f} s (first token includes one image)")
     return "\n".join(lines)
 
 

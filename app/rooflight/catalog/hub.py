@@ -126,11 +126,13 @@ class RepoFiles:
     files: tuple[HubModelFile, ...]
     offline: bool
     fetched_at: float
+    projectors: tuple[HubModelFile, ...] = ()  # vision projectors (mmproj-*.gguf) beside the models
 
     def to_dict(self) -> dict[str, Any]:
         return {"repo": self.repo_id, "commit": self.commit, "gated": self.gated,
                 "private": self.private, "offline": self.offline, "fetched_at": self.fetched_at,
-                "files": [f.to_dict() for f in self.files]}
+                "files": [f.to_dict() for f in self.files],
+                "mmproj": [f.to_dict() for f in self.projectors]}
 
 
 # ---- offline, errors --------------------------------------------------------------------
@@ -341,8 +343,14 @@ def _repo_files(repo_id: str, data: Mapping[str, Any], offline: bool, fetched: f
             sha256=tuple(e.get("sha256") if e else None for e in entries),
             complete=g.complete, commit=data.get("sha"),
         ))
+    from rooflight.gguf.projector import is_projector_name
+
+    projectors = tuple(
+        HubModelFile(repo_id=repo_id, filename=p, parts=(p,), part_sizes=(int(e["size"] or 0),),
+                     sha256=(e.get("sha256"),), complete=True, commit=data.get("sha"))
+        for p, e in sorted(by_path.items()) if is_projector_name(p))
     return RepoFiles(repo_id, data.get("sha"), bool(data.get("gated")), bool(data.get("private")),
-                     tuple(files), offline, fetched)
+                     tuple(files), offline, fetched, projectors)
 
 
 def list_gguf_files(
@@ -510,4 +518,9 @@ def refresh_catalog_files(
             progress(i + 1, len(repos))
     result = {m.id: _match_catalog(m, listings) for m in models
               if any(s.repo in listings for s in m.gguf)}
+    if not offline:  # vision models: their projector's header, once (cached forever)
+        from rooflight.catalog.hub_vision import catalog_projector
+
+        for m in models:
+            catalog_projector(m, network=True)
     return CatalogRefresh(result, offline, errors)

@@ -117,6 +117,10 @@ def rank_hub_repo(
         if (listing.gated or info.gated) and not has_token():
             raise RooflightError(access_sentence(info.repo_id))
         spec = hub_spec(rep)
+    from rooflight.catalog.hub_vision import repo_projector, vision_tags, with_vision
+
+    projector = repo_projector(listing)  # a vision model: planned with its projector
+    spec = with_vision(spec, projector)
     params_b = spec.params / 1e9
     prior = size_prior(params_b)
     n_ctx = min(ctx or DEFAULT_CTX, spec.context_length or DEFAULT_CTX)
@@ -128,9 +132,10 @@ def rank_hub_repo(
             fspec, source = own, "header"
         else:
             fspec, source = resize_spec(spec, f.size, quant=f.quant), "scaled"
+        fspec = with_vision(fspec, projector)
         options.append(evaluate(fspec, hardware, quant=label, n_ctx=n_ctx, prior=prior, params_b=params_b,
                                 calibration=calibration, source=source, repo=f.repo_id, filename=f.filename))
-    tags = tuple(t for t in info.tags if not t.startswith(_NOT_TAGS))
+    tags = vision_tags((t for t in info.tags if not t.startswith(_NOT_TAGS)), spec.projector is not None)
     model = model_from_spec(info.repo_id, spec, name=info.repo_id.split("/", 1)[1],
                             repo_id=info.repo_id, files=dict(zip(labels, (f.filename for f in files), strict=True)),
                             license=_license(info.tags), tags=tags)

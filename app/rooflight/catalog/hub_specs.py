@@ -84,6 +84,8 @@ def spec_to_json(spec: ModelSpec) -> dict[str, Any]:
         v = getattr(spec, f.name)
         if f.name == "tensors":
             v = [[t.name, t.ggml_type, list(t.shape), t.n_bytes, t.layer] for t in v]
+        elif f.name == "projector":
+            continue  # the model's own header only; a projector is paired where it is found
         elif isinstance(v, tuple):
             v = list(v)
         out[f.name] = v

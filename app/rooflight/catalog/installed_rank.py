@@ -54,6 +54,10 @@ def rank_installed(
         except RooflightError as e:
             skipped.append((str(f.path), str(e)))
             continue
+        if getattr(f, "mmproj", None):  # a vision model: planned with the projector beside it
+            from rooflight.gguf.projector import pair_local
+
+            spec = pair_local(spec, f.path)
         model = matched.get(id(f))
         quant = f.quant or spec.file_type
         if model is not None:

@@ -49,12 +49,13 @@ class InstalledFile:
     complete: bool = True  # every part of a split model is present
     quant: str | None = None  # from the name or Ollama's config: display and matching only
     sha256: str | None = None  # when the store names the blob by it (Ollama, HF cache LFS)
+    mmproj: str | None = None  # a vision projector beside it (gguf/projector.py), loaded with it
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": str(self.path), "source": self.source, "name": self.name,
                 "repo": self.repo_id, "file": self.filename, "size_bytes": self.size,
                 "parts": self.parts, "complete": self.complete, "quant": self.quant,
-                "sha256": self.sha256}
+                "sha256": self.sha256, "mmproj": self.mmproj}
 
 
 # ---- where to look ------------------------------------------------------------------------
@@ -268,8 +269,19 @@ def find_installed(
                 key = os.path.realpath(item.path)
                 if key not in seen:
                     seen.add(key)
-                    out.append(item)
+                    out.append(_paired(item))
     return out
+
+
+def _paired(item: InstalledFile) -> InstalledFile:
+    """The model with the projector in its folder, if any (an HF snapshot, an LM Studio
+    model folder). Ollama keeps a projector as another blob layer: not paired here."""
+    if item.source == "ollama":
+        return item
+    from rooflight.gguf.projector import projectors_beside
+
+    found = projectors_beside(item.path)
+    return _with(item, mmproj=str(found[0])) if found else item
 
 
 def installed_paths(files: Iterable[InstalledFile] | None = None) -> dict[tuple[str, str], str]:

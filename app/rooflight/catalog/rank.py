@@ -131,6 +131,8 @@ class RankedModel:
             "installed": bool(self.installed),
             "installed_files": [f.to_dict() for f in self.installed],
             "options": [o.to_dict(installed=o.quant in have) for o in self.options],
+            # a vision model planned with its projector: what it adds and where (estimate/vision.py)
+            "vision": e.vision.to_dict(e.spec.projector) if e.vision is not None else None,
         }
         if self.hub is not None:
             doc.update(downloads=self.hub.downloads, likes=self.hub.likes, gated=self.hub.gated,
@@ -334,9 +336,13 @@ def rank_models(
             continue
         n_ctx = min(ctx or DEFAULT_CTX, model.hparams.context_length)
         prior = quality_prior(model)
+        from rooflight.catalog.hub_vision import catalog_projector, with_vision
+
+        projector = catalog_projector(model)  # a vision model's projector, when its header was read
         options = [
-            evaluate(spec, hardware, quant=q, n_ctx=n_ctx, prior=prior, params_b=model.params_total,
-                     calibration=calibration, source=source, repo=repo, filename=filename)
+            evaluate(with_vision(spec, projector), hardware, quant=q, n_ctx=n_ctx, prior=prior,
+                     params_b=model.params_total, calibration=calibration, source=source, repo=repo,
+                     filename=filename)
             for q, spec, source, repo, filename in _catalog_files(model, (hub_files or {}).get(model.id))
         ]
         if not options:

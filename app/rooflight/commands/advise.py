@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 
 from rooflight.commands.common import (
+    N_CPU_MOE_HELP,
     calibration_for,
     emit_json,
     gpu_layers,
     load_hardware,
+    n_cpu_moe,
     positive_int,
 )
 from rooflight.errors import BadInputError
@@ -31,17 +33,20 @@ def register(subparsers) -> None:
     p.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16", help="current KV cache type")
     p.add_argument("--flash-attn", choices=["on", "off", "auto"], default="auto")
     p.add_argument("--gpu-layers", type=gpu_layers, default="auto", metavar="N|auto")
+    p.add_argument("--n-cpu-moe", type=n_cpu_moe, default=0, metavar="N|auto|all", help=N_CPU_MOE_HELP)
     p.add_argument("--threads", type=positive_int)
     p.add_argument("--batch", type=positive_int, default=512)
     p.add_argument("--ubatch", type=positive_int, default=512)
     p.add_argument("--swa-full", action="store_true", help="the current settings use a full-size SWA cache")
+    p.add_argument("--mmproj", metavar="FILE", help="a vision projector to plan with a .gguf model "
+                   "(default: an mmproj-*.gguf beside it)")
     p.add_argument("--prompt-tokens", type=positive_int, default=512)
     p.add_argument("--gen-tokens", type=positive_int, default=128)
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(func=cmd_advise)
 
 
-def _variants(model: str, quant: str | None):
+def _variants(model: str, quant: str | None, mmproj: str | None = None):
     """(variants, current quant) for a catalog id, a .gguf path or an hf: reference."""
     from rooflight.catalog import find_model
     from rooflight.estimate.advise import Variant, catalog_variants, default_quant
@@ -54,10 +59,17 @@ def _variants(model: str, quant: str | None):
                 f"{model!r} is not a .gguf file, an hf:OWNER/REPO/FILE.gguf reference or a catalog id; "
                 "`rooflight rank` lists the catalog."
             )
-        variants = catalog_variants(entry)
+        from dataclasses import replace
+
+        from rooflight.catalog.hub_vision import catalog_projector, with_vision
+
+        projector = catalog_projector(entry)  # a vision model: advised with its projector
+        variants = tuple(replace(v, spec=with_vision(v.spec, projector)) for v in catalog_variants(entry))
         current = quant or default_quant([v.quant for v in variants])
         return variants, current
-    spec = load_model_spec(model)
+    from rooflight.gguf.projector import projector_for_args
+
+    spec = projector_for_args(load_model_spec(model), model, mmproj)  # a vision model's projector too
     if quant and quant.upper() != spec.file_type.upper():
         raise BadInputError(f"{model} is a {spec.file_type} file; --quant only chooses among a catalog model's files.")
     return (Variant(spec.file_type, spec, model),), spec.file_type
@@ -67,12 +79,12 @@ def cmd_advise(args) -> int:
     from rooflight.estimate import Wishes
     from rooflight.estimate.advise import advise
 
-    variants, current = _variants(args.model, args.quant)
+    variants, current = _variants(args.model, args.quant, getattr(args, "mmproj", None))
     profile = load_hardware(args)
     wishes = Wishes(
         n_ctx=args.ctx, n_gpu_layers=args.gpu_layers, kv_type=args.kv_type, flash_attn=args.flash_attn,
         n_threads=args.threads, n_batch=args.batch, n_ubatch=args.ubatch, swa_full=args.swa_full,
-        prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens,
+        prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens, n_cpu_moe=args.n_cpu_moe,
     )
     result = advise(variants, profile, wishes, current=current, calibration=calibration_for(args, profile))
     if args.json:
@@ -102,7 +114,7 @@ def _flags(before: dict, after: dict) -> str:
         elif key == "swa_full":
             out.append(flag if val else "(windowed SWA cache: leave out --swa-full)")
         elif key == "n_cpu_moe":
-            out.append(f"{flag} {val} (llama.cpp's own tools only)")
+            out.append(f"{flag} {val}")
         else:
             out.append(f"{flag} {val}")
     return " ".join(out)

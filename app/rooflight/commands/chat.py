@@ -15,7 +15,7 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from rooflight.commands.common import emit_json, gpu_layers, positive_int
+from rooflight.commands.common import N_CPU_MOE_HELP, emit_json, gpu_layers, n_cpu_moe, positive_int
 from rooflight.commands.rpc import add_rpc_option, remotes_from_args
 from rooflight.errors import BadInputError, RooflightError
 
@@ -24,6 +24,7 @@ HELP = """commands:
   /reset         start a new conversation (the system prompt stays)
   /regen         generate the last reply again
   /stats         measured speed of the last reply beside the prediction
+  /image FILE    attach an image to the next message (a vision model with its projector)
   /help          this list
   /quit          leave (also Ctrl-D, or Ctrl-C at the prompt)
 Ctrl-C while the model writes stops the reply."""
@@ -37,17 +38,22 @@ def register(subparsers) -> None:
     g = p.add_argument_group("load (as `rooflight estimate`; the plan is what gets loaded)")
     g.add_argument("--ctx", type=positive_int, help="context length (default: 8192, capped at the model's)")
     g.add_argument("--gpu-layers", type=gpu_layers, default="auto", metavar="N|auto")
+    g.add_argument("--n-cpu-moe", type=n_cpu_moe, default=0, metavar="N|auto|all", help=N_CPU_MOE_HELP)
     g.add_argument("--threads", type=positive_int)
     g.add_argument("--batch", type=positive_int, default=512)
     g.add_argument("--ubatch", type=positive_int, default=512)
     g.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16")
     g.add_argument("--flash-attn", choices=["on", "off", "auto"], default="auto")
     g.add_argument("--force", action="store_true", help="load even if the plan says it does not fit")
+    g.add_argument("--mmproj", metavar="FILE",
+                   help="the vision projector to load with the model (default: an mmproj-*.gguf beside it)")
     add_rpc_option(g)
     g.add_argument("--chat-format", choices=FORMAT_NAMES, default="auto",
                    help="auto: the model's template, else its family's format, else a transcript (base models)")
     s = p.add_argument_group("sampling (defaults depend on the model)")
     s.add_argument("--system", metavar="TEXT", default="", help="system prompt")
+    s.add_argument("--image", metavar="FILE", action="append", default=[],
+                   help="attach an image to the first message (repeat for more; needs a vision model)")
     s.add_argument("--temperature", type=float)
     s.add_argument("--top-p", type=float)
     s.add_argument("--top-k", type=int)
@@ -86,13 +92,22 @@ def resolve_model(name: str) -> list[Path]:
     return sorted(found, key=lambda p: p.stat().st_size, reverse=True)
 
 
-def plan_best(paths: list[Path], wishes, remotes=()):
-    """The plan of the largest file that fits (the smallest one if none does: its refusal says why)."""
+def plan_best(paths: list[Path], wishes, remotes=(), mmproj: str | None = None):
+    """The plan of the largest file that fits (the smallest one if none does: its refusal says why).
+
+    A projector given with --mmproj is paired with each file; without one, the loader pairs
+    the one beside the file, if any."""
     from rooflight.runtime.loader import plan_load
 
     plans = []
     for p in paths:
-        lp = plan_load(p, wishes, remotes=remotes)
+        spec = None
+        if mmproj:
+            from rooflight.gguf import load_model_spec
+            from rooflight.gguf.projector import with_projector
+
+            spec = with_projector(load_model_spec(str(p)), Path(mmproj).expanduser())
+        lp = plan_load(p, wishes, spec=spec, remotes=remotes)
         if lp.fits:
             return lp
         plans.append(lp)
@@ -115,7 +130,7 @@ def _wishes(args):
     from rooflight.estimate import Wishes
 
     return Wishes(n_ctx=args.ctx, n_gpu_layers=args.gpu_layers, kv_type=args.kv_type, flash_attn=args.flash_attn,
-                  n_threads=args.threads, n_batch=args.batch, n_ubatch=args.ubatch)
+                  n_threads=args.threads, n_batch=args.batch, n_ubatch=args.ubatch, n_cpu_moe=args.n_cpu_moe)
 
 
 def _sampling(args, base):
@@ -135,6 +150,8 @@ def plan_summary(lp) -> str:
         layers = (f"{len(devs) - devs.count('cpu')}/{len(devs)} layers on "
                   + ", ".join(f"{d} ({devs.count(d)})" for d in remote)
                   + ("" if lp.hardware.backend == "cpu" else " and this machine's GPUs"))
+    if cfg.n_cpu_moe:
+        layers += f" · experts of {cfg.n_cpu_moe} layers in RAM"
     return (f"{lp.spec.name} ({lp.spec.file_type}) · {est.fit} · {layers} · {cfg.n_ctx}-token context · "
             f"{cfg.n_threads} threads · {mem_gb:.2f} GB · predicted {p.decode_tok_s:.1f} tok/s decode, "
             f"{p.prefill_tok_s:.0f} tok/s prefill" + (" (calibrated)" if p.calibrated else ""))
@@ -219,12 +236,14 @@ def _read_line(interactive: bool) -> str | None:
 def cmd_chat(args) -> int:
     from rooflight.runtime.chat import ChatSession
     from rooflight.runtime.engine import load_engine
+    from rooflight.runtime.images import read_image
     from rooflight.runtime.sampling import Sampling
 
     _sampling(args, Sampling())  # a bad setting is reported before the model is loaded
+    images = [read_image(f) for f in args.image]  # and a bad image too
     interactive = sys.stdin.isatty() and not args.json
     remotes = remotes_from_args(args)  # before llama.cpp loads: an RPC build must be chosen first
-    lp = plan_best(resolve_model(args.model), _wishes(args), remotes)
+    lp = plan_best(resolve_model(args.model), _wishes(args), remotes, getattr(args, "mmproj", None))
     print(plan_summary(lp), file=sys.stderr)
     if lp.cpu_only_build:
         print(f"note: {lp.cpu_only_build}", file=sys.stderr)
@@ -238,6 +257,13 @@ def cmd_chat(args) -> int:
             if notice != lp.cpu_only_build:
                 print(f"note: {notice}", file=sys.stderr)
         print(f"loaded in {engine.load_s:.2f} s; chat format: {engine.format.describe()}", file=sys.stderr)
+        if engine.vision is not None:
+            print(f"vision: {engine.vision.path.name} ({lp.spec.projector.image_tokens} tokens per image)",
+                  file=sys.stderr)
+        elif images:
+            from rooflight.runtime.chat_images import no_projector_sentence
+
+            raise BadInputError(no_projector_sentence(engine))
         if not args.no_save:
             from rooflight.store.chats import ChatStore
 
@@ -246,14 +272,15 @@ def cmd_chat(args) -> int:
         session.sampling = _sampling(args, session.sampling)
         if interactive:
             print("type /help for commands", file=sys.stderr)
-        return _loop(session, interactive, args.json, lp)
+        return _loop(session, interactive, args.json, lp, images)
     finally:
         engine.close()
         if store is not None:
             store.close()
 
 
-def _loop(session, interactive: bool, as_json: bool, lp) -> int:
+def _loop(session, interactive: bool, as_json: bool, lp, images: list | None = None) -> int:
+    pending = list(images or [])  # attached to the next message sent
     replies: list[dict] = []
     last = None
     interrupts = _Interrupts()
@@ -283,6 +310,16 @@ def _loop(session, interactive: bool, as_json: bool, lp) -> int:
             elif command == "/reset":
                 session.reset()
                 print("conversation cleared", file=sys.stderr)
+            elif command == "/image":
+                from rooflight.runtime.chat_images import check_can_see
+                from rooflight.runtime.images import read_image
+
+                try:
+                    check_can_see(session.engine)
+                    pending.append(read_image(rest.strip()))
+                    print(f"image attached to the next message ({len(pending)} waiting)", file=sys.stderr)
+                except RooflightError as exc:
+                    print(f"rooflight: {exc}", file=sys.stderr)
             elif command == "/stats":
                 print(format_stats(last.stats) if last else "no reply yet", file=sys.stderr)
             elif command in ("/regen", "/regenerate"):
@@ -296,7 +333,8 @@ def _loop(session, interactive: bool, as_json: bool, lp) -> int:
                 print(f"unknown command {command}; /help lists them", file=sys.stderr)
             continue
         try:
-            last = _reply(session, interrupts, text, as_json, interactive)
+            last = _reply(session, interrupts, text, as_json, interactive, pending)
+            pending = []
         except KeyboardInterrupt:  # a second Ctrl-C while the reply streamed
             print(file=sys.stderr)
             break
@@ -304,16 +342,20 @@ def _loop(session, interactive: bool, as_json: bool, lp) -> int:
             print(f"rooflight: {exc}", file=sys.stderr)
             continue
         replies.append({"prompt": text, "reply": last.text, "stats": last.stats.to_dict(),
-                        "notices": list(last.notices)})
+                        "notices": list(last.notices),
+                        **({"images": [m.name for m in session.messages[-2].images]}
+                           if session.messages[-2].images else {})})
     if as_json:
-        emit_json({"model": lp.estimate.to_dict()["model"], "config": lp.config.to_dict(),
+        est = lp.estimate.to_dict()
+        emit_json({"model": est["model"], "config": lp.config.to_dict(), "vision": est.get("vision"),
                    "fit": lp.estimate.fit, "predicted": lp.estimate.performance.to_dict(),
                    "chat_format": session.engine.format.name, "chat_id": session.chat_id,
                    "replies": replies})
     return 0
 
 
-def _reply(session, interrupts: _Interrupts, text: str | None, as_json: bool, interactive: bool):
+def _reply(session, interrupts: _Interrupts, text: str | None, as_json: bool, interactive: bool,
+           images: list | None = None):
     def on_token(chunk: str) -> None:
         sys.stdout.write(chunk)
         sys.stdout.flush()
@@ -323,7 +365,7 @@ def _reply(session, interrupts: _Interrupts, text: str | None, as_json: bool, in
         if text is None:
             reply = session.regenerate(on_token=callback, stop_event=stop)
         else:
-            reply = session.send(text, on_token=callback, stop_event=stop)
+            reply = session.send(text, on_token=callback, stop_event=stop, images=images or ())
     if not as_json:
         sys.stdout.write("\n")
         sys.stdout.flush()

@@ -35,6 +35,22 @@ def gpu_layers(text: str) -> int | str:
     return value
 
 
+def n_cpu_moe(text: str) -> int | str:
+    """--n-cpu-moe N|auto|all: MoE experts of the first N layers kept in RAM (llama.cpp's flag)."""
+    from rooflight.errors import BadInputError
+    from rooflight.estimate.experts import parse_wish
+
+    try:
+        return parse_wish(text)
+    except BadInputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+N_CPU_MOE_HELP = ("MoE models: keep the routed experts of the first N layers in RAM, attention and KV cache on "
+                  "the GPU (llama.cpp's --n-cpu-moe); all; or auto: the faster of that and a layer split "
+                  "(default 0)")
+
+
 def load_hardware(args):
     """The machine to plan for: the --hardware profile if given, else this one, detected."""
     from rooflight.hardware import detect, load_profile
@@ -73,6 +89,7 @@ def add_estimate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16")
     p.add_argument("--flash-attn", choices=["on", "off", "auto"], default="auto")
     p.add_argument("--gpu-layers", type=gpu_layers, default="auto", metavar="N|auto")
+    p.add_argument("--n-cpu-moe", type=n_cpu_moe, default=0, metavar="N|auto|all", help=N_CPU_MOE_HELP)
     p.add_argument("--threads", type=positive_int)
     p.add_argument("--prompt-tokens", type=positive_int, default=512)
     p.add_argument("--gen-tokens", type=positive_int, default=128)
@@ -102,4 +119,5 @@ def wishes_from(args):
         n_ubatch=args.ubatch,
         prompt_tokens=args.prompt_tokens,
         gen_tokens=args.gen_tokens,
+        n_cpu_moe=getattr(args, "n_cpu_moe", 0),
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 from rooflight.commands.common import emit_json
 from rooflight.errors import BadInputError
@@ -25,6 +26,9 @@ def register(subparsers) -> None:
     p.add_argument("repo", metavar="REPO", help="Hub repository, OWNER/NAME")
     p.add_argument("file", metavar="FILE", help="path of the .gguf file in the repository")
     p.add_argument("--revision", help="branch, tag or commit (default: main)")
+    p.add_argument("--mmproj", default="auto", metavar="auto|none|F16|Q8_0|FILE",
+                   help="a vision model's projector, downloaded with it (default auto: the repository's "
+                   "mmproj file, F16 first; none: leave it out)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(func=cmd_download)
 
@@ -107,7 +111,9 @@ def cmd_download(args) -> int:
     store = InstalledStore()
     try:
         try:
-            result = download_model(args.repo, args.file, args.revision, on_progress=bar, store=store)
+            projector = None if args.mmproj.lower() == "none" else args.mmproj
+            result = download_model(args.repo, args.file, args.revision, on_progress=bar, store=store,
+                                    projector=projector)
         except KeyboardInterrupt:
             bar.close()
             pending = store.get_pending(args.repo, unit_filename(args.file), args.revision or "main")
@@ -142,6 +148,9 @@ def cmd_download(args) -> int:
             f"{resumed}; checked in {result.verify_seconds:.1f} s)",
             file=sys.stderr,
         )
+    mmproj = result.to_dict()["mmproj"]
+    if mmproj:
+        print(f"vision projector: {Path(mmproj).name} (loaded with the model)", file=sys.stderr)
     print(m.path)
     return 0
 

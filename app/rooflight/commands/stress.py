@@ -15,7 +15,14 @@ import io
 import sys
 from dataclasses import replace
 
-from rooflight.commands.common import emit_json, gpu_layers, load_hardware, positive_int
+from rooflight.commands.common import (
+    N_CPU_MOE_HELP,
+    emit_json,
+    gpu_layers,
+    load_hardware,
+    n_cpu_moe,
+    positive_int,
+)
 from rooflight.errors import BadInputError
 
 GB = 1e9
@@ -50,6 +57,7 @@ def register(subparsers) -> None:
     p.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16")
     p.add_argument("--flash-attn", choices=["on", "off", "auto"], default="auto")
     p.add_argument("--gpu-layers", type=gpu_layers, default="auto", metavar="N|auto")
+    p.add_argument("--n-cpu-moe", type=n_cpu_moe, default=0, metavar="N|auto|all", help=N_CPU_MOE_HELP)
     p.add_argument("--threads", type=positive_int)
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(func=cmd_stress)
@@ -101,7 +109,7 @@ def cmd_stress(args) -> int:
     spec = load_model_spec(args.model)
     profile = load_hardware(args)
     wishes = Wishes(n_gpu_layers=args.gpu_layers, kv_type=args.kv_type, flash_attn=args.flash_attn,
-                    n_threads=args.threads)
+                    n_threads=args.threads, n_cpu_moe=args.n_cpu_moe)
     contexts = args.contexts or default_contexts(spec)
     this_machine = not args.hardware
     store = CalibrationStore() if this_machine else None

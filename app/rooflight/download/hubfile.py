@@ -87,9 +87,14 @@ def unit_filename(filename: str) -> str:
 
 
 def resolve(
-    repo_id: str, filename: str, revision: str | None = None, *, token: str | bool | None = None
+    repo_id: str, filename: str, revision: str | None = None, *, token: str | bool | None = None,
+    projector: str | None = "auto",
 ) -> DownloadPlan:
     """Ask the Hub for the commit, sizes and checksums of a file and its split siblings.
+
+    A vision model's projector joins the unit (downloaded, verified and removed with it):
+    projector "auto" picks the repository's mmproj file (gguf/projector.py's preference:
+    F16 first), a file name picks that one, None leaves it out.
 
     Raises a RooflightError with one sentence for a missing repo, revision or file and
     for gated or private repos; network errors propagate (the caller retries them).
@@ -114,6 +119,14 @@ def resolve(
     wanted = [parent + n for n in names] if names else [filename]
     if filename not in siblings:
         raise _missing_file(repo_id, filename, revision, siblings)
+    from rooflight.gguf.projector import choose_projector, is_projector_name
+
+    if projector is not None and not is_projector_name(filename):
+        chosen = choose_projector(list(siblings), projector)
+        if chosen is None and projector != "auto":
+            raise BadInputError(f"{repo_id} has no vision projector {projector!r} at {revision}.")
+        if chosen is not None:
+            wanted.append(chosen)
     parts = []
     for name in wanted:
         s = siblings.get(name)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from rooflight.errors import OperationFailedError, RooflightError
+from rooflight.gguf.projector import is_projector_name
 from rooflight.store.installed import InstalledModel, InstalledPart, InstalledStore
 
 from . import progress as P
@@ -73,6 +74,7 @@ class DownloadResult:
                 {"file": p.filename, "sha256": p.sha256, "size_bytes": p.size_bytes, "path": p.path}
                 for p in m.parts
             ],
+            "mmproj": next((p.path for p in m.parts if is_projector_name(p.filename)), None),
         }
 
 
@@ -99,6 +101,7 @@ def download_model(
     store: InstalledStore | None = None,
     retry: RetryPolicy = DEFAULT_RETRY,
     progress_interval: float = 0.25,
+    projector: str | None = "auto",
 ) -> DownloadResult:
     """Download, verify and record a GGUF file (all parts of a split one) into the HF cache.
 
@@ -114,7 +117,7 @@ def download_model(
     try:
         meter.start(P.RESOLVING, file=filename)
         plan = _retrying(
-            lambda: resolve(repo_id, filename, revision, token=token),
+            lambda: resolve(repo_id, filename, revision, token=token, projector=projector),
             retry, control, meter, repo_id, filename, revision, token,
         )
         cache = RepoCache(repo_id, cache_dir)

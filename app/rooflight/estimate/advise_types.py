@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 
-from rooflight.errors import BadInputError
 from rooflight.estimate.config import KV_TYPES, RunConfig
 from rooflight.estimate.placement import CPU
 from rooflight.estimate.plan import Estimate, Wishes
@@ -54,10 +53,9 @@ KV_KLD = {"f16": 0.0, "q8_0": 0.000980 - 0.000189}
 NOT_MEASURED = "quality effect: not measured"
 FLASH_SOURCE = "FlashAttention computes exact attention (Dao et al. 2022, arXiv:2205.14135)"
 SWA_SOURCE = "llama.cpp PR #13194 (sliding-window cache)"
-RUNTIME_NOTE = (
-    "not available in this runtime: llama-cpp-python 0.3.36's Llama() has no tensor placement "
-    "overrides (tensor_buft_overrides is not wired); llama.cpp's own tools do it with --n-cpu-moe"
-)
+# Every card is loadable now: MoE experts in RAM go through llama.cpp's tensor overrides
+# (runtime/tensor_overrides.py). Kept for a candidate a runtime could not load.
+RUNTIME_NOTE = "not available in this runtime"
 
 # ---- search space ------------------------------------------------------------------------
 
@@ -117,11 +115,11 @@ class Candidate:
     wishes: Wishes
     estimate: Estimate
     quality: Quality
-    n_cpu_moe: int = 0  # experts of the first N layers kept on the CPU (estimate only)
+    n_cpu_moe: int = 0  # experts of the first N layers kept in RAM (RunConfig.n_cpu_moe)
 
     @property
     def runtime_supported(self) -> bool:
-        return self.n_cpu_moe == 0
+        return True  # every candidate is a RunConfig the runtime loads as planned
 
     @property
     def fit(self) -> str:
@@ -224,10 +222,8 @@ _CONFIG_FIELDS = tuple(f.name for f in fields(RunConfig))
 def settings_config(settings: dict) -> RunConfig:
     """The RunConfig a card's settings describe (what llama_cpp.Llama gets).
 
-    Raises BadInputError for settings this runtime cannot load (experts on the CPU).
+    n_cpu_moe (experts in RAM) is a RunConfig field like the others.
     """
-    if settings.get("n_cpu_moe"):
-        raise BadInputError(f"These settings keep MoE experts on the CPU, which is {RUNTIME_NOTE}.")
     kwargs = {k: settings[k] for k in _CONFIG_FIELDS if k in settings}
     if kwargs.get("tensor_split") is not None:
         kwargs["tensor_split"] = tuple(kwargs["tensor_split"])
@@ -247,6 +243,7 @@ def settings_wishes(settings: dict, base: Wishes | None = None) -> Wishes:
         n_batch=settings["n_batch"],
         n_ubatch=settings["n_ubatch"],
         swa_full=settings["swa_full"],
+        n_cpu_moe=settings.get("n_cpu_moe", 0),
     )
 
 

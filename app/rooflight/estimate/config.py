@@ -1,7 +1,8 @@
 """RunConfig: exactly the knobs the runtime passes to llama-cpp-python's Llama(...).
 
 What the estimator plans is what the runtime loads (DESIGN.md): keep every field here
-mapped one to one onto a Llama() argument (see runtime_kwargs()).
+mapped one to one onto a Llama() argument (see runtime_kwargs()), except n_cpu_moe, which
+the runtime applies as llama.cpp's tensor overrides (runtime/tensor_overrides.py).
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ class RunConfig:
     n_ubatch: int = 512
     offload_kqv: bool = True
     tensor_split: tuple[float, ...] | None = None  # None: split by free memory, as llama.cpp does
+    # MoE: routed-expert tensors of blocks 0..n_cpu_moe-1 stay in RAM (llama.cpp's --n-cpu-moe;
+    # not a Llama() argument: runtime/tensor_overrides.py sets it on the model parameters)
+    n_cpu_moe: int = 0
 
     def to_dict(self) -> dict:
         d = asdict(self)

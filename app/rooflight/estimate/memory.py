@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rooflight.estimate.compute import compute_bytes, output_buffer_bytes
+from rooflight.estimate import experts
+from rooflight.estimate.compute import compute_bytes, ffn_peak, output_buffer_bytes
 from rooflight.estimate.config import RunConfig
 from rooflight.estimate.kv import kv_bytes_by_layer
 from rooflight.estimate.layers import layer_table
@@ -75,6 +76,7 @@ class MemoryPlan:
     fit: str
     devices: tuple[DeviceMemory, ...]
     layer_devices: tuple[str, ...]  # device of each block, then of the output layer
+    n_cpu_moe: int = 0  # routed experts of blocks 0..n-1 in RAM whatever their block's device
 
     @property
     def fits(self) -> bool:
@@ -139,6 +141,7 @@ def _overhead_bytes(hardware: HardwareProfile, device: str) -> int:
 def plan_memory(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig) -> MemoryPlan:
     devices = layer_devices(spec.n_layer, cfg.n_gpu_layers, hardware, cfg.tensor_split)
     weights = _weights_by_device(spec, devices)
+    experts.shift_weights(weights, spec, devices, cfg.n_cpu_moe)  # --n-cpu-moe: exact tensor bytes
 
     kv = {d: 0 for d in weights}
     _add_by_device(kv, devices if cfg.offload_kqv else [CPU] * len(devices), kv_bytes_by_layer(spec, cfg))
@@ -156,9 +159,17 @@ def plan_memory(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig) -> M
             compute = compute_bytes(spec, cfg, runs_layers=name in devices[: spec.n_layer],
                                     runs_output=name == output_dev)
         if name == CPU:
+            if experts.handovers(devices, cfg.n_cpu_moe):
+                # the CPU now runs expert feed-forwards: at least one layer's FFN intermediates
+                # (a cautious bound; not measured on a GPU build)
+                compute = max(compute, ffn_peak(spec, cfg))
             compute += output_buffer_bytes(spec)
         overhead = _overhead_bytes(hardware, name)
         usage.append((name, weights[name], kv[name], compute, overhead))
+    if spec.projector is not None:  # a vision model: the projector beside the model
+        from rooflight.estimate.vision import add_projector_usage
+
+        usage = add_projector_usage(usage, spec.projector, hardware, cfg)
     # a unified-memory GPU (Apple) takes its share out of the same RAM the CPU side uses
     gpu_used_unified = sum(sum(u[1:]) for u in usage if u[0] in unified)
     result = [DeviceMemory(*u, _available(hardware, u[0], gpu_used_unified)) for u in usage]
@@ -170,7 +181,9 @@ def plan_memory(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig) -> M
         if rd.name not in names:
             result.append(DeviceMemory(rd.name, 0, 0, 0, 0, _available(hardware, rd.name, 0)))
     fit = _fit_state(result, devices, spec.n_layer)
-    return MemoryPlan(fit=fit, devices=tuple(result), layer_devices=tuple(devices))
+    if fit == "full_gpu" and experts.handovers(devices, cfg.n_cpu_moe):
+        fit = "partial_gpu"  # every block is offloaded, but some experts run from RAM
+    return MemoryPlan(fit=fit, devices=tuple(result), layer_devices=tuple(devices), n_cpu_moe=cfg.n_cpu_moe)
 
 
 def _fit_state(mems: list[DeviceMemory], devices: list[str], n_layer: int) -> str:

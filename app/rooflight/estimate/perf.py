@@ -23,7 +23,7 @@ import statistics
 from dataclasses import dataclass, replace
 
 from rooflight.estimate import backend_constants as _bc
-from rooflight.estimate import probe_roofline, ranges
+from rooflight.estimate import experts, probe_roofline, ranges
 from rooflight.estimate.backend_constants import BACKENDS, DEFAULT_CPU_MHZ, BackendConstants  # noqa: F401 (re-exported)
 from rooflight.estimate.compute import micro_batch
 from rooflight.estimate.config import RunConfig
@@ -255,6 +255,12 @@ class _DecodeFixed:
     cpu_weights: dict[str, float] | None = None  # with a probe: the CPU's weight time by bound
 
 
+def _handover_s(devices, mem: MemoryPlan, overhead_per_layer: dict[str, float]) -> float:
+    """Experts in RAM: each such block hands its activations GPU -> CPU -> GPU once per token,
+    taken as one more fixed per-layer cost of its GPU (an assumption, not fitted)."""
+    return sum(n * overhead_per_layer[dev] for dev, n in experts.handovers(devices, mem.n_cpu_moe).items())
+
+
 def _decode_fixed(
     spec: ModelSpec, hardware: HardwareProfile, mem: MemoryPlan, cfg: RunConfig | None = None,
     probe: MachineProbe | None = None,
@@ -262,12 +268,14 @@ def _decode_fixed(
     devices = mem.layer_devices
     overhead_per_layer = {dev: _device_constants(hardware, dev).layer_overhead_s for dev in set(devices)}
     reads = _weight_reads_per_token(spec, devices)
+    experts.shift_reads(reads, spec, devices, mem.n_cpu_moe)  # experts in RAM are read from RAM
     if probe is not None and cfg is not None and CPU in reads:
         table = layer_table(spec)
         by_type = [table.active_by_type[i] for dev, s0, s1 in device_runs(devices[: spec.n_layer])
                    if dev == CPU for i in range(s0, s1)]
         if devices[spec.n_layer] == CPU:
             by_type.append(table.output_by_type or {})
+        by_type += experts.cpu_by_type(spec, devices, mem.n_cpu_moe)
         cpu_layers = sum(e - s0 for dev, s0, e in device_runs(devices[: spec.n_layer]) if dev == CPU)
         overhead = probe_roofline.fixed_s(probe, cpu_layers, spec.n_vocab)
         for dev, start, end in device_runs(devices[: spec.n_layer]):
@@ -276,11 +284,14 @@ def _decode_fixed(
         weights = probe_roofline.decode_weights_s(
             probe, by_type, lambda kind, n: cpu_table_matvec_s(hardware, cfg, kind, n))
         del reads[CPU]
-        return _DecodeFixed(reads, 0.0, overhead, weights)
+        return _DecodeFixed(reads, 0.0, overhead + _handover_s(devices, mem, overhead_per_layer), weights)
     overhead = SAMPLING_S_PER_VOCAB * spec.n_vocab
     for dev, start, end in device_runs(devices[: spec.n_layer]):
         overhead = sum(itertools.repeat(overhead_per_layer[dev], end - start), overhead)
-    return _DecodeFixed(reads, _cpu_cycles_per_token(spec, devices), overhead)
+    cycles = _cpu_cycles_per_token(spec, devices)
+    if mem.n_cpu_moe:  # experts in RAM (estimate/experts.py): the CPU multiplies them too
+        cycles += experts.cpu_cycles(spec, devices, mem.n_cpu_moe)
+    return _DecodeFixed(reads, cycles, overhead + _handover_s(devices, mem, overhead_per_layer))
 
 
 def cpu_table_matvec_s(hardware: HardwareProfile, cfg: RunConfig, ggml_type: str, elements: float) -> float:
@@ -486,6 +497,7 @@ def prefill_time_s(
     main_gpu = gpu_devs[0] if gpu_devs else None
     t_ubatch = micro_batch(cfg)
     per_dev = _prefill_work(spec, devices)
+    experts.shift_prefill(per_dev, spec, devices, mem.n_cpu_moe, lambda: _PrefillWork(params_by_type={}))
     att = probe.attention_for(cfg.flash_attn) if probe is not None else None
 
     total, bound_times = 0.0, {"compute": 0.0, "memory": 0.0, "pcie": 0.0, "network": 0.0}
@@ -627,7 +639,10 @@ def estimate_performance(
         prefill_tok_s=prefill,
         decode_tok_s_range=(decode * d_lo, decode * d_hi),
         prefill_tok_s_range=(prefill * p_lo, prefill * p_hi),
-        time_to_first_token_s=prompt_tokens / prefill + 1 / decode,
+        # a vision model's first token also waits for one image: encoded, then its
+        # tokens prefilled like the prompt's (estimate/vision.py)
+        time_to_first_token_s=prompt_tokens / prefill + 1 / decode
+        + image_first_token_s(spec, hardware, cfg, prefill),
         bound=max(share, key=share.get),
         prefill_bound=prefill_bound,
         calibrated=calibrated,
@@ -635,6 +650,17 @@ def estimate_performance(
         range_basis=band.basis,
         network=network_summary(spec, hardware, mem, share, decode_factor) if hardware.remotes else None,
     )
+
+
+def image_first_token_s(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig,
+                        prefill_tok_s: float) -> float:
+    """Seconds one image adds before the first token (0 without a projector)."""
+    if spec.projector is None:
+        return 0.0
+    from rooflight.estimate.vision import vision_for_plan
+
+    vp = vision_for_plan(spec.projector, hardware, cfg)
+    return vp.encode_s + vp.image_tokens / prefill_tok_s
 
 
 def _band(hardware: HardwareProfile, basis: str, probe: MachineProbe | None, matched: tuple[Ratio, ...],

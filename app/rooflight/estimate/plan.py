@@ -6,15 +6,20 @@ runs (DESIGN.md). Wishes the user gave are kept as given; only "auto" values are
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from rooflight.errors import BadInputError
+from rooflight.estimate import experts, moe_plan
 from rooflight.estimate.config import KV_TYPES, RunConfig
 from rooflight.estimate.memory import MemoryPlan, plan_memory
 from rooflight.estimate.perf import Calibration, PerfEstimate, estimate_performance
 from rooflight.estimate.placement import has_offload_devices
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
+
+if TYPE_CHECKING:
+    from rooflight.estimate.vision import VisionPlan
 
 DEFAULT_CTX = 8192
 
@@ -33,6 +38,7 @@ class Wishes:
     swa_full: bool = False
     prompt_tokens: int = 512
     gen_tokens: int = 128
+    n_cpu_moe: int | str = 0  # MoE experts of the first N blocks in RAM; "all"; "auto" (estimate/moe_plan.py)
 
 
 @dataclass(frozen=True)
@@ -41,12 +47,21 @@ class Estimate:
     config: RunConfig
     memory: MemoryPlan
     performance: PerfEstimate
+    moe_choice: moe_plan.MoeChoice | None = field(default=None, compare=False)  # --n-cpu-moe auto
+    vision: VisionPlan | None = None  # for a model with a projector (estimate/vision.py)
 
     @property
     def fit(self) -> str:
         return self.memory.fit
 
     def to_dict(self) -> dict:
+        d = self._to_dict()
+        if self.moe_choice is not None:
+            d["config"]["moe_placement"] = self.moe_choice.placement
+            d["moe_choice"] = self.moe_choice.to_dict()
+        return d
+
+    def _to_dict(self) -> dict:
         s = self.spec
         return {
             "model": {
@@ -66,6 +81,7 @@ class Estimate:
             "config": self.config.to_dict(),
             "memory": self.memory.to_dict(),
             "performance": self.performance.to_dict(),
+            **({"vision": self.vision.to_dict(self.spec.projector)} if self.vision else {}),
         }
 
 
@@ -102,6 +118,7 @@ def _config(spec: ModelSpec, hardware: HardwareProfile, wishes: Wishes, n_gpu_la
         swa_full=wishes.swa_full,
         n_batch=n_batch,
         n_ubatch=min(wishes.n_ubatch, n_batch),
+        n_cpu_moe=wishes.n_cpu_moe if isinstance(wishes.n_cpu_moe, int) else 0,
     )
 
 
@@ -148,6 +165,13 @@ def plan(
 ) -> Estimate:
     wishes = wishes or Wishes()
     _validate(spec, wishes)
+    n_cpu_moe = experts.resolve(wishes.n_cpu_moe, spec)
+    if n_cpu_moe == "auto":
+        if hardware.backend == "cpu" or not hardware.gpus:
+            n_cpu_moe = 0  # everything is in RAM already
+        else:  # experts in RAM or a layer split, whichever is faster
+            return moe_plan.choose(spec, hardware, replace(wishes, n_cpu_moe=0), calibration)
+    wishes = replace(wishes, n_cpu_moe=n_cpu_moe)
     if wishes.n_threads is None and calibration is not None:
         # a thread sweep on this machine (rooflight bench --threads-sweep) beats the
         # physical-core default it started from
@@ -168,4 +192,9 @@ def plan(
         spec, hardware, cfg, mem,
         prompt_tokens=wishes.prompt_tokens, gen_tokens=wishes.gen_tokens, calibration=calibration,
     )
-    return Estimate(spec, cfg, mem, perf)
+    vision = None
+    if spec.projector is not None:
+        from rooflight.estimate.vision import vision_for_plan
+
+        vision = vision_for_plan(spec.projector, hardware, cfg)
+    return Estimate(spec, cfg, mem, perf, vision=vision)

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import NamedTuple
 
-ARCHITECTURES = ("llama", "gemma3", "qwen3moe")
+from rooflight.gguf import gptoss_layout
+
+ARCHITECTURES = ("llama", "gemma3", "qwen3moe", "gpt-oss")
 
 
 class GGMLType(IntEnum):
@@ -99,6 +101,8 @@ FILE_TYPES: dict[str, tuple[FileType, GGMLType]] = {
     "Q5_K_S": (FileType.MOSTLY_Q5_K_S, Q.Q5_K),
     "Q5_K_M": (FileType.MOSTLY_Q5_K_M, Q.Q5_K),
     "Q6_K": (FileType.MOSTLY_Q6_K, Q.Q6_K),
+    # gpt-oss as released: experts MXFP4, every other matrix Q8_0 (gguf/gptoss_layout.py)
+    "MXFP4_MOE": (FileType.MOSTLY_MXFP4_MOE, Q.MXFP4),
 }
 # Written as single-type files only (pure=True): llama-quant's mixtures for these are not
 # modelled here. The machine probe (runtime/probe.py) times their kernels.
@@ -262,13 +266,16 @@ def tensor_rows(
         return TensorRow(name, shape, qtype, init, layer, n)
 
     def weight(name: str, shape: tuple[int, ...], role: str, layer: int | None = None) -> TensorRow:
+        if ftype == "MXFP4_MOE":  # llama-quant: 3-D (expert) tensors MXFP4, every other matrix Q8_0
+            qtype = _fallback(Q.MXFP4 if len(shape) == 3 else Q.Q8_0, shape[-1])
+            return row(name, shape, qtype, "output" if role == "output" else "normal", layer)
         at = 0 if layer is None else layer
         # only these roles' types depend on the block (_weight_type): the rest repeat
         key = (role, shape[-1], at if role in _BY_LAYER else 0)
-        qtype = types.get(key)
-        if qtype is None:
-            qtype = types[key] = _weight_type(ftype, role, shape[-1], at, n_layer, n_expert, pure)
-        return row(name, shape, qtype, "output" if role == "output" else "normal", layer)
+        cached = types.get(key)
+        if cached is None:
+            cached = types[key] = _weight_type(ftype, role, shape[-1], at, n_layer, n_expert, pure)
+        return row(name, shape, cached, "output" if role == "output" else "normal", layer)
 
     def norm(name: str, size: int, layer: int | None = None) -> TensorRow:
         return row(name, (size,), Q.F32, "ones", layer)  # llama.cpp wants 1-D tensors in F32
@@ -280,6 +287,10 @@ def tensor_rows(
     if not tie_embeddings:
         rows.append(weight("output.weight", (n_vocab, n_embd), "output"))
 
+    if arch == gptoss_layout.ARCH:
+        return rows + gptoss_layout.tensors(
+            weight, norm, lambda name, shape, i: row(name, shape, Q.F32, "normal", i), n_layer=n_layer,
+            n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim, n_ff=n_ff, n_expert=n_expert)
     q_dim, kv_dim = n_head * head_dim, n_head_kv * head_dim
     for i in range(n_layer):
         b = f"blk.{i}."

@@ -7,6 +7,7 @@ that the estimator stays a set of pure functions.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,9 @@ class ModelSpec:
     swa_type: str = "none"  # none | standard | chunked (llama4) | symmetric (embedding models)
     n_ff_exp: int = 0  # {arch}.expert_feed_forward_length: FFN width of one routed expert
     header_bytes: int = field(default=0, compare=False)  # bytes fetched to read the header(s)
+    # a vision model's projector (mmproj GGUF), when one is paired with it (gguf/projector.py);
+    # the plan then counts its memory and the encoding of one image
+    projector: Any = None
 
     # ---- derived figures -------------------------------------------------------------
 

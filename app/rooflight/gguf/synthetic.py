@@ -27,6 +27,7 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFWriter, TokenType
 from gguf import quants as gguf_quants
 
 from rooflight.errors import OperationFailedError
+from rooflight.gguf import gptoss_layout
 from rooflight.gguf.quant_recipe import (  # the recipe, importable from here as before
     _ALL_FILE_TYPES,
     _FTYPE_ALIASES,  # noqa: F401
@@ -374,6 +375,8 @@ def write_model(
                     writer.add_sliding_window_pattern(
                         swa_pattern if isinstance(swa_pattern, int) else [bool(v) for v in swa_pattern]
                     )
+        elif arch == gptoss_layout.ARCH:
+            gptoss_layout.add_header(writer, n_ff=n_ff, sliding_window=sliding_window)
         else:
             writer.add_rope_freq_base(10_000.0)
         if n_expert:
@@ -429,7 +432,7 @@ def _check_args(
         raise ValueError("n_embd and n_ff must be multiples of 32 and head_dim even")
     if n_vocab < MINIMAL_VOCAB_SIZE:
         raise ValueError(f"n_vocab must be at least {MINIMAL_VOCAB_SIZE} (specials, bytes, '▁')")
-    if sliding_window and arch != "gemma3":
+    if sliding_window and arch not in ("gemma3", gptoss_layout.ARCH):
         raise ValueError(f"arch {arch!r} has no sliding-window attention in llama.cpp")
     if swa_pattern is not None and not sliding_window:
         raise ValueError("swa_pattern needs sliding_window > 0")
@@ -441,8 +444,8 @@ def _check_args(
         raise ValueError("n_expert_used must be > 0 when n_expert > 0")
     if n_expert and arch == "gemma3":
         raise ValueError("gemma3 has no expert layers")
-    if arch == "qwen3moe" and not n_expert:
-        raise ValueError("qwen3moe needs n_expert > 0")
+    if arch in ("qwen3moe", gptoss_layout.ARCH) and not n_expert:
+        raise ValueError(f"{arch} needs n_expert > 0")
 
 
 # --------------------------------------------------------------------------------------------

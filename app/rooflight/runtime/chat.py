@@ -48,6 +48,7 @@ class ChatMessage:
     stats: dict[str, Any] | None = None
     id: int | None = None  # row id in the chat store
     complete: bool = True
+    images: list = field(default_factory=list)  # runtime/images.ImageData, in order
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,8 @@ class ReplyStats:
     truncated: bool  # the newest message was shortened to fit
     predicted: dict[str, float] = field(default_factory=dict)  # for the same context
     seed: int | None = None
+    image_tokens: int = 0  # of prompt_tokens, the ones images became (through the projector)
+    image_s: float = 0.0  # of the prefill, seconds spent encoding and decoding images
 
     @property
     def stopped(self) -> bool:
@@ -81,6 +84,7 @@ class ReplyStats:
             "decode_tok_s": r(self.decode_tok_s), "stop_reason": self.stop_reason, "stopped": self.stopped,
             "dropped_messages": self.dropped_messages, "truncated": self.truncated,
             "predicted": {k: r(v, 4) for k, v in self.predicted.items()}, "seed": self.seed,
+            **({"image_tokens": self.image_tokens, "image_s": r(self.image_s, 4)} if self.image_tokens else {}),
         }
 
 
@@ -211,7 +215,10 @@ class ChatSession:
         self.title = chat.title
         if chat.settings:
             self.sampling = Sampling.from_dict(chat.settings, self.sampling)
-        self.messages = [ChatMessage(m.role, m.content, m.stats, m.id, m.complete)
+        from rooflight.runtime.chat_images import stored_images
+
+        self.messages = [ChatMessage(m.role, m.content, m.stats, m.id, m.complete,
+                                     stored_images(self.store, m))
                          for m in self.store.messages(self.chat_id) if m.role in ("user", "assistant")]
 
     def _ensure_chat(self, first_text: str) -> None:
@@ -260,13 +267,21 @@ class ChatSession:
     # ---- public operations -----------------------------------------------------------
 
     def send(self, text: str, *, on_token: TokenCallback | None = None,
-             stop_event: threading.Event | None = None) -> Reply:
-        """Add a user message and generate the reply."""
+             stop_event: threading.Event | None = None, images: list | tuple = ()) -> Reply:
+        """Add a user message (with images: runtime/images.ImageData) and generate the reply."""
         if not text.strip():
             raise BadInputError("The message is empty; type something to send.")
         if self.messages and self.messages[-1].role == "user":
             raise BadInputError("The last message has no reply yet; regenerate or edit it instead.")
-        self._add("user", text)
+        if images:
+            from rooflight.runtime.chat_images import check_can_see
+
+            check_can_see(self.engine)
+        msg = self._add("user", text)
+        if images:
+            from rooflight.runtime.chat_images import attach
+
+            attach(self, msg, list(images))
         return self.generate(on_token=on_token, stop_event=stop_event)
 
     def regenerate(self, *, on_token: TokenCallback | None = None,
@@ -301,9 +316,11 @@ class ChatSession:
 
     def _conversation(self, start: int, last_override: str | None = None) -> list[dict[str, str]]:
         msgs = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        turns = [{"role": m.role, "content": m.content} for m in self.messages[start:]]
+        marker = self.engine.vision.marker if self.engine.vision is not None else None
+        turns = [{"role": m.role, "content": _with_markers(m, m.content, marker)} for m in self.messages[start:]]
         if last_override is not None:
-            turns[-1] = {"role": turns[-1]["role"], "content": last_override}
+            turns[-1] = {"role": turns[-1]["role"],
+                         "content": _with_markers(self.messages[-1], last_override, marker)}
         return msgs + turns
 
     def _prompt_tokens(self, start: int, last_override: str | None = None) -> list[int]:
@@ -412,7 +429,13 @@ class ChatSession:
         t_start = time.perf_counter()
         tokens, dropped, truncated, notices = self._fit_window()
         notices = self._take_notices() + notices
+        from rooflight.runtime.chat_images import vision_prompt_for
+
+        vision_prompt = vision_prompt_for(self, notices)  # None without images in view
+        image_s = 0.0
         n_prompt, n_ctx = len(tokens), engine.n_ctx
+        if vision_prompt is not None:
+            n_prompt = vision_prompt.n_tokens
         max_new = max(0, min(s.max_tokens, n_ctx - n_prompt))
 
         reply_msg = self._add("assistant", "")
@@ -432,9 +455,14 @@ class ChatSession:
         reason = "max_tokens"
         sampler = SamplerChain(s, llm.n_vocab())
         try:
-            cached = self._reuse_prefix(tokens)
-            t0 = time.perf_counter()
-            llm.eval(tokens[cached:])
+            if vision_prompt is not None:  # images in view: mtmd evaluates text and images
+                cached = 0
+                t0 = time.perf_counter()
+                image_s = vision_prompt.evaluate()
+            else:
+                cached = self._reuse_prefix(tokens)
+                t0 = time.perf_counter()
+                llm.eval(tokens[cached:])
             t_prefill_end = time.perf_counter()
             token = sampler.sample(llm.ctx) if max_new > 0 else -1
             t_first = time.perf_counter()
@@ -470,6 +498,8 @@ class ChatSession:
             raise
         finally:
             sampler.close()
+            if vision_prompt is not None:
+                vision_prompt.close()
         text = stream.finish()
         if max_new == 0:
             reason = "context_full"
@@ -481,7 +511,9 @@ class ChatSession:
             prefill_tok_s=(n_prompt - cached) / prefill_s if prefill_s > 0 else None,
             decode_s=decode_s, decode_tok_s=n_decode / decode_s if n_decode and decode_s > 0 else None,
             stop_reason=reason, dropped_messages=dropped, truncated=truncated, seed=sampler.seed,
-            predicted=self._predicted(n_prompt, n_prompt - cached, max(1, n_decode)),
+            predicted=self._predicted(n_prompt, n_prompt - cached, max(1, n_decode),
+                                      vision_prompt.n_images if vision_prompt is not None else 0),
+            image_tokens=vision_prompt.image_tokens if vision_prompt is not None else 0, image_s=image_s,
         )
         writer.flush()
         reply_msg.content, reply_msg.stats, reply_msg.complete = text, stats.to_dict(), True
@@ -499,14 +531,20 @@ class ChatSession:
             self.engine.format.notice = None
         return out
 
-    def _predicted(self, n_prompt: int, n_prefill: int, n_decode: int) -> dict[str, float]:
-        """The estimate for what this reply did: prefill of n_prefill tokens, decode after n_prompt."""
+    def _predicted(self, n_prompt: int, n_prefill: int, n_decode: int, n_images: int = 0) -> dict[str, float]:
+        """The estimate for what this reply did: prefill of n_prefill tokens, decode after n_prompt
+        (and encoding n_images images, whose tokens n_prefill already counts)."""
         decode_cal, _ = self.engine.predict(n_prompt, n_decode)
         prefill_cal, _ = self.engine.predict(max(1, n_prefill), 1)
+        ttft = prefill_cal.time_to_first_token_s
+        if self.engine.spec.projector is not None:
+            from rooflight.runtime.chat_images import images_first_token_s
+
+            ttft = images_first_token_s(self.engine, prefill_cal, n_images)
         return {
             "decode_tok_s": decode_cal.decode_tok_s,
             "prefill_tok_s": prefill_cal.prefill_tok_s,
-            "time_to_first_token_s": prefill_cal.time_to_first_token_s,
+            "time_to_first_token_s": ttft,
         }
 
     def _record_calibration(self, st: ReplyStats) -> None:
@@ -515,6 +553,8 @@ class ChatSession:
         if not (self.record_calibration and lp.live_hardware):
             return  # only measurements of this machine, as detected, calibrate it
         if st.decode_tok_s is None or st.prefill_tok_s is None:
+            return
+        if st.image_tokens:  # its prefill time holds image encoding: not a text prefill rate
             return
         n_decode = round(st.decode_tok_s * st.decode_s)
         if n_decode < MIN_CALIBRATION_TOKENS or st.prefill_tokens < MIN_CALIBRATION_TOKENS:
@@ -538,3 +578,11 @@ class ChatSession:
                 store.close()
         except Exception as exc:  # calibration is a bonus: never lose a reply over it
             log.warning("could not store the reply's measurement for calibration: %s", exc)
+
+
+def _with_markers(msg: ChatMessage, text: str, marker: str | None) -> str:
+    """A message's text with one media marker per image before it (Gemma 3, Qwen-VL and
+    LLaVA templates all put the image first); no marker where no projector is loaded."""
+    if not msg.images or marker is None:
+        return text
+    return "".join(marker + "\n" for _ in msg.images) + text

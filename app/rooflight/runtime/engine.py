@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rooflight.errors import OperationFailedError, RooflightError
 from rooflight.estimate.perf import PerfEstimate, estimate_performance
@@ -34,6 +34,10 @@ from rooflight.runtime.loader import (
     refusal,
 )
 from rooflight.runtime.templates import ChatFormat, ModelInfo, choose_format
+from rooflight.runtime.tensor_overrides import BufferOverrides
+
+if TYPE_CHECKING:
+    from rooflight.runtime.vision import VisionContext
 
 ProgressCallback = Callable[[float], "bool | None"]  # fraction 0..1; return False to cancel
 MemoryProbe = Callable[[HardwareProfile], HardwareProfile]
@@ -61,7 +65,8 @@ def _once(notice: str | None) -> list[str]:
 
 @functools.cache
 def _llama_class():
-    """Llama with llama.cpp's load-progress callback set on its model parameters.
+    """Llama with llama.cpp's load-progress callback (and tensor placement overrides, for
+    MoE experts kept in RAM) set on its model parameters.
 
     llama-cpp-python builds `model_params` inside __init__ and offers no argument for the
     callback; a property on the subclass catches that assignment and sets the callback on
@@ -71,6 +76,7 @@ def _llama_class():
 
     class ProgressLlama(llama_cpp.Llama):
         _rooflight_progress = None  # set per instance before __init__ runs
+        _rooflight_overrides = None  # tensor_overrides.BufferOverrides (experts in RAM), or None
 
         @property
         def model_params(self):
@@ -81,9 +87,35 @@ def _llama_class():
             if self._rooflight_progress is not None:
                 params.progress_callback = self._rooflight_progress
                 params.progress_callback_user_data = None
+            if self._rooflight_overrides is not None:
+                self._rooflight_overrides.apply(params)
             self.__dict__["_rooflight_model_params"] = params
 
     return ProgressLlama
+
+
+def expert_overrides(config) -> BufferOverrides | None:
+    """The tensor overrides that keep the experts of config.n_cpu_moe layers in RAM, or None."""
+    return BufferOverrides.for_experts(getattr(config, "n_cpu_moe", 0) or 0)
+
+
+def release_overrides(llm) -> None:
+    """After the load: llama.cpp has placed every tensor, the pattern list can go."""
+    overrides, llm._rooflight_overrides = llm._rooflight_overrides, None
+    if overrides is not None:
+        overrides.release(llm.__dict__.get("_rooflight_model_params"))
+
+
+def new_llama(model_path: str, config, **kwargs):
+    """Llama(model_path, **config.runtime_kwargs(), **kwargs) with config's experts in RAM."""
+    cls = _llama_class()
+    llm = cls.__new__(cls)
+    llm._rooflight_overrides = expert_overrides(config)
+    try:
+        llm.__init__(model_path=model_path, **config.runtime_kwargs(), **kwargs)
+    finally:
+        release_overrides(llm)
+    return llm
 
 
 def _error_lines(log_text: str) -> str:
@@ -115,6 +147,7 @@ class Engine:
         self.recurrent = bool(llama_cpp.llama_model_is_recurrent(llm.model)
                               or llama_cpp.llama_model_is_hybrid(llm.model))
         self.format: ChatFormat = choose_format(_model_info(llm, self, lp.path), chat_format)
+        self.vision: VisionContext | None = None  # when the plan pairs a projector (runtime/vision.py)
         self._resident = resident.register(self, buffers)  # planning a second model counts this one's RAM
 
     # ---- facts ------------------------------------------------------------------------
@@ -305,6 +338,8 @@ def load_engine(
     cls = _llama_class()
     llm = cls.__new__(cls)
     llm._rooflight_progress = c_progress  # the callback must outlive the load
+    overrides = expert_overrides(lp.config)
+    llm._rooflight_overrides = overrides  # the patterns must outlive the load, too
     t0 = time.perf_counter()
     # verbose=True so llama.cpp's log carries the buffer sizes (captured, not printed);
     # llama-cpp-python's own prints (system info, metadata) go to a buffer, not the terminal
@@ -322,6 +357,8 @@ def load_engine(
                 f"llama.cpp could not load {lp.path.name} ({detail}); check that the file is a complete GGUF "
                 "model this llama-cpp-python version supports."
             ) from exc
+        finally:
+            release_overrides(llm)
     load_s = time.perf_counter() - t0
     llm.verbose = False  # later calls (tokenize, eval) must not print
     llm._rooflight_progress = None
@@ -330,6 +367,14 @@ def load_engine(
             raise LoadCancelledError()
         buffers = parse_buffers(cap.text)
         engine = Engine(llm, lp, buffers, load_s, notices, chat_format)
+        if lp.spec.projector is not None:  # a vision model: its projector beside it, as planned
+            from rooflight.runtime.vision import VisionContext
+
+            try:
+                engine.vision = VisionContext(llm, lp.spec.projector.source,
+                                              use_gpu=lp.config.n_gpu_layers > 0)
+            except OperationFailedError as exc:  # the model still chats; images say why not
+                engine.notices.append(f"{exc} Text chat works; images cannot be sent.")
         if warmup:
             engine.warm_up()
             engine.load_s = time.perf_counter() - t0

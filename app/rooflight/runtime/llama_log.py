@@ -25,6 +25,8 @@ _KV_RE = re.compile(r"llama_kv_cache:\s+(\S+) KV buffer size =\s+([\d.]+) MiB")
 _COMPUTE_RE = re.compile(r"(?<!~)\b\w+:\s+(\S+) compute buffer size =\s+([\d.]+) MiB")
 # "llama_context:        CPU  output buffer size =     1.00 MiB"
 _OUTPUT_RE = re.compile(r"llama_context:\s+(\S+)\s+output buffer size =\s+([\d.]+) MiB")
+# "tensor blk.0.ffn_up_exps.weight (1 MiB q4_K) buffer type overridden to CPU_REPACK"
+_OVERRIDE_RE = re.compile(r"tensor (\S+) \(\d+ MiB \S+\) buffer type overridden to (\S+)")
 # "repack: repack tensor blk.0.attn_output.weight with q4_K_8x8"
 _REPACK_RE = re.compile(r"repack: repack tensor (\S+) with")
 
@@ -38,6 +40,8 @@ class ReportedBuffers:
     compute: dict[str, int] = field(default_factory=dict)
     output: dict[str, int] = field(default_factory=dict)
     repacked_tensors: list[str] = field(default_factory=list)
+    # tensor -> buffer type, for tensors a placement override moved (MoE experts in RAM)
+    overridden: dict[str, str] = field(default_factory=dict)
 
     @property
     def model_bytes(self) -> int:
@@ -72,7 +76,8 @@ def parse_buffers(text: str) -> ReportedBuffers:
             _add(rep.model, m.group(1), m.group(2))
         elif m := _KV_RE.search(line):
             _add(rep.kv, m.group(1), m.group(2))
-        elif "~llama_context" not in line and (m := _COMPUTE_RE.search(line)):
+        elif ("~llama_context" not in line and "reserve_compute_meta" not in line  # mtmd's own
+              and (m := _COMPUTE_RE.search(line))):
             # sched_reserve runs once per context; a later re-reserve would repeat it,
             # so keep the last figure per buffer rather than adding.
             rep.compute[m.group(1)] = round(float(m.group(2)) * MIB)
@@ -80,6 +85,8 @@ def parse_buffers(text: str) -> ReportedBuffers:
             _add(rep.output, m.group(1), m.group(2))
         elif m := _REPACK_RE.search(line):
             rep.repacked_tensors.append(m.group(1))
+        elif m := _OVERRIDE_RE.search(line):
+            rep.overridden[m.group(1)] = m.group(2)
     return rep
 
 
@@ -119,6 +126,22 @@ def _install_callback() -> None:
 
     _callback_ref = _on_log
     llama_cpp.llama_log_set(_on_log, ctypes.c_void_p(0))
+
+
+_mtmd_installed = False
+
+
+def install_mtmd_log() -> None:
+    """Route llama.cpp's mtmd (vision projector) log into the same captures: by default it
+    writes to stderr itself (clip-impl.h clip_log_callback_default)."""
+    global _mtmd_installed
+    if _mtmd_installed:
+        return
+    _install_callback()
+    import llama_cpp.mtmd_cpp as mtmd
+
+    mtmd.mtmd_helper_log_set(_callback_ref, ctypes.c_void_p(0))  # the helper and mtmd both
+    _mtmd_installed = True
 
 
 @contextmanager

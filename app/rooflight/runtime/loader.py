@@ -118,7 +118,11 @@ def plan_load(
     hw, cpu_only = effective_hardware(hw)
     if calibration is None:
         calibration = machine_calibration(hw) if live else Calibration()
-    spec = spec or load_model_spec(str(path))
+    if spec is None:
+        from rooflight.gguf.projector import pair_local
+
+        # a vision model's projector beside it is planned and loaded with it
+        spec = pair_local(load_model_spec(str(path)), path)
     wishes = wishes or Wishes()
     est = plan(spec, hw, wishes, calibration=calibration)
     return LoadPlan(path, spec, hw, wishes, est, calibration, cpu_only, live)
@@ -229,7 +233,8 @@ def _sibling_specs(lp: LoadPlan) -> list[tuple[Path, ModelSpec]]:
         same_model = (spec.architecture == lp.spec.architecture and spec.n_layer == lp.spec.n_layer
                       and spec.n_embd == lp.spec.n_embd)
         if same_model and spec.file_bytes < lp.spec.file_bytes:
-            out.append((other, spec))
+            # the same projector goes with any quant of a vision model
+            out.append((other, replace(spec, projector=lp.spec.projector)))
     return out
 
 

@@ -54,7 +54,7 @@ def measure(
 ) -> Measured:
     """on_loaded(): called once the model is loaded, before the prompt (bench/gpu_check.py
     reads the GPU's free memory there)."""
-    import llama_cpp
+    from rooflight.runtime.engine import new_llama  # lazy: it imports llama_cpp
 
     if prompt_tokens + gen_tokens > config.n_ctx:
         raise OperationFailedError(
@@ -65,7 +65,7 @@ def measure(
     # also turns on (metadata, CPU features, chat format) are noise for our callers
     with capture_llama_log() as cap, contextlib.redirect_stderr(io.StringIO()):
         try:
-            llm = llama_cpp.Llama(model_path=str(model_path), verbose=True, seed=seed, **config.runtime_kwargs())
+            llm = new_llama(str(model_path), config, verbose=True, seed=seed)
         except (ValueError, RuntimeError) as exc:
             raise OperationFailedError(f"llama.cpp could not load {Path(model_path).name}: {exc}") from exc
     load_s = time.perf_counter() - t0

@@ -14,6 +14,7 @@ connection and SQLite's busy timeout serialises writers.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -50,6 +51,17 @@ CREATE TABLE IF NOT EXISTS messages (
     created_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS messages_by_chat ON messages (chat_id, id);
+CREATE TABLE IF NOT EXISTS message_images (
+    message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL,
+    sha256 TEXT NOT NULL,
+    format TEXT NOT NULL,
+    width INTEGER NOT NULL,
+    height INTEGER NOT NULL,
+    name TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (message_id, position)
+);
+CREATE INDEX IF NOT EXISTS message_images_by_hash ON message_images (sha256);
 """
 
 
@@ -77,6 +89,18 @@ class ChatSummary:
 
 
 @dataclass(frozen=True)
+class StoredImage:
+    """An image attached to a message; its bytes live once, by hash, in the images folder."""
+
+    sha256: str
+    format: str  # png | jpeg | gif | bmp
+    width: int
+    height: int
+    name: str
+    path: Path
+
+
+@dataclass(frozen=True)
 class Message:
     id: int
     role: str
@@ -84,6 +108,7 @@ class Message:
     stats: dict[str, Any] | None
     complete: bool
     created_at: float
+    images: tuple[StoredImage, ...] = ()
 
 
 def default_path() -> Path:
@@ -105,6 +130,8 @@ def _dumps(value: dict | None) -> str | None:
 class ChatStore:
     def __init__(self, path: Path | None = None) -> None:
         self.path = Path(path) if path is not None else default_path()
+        # attached images, one file per content hash, shared by every message that has it
+        self.images_dir = self.path.parent / "images"
         self._lock = threading.RLock()
         self._db = self._open()
 
@@ -253,6 +280,7 @@ class ChatStore:
     def delete_chat(self, chat_id: int) -> None:
         self._check_chat(chat_id)
         self._write("DELETE FROM chats WHERE id = ?", (chat_id,))  # messages cascade
+        self._drop_unused_images()
 
     def set_system_prompt(self, chat_id: int, text: str) -> None:
         self._check_chat(chat_id)
@@ -323,6 +351,7 @@ class ChatStore:
             raise BadInputError(f"Message {message_id} is not part of chat {chat_id}.")
         cur = self._write("DELETE FROM messages WHERE chat_id = ? AND id > ?", (chat_id, message_id))
         self._touch(chat_id)
+        self._drop_unused_images()
         return cur.rowcount
 
     def messages(self, chat_id: int) -> list[Message]:
@@ -330,8 +359,74 @@ class ChatStore:
         rows = self._read(
             "SELECT id, role, content, stats, complete, created_at FROM messages"
             " WHERE chat_id = ? ORDER BY id", (chat_id,))
+        images = self._images_of_chat(chat_id)
         return [Message(id=r[0], role=r[1], content=r[2], stats=json.loads(r[3]) if r[3] else None,
-                        complete=bool(r[4]), created_at=r[5]) for r in rows]
+                        complete=bool(r[4]), created_at=r[5], images=images.get(r[0], ()))
+                for r in rows]
+
+    # ---- images ----------------------------------------------------------------------
+
+    def _image_path(self, sha256: str, fmt: str) -> Path:
+        return self.images_dir / f"{sha256}.{'jpg' if fmt == 'jpeg' else fmt}"
+
+    def _write_image_file(self, sha256: str, fmt: str, data: bytes) -> Path:
+        """Write the image once (temp name, fsync, rename); an existing copy is kept."""
+        target = self._image_path(sha256, fmt)
+        if target.is_file() and target.stat().st_size == len(data):
+            return target
+        try:
+            self.images_dir.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(target.name + f".{threading.get_ident()}.tmp")
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise OperationFailedError(
+                f"Could not store the image in {self.images_dir} ({exc.strerror or exc}); "
+                "check that the folder is writable and has free space.") from exc
+        return target
+
+    def attach_image(self, message_id: int, data: bytes, fmt: str, width: int, height: int,
+                     name: str = "") -> StoredImage:
+        """Attach an image (already checked: runtime/images.check_image) to a message."""
+        import hashlib
+
+        self._message_chat(message_id)
+        sha = hashlib.sha256(data).hexdigest()
+        path = self._write_image_file(sha, fmt, data)
+        rows = self._read("SELECT coalesce(max(position) + 1, 0) FROM message_images WHERE message_id = ?",
+                          (message_id,))
+        self._write("INSERT INTO message_images (message_id, position, sha256, format, width, height, name)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)", (message_id, rows[0][0], sha, fmt, width, height, name))
+        return StoredImage(sha, fmt, width, height, name, path)
+
+    def _images_of_chat(self, chat_id: int) -> dict[int, tuple[StoredImage, ...]]:
+        rows = self._read(
+            "SELECT i.message_id, i.sha256, i.format, i.width, i.height, i.name FROM message_images i"
+            " JOIN messages m ON m.id = i.message_id WHERE m.chat_id = ? ORDER BY i.message_id, i.position",
+            (chat_id,))
+        out: dict[int, list[StoredImage]] = {}
+        for mid, sha, fmt, w, h, name in rows:
+            out.setdefault(mid, []).append(StoredImage(sha, fmt, w, h, name, self._image_path(sha, fmt)))
+        return {k: tuple(v) for k, v in out.items()}
+
+    def image_bytes(self, image: StoredImage) -> bytes:
+        try:
+            return image.path.read_bytes()
+        except OSError as exc:
+            raise OperationFailedError(f"The stored image {image.path.name} cannot be read "
+                                       f"({exc.strerror or exc}); it was removed from {self.images_dir}.") from exc
+
+    def _drop_unused_images(self) -> None:
+        """Delete image files no message refers to any more (after a chat or messages went)."""
+        if not self.images_dir.is_dir():
+            return
+        used = {r[0] for r in self._read("SELECT DISTINCT sha256 FROM message_images")}
+        for f in self.images_dir.iterdir():
+            if f.suffix != ".tmp" and f.stem not in used:
+                f.unlink(missing_ok=True)
 
     # ---- export / import -------------------------------------------------------------
 
@@ -343,6 +438,7 @@ class ChatStore:
             lines += ["## System", "", chat.system_prompt, ""]
         for m in self.messages(chat_id):
             lines += [f"## {m.role.capitalize()}", "", m.content]
+            lines += [f"\n![{im.name or 'image'}]({im.path.as_uri()})" for im in m.images]
             if not m.complete:
                 lines += ["", "*(reply interrupted)*"]
             lines.append("")
@@ -361,10 +457,17 @@ class ChatStore:
             "updated_at": _iso(chat.updated_at),
             "messages": [
                 {"role": m.role, "content": m.content, "stats": m.stats, "complete": m.complete,
-                 "created_at": _iso(m.created_at)}
+                 "created_at": _iso(m.created_at),
+                 **({"images": [self._export_image(im) for im in m.images]} if m.images else {})}
                 for m in self.messages(chat_id)
             ],
         }
+
+    def _export_image(self, im: StoredImage) -> dict:
+        import base64
+
+        return {"sha256": im.sha256, "format": im.format, "width": im.width, "height": im.height,
+                "name": im.name, "data_base64": base64.b64encode(self.image_bytes(im)).decode("ascii")}
 
     def import_json(self, doc: dict) -> int:
         """Add a chat exported by export_json(); returns its new id."""
@@ -374,6 +477,7 @@ class ChatStore:
             created, updated = _from_iso(doc["created_at"]), _from_iso(doc["updated_at"])
             rows = [(m["role"], m["content"], _dumps(m.get("stats")), int(bool(m.get("complete", True))),
                      _from_iso(m["created_at"])) for m in doc["messages"]]
+            images = [_import_images(m.get("images") or []) for m in doc["messages"]]
             chat_row = (doc["title"], doc["model"], doc.get("system_prompt", ""),
                         _dumps(doc.get("settings") or {}), created, updated)
         except (KeyError, TypeError, ValueError) as exc:
@@ -387,12 +491,38 @@ class ChatStore:
                         "INSERT INTO chats (title, model, system_prompt, settings, created_at, updated_at)"
                         " VALUES (?, ?, ?, ?, ?, ?)", chat_row)
                     chat_id = int(cur.lastrowid or 0)  # an INSERT always sets it
-                    self._db.executemany(
-                        "INSERT INTO messages (chat_id, role, content, stats, complete, created_at)"
-                        " VALUES (?, ?, ?, ?, ?, ?)", [(chat_id, *r) for r in rows])
+                    ids = []
+                    for r in rows:
+                        ids.append(self._db.execute(
+                            "INSERT INTO messages (chat_id, role, content, stats, complete, created_at)"
+                            " VALUES (?, ?, ?, ?, ?, ?)", (chat_id, *r)).lastrowid)
+                    for mid, imgs in zip(ids, images, strict=True):
+                        for pos, (sha, fmt, w, h, name, data) in enumerate(imgs):
+                            self._write_image_file(sha, fmt, data)
+                            self._db.execute(
+                                "INSERT INTO message_images (message_id, position, sha256, format, width,"
+                                " height, name) VALUES (?, ?, ?, ?, ?, ?, ?)", (mid, pos, sha, fmt, w, h, name))
             except sqlite3.DatabaseError as exc:
                 raise OperationFailedError(f"Could not write the chat history at {self.path}: {exc}.") from exc
         return chat_id
+
+
+def _import_images(items: list) -> list[tuple[str, str, int, int, str, bytes]]:
+    """An export's images, decoded and checked like an attached file."""
+    import base64
+    import binascii
+
+    from rooflight.runtime.images import check_image
+
+    out = []
+    for item in items:
+        try:
+            data = base64.b64decode(item["data_base64"], validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise BadInputError(f"The chat export has an image that is not valid base64 ({exc}).") from exc
+        img = check_image(data, item.get("name") or "an image in the chat export")
+        out.append((img.sha256, img.format, img.width, img.height, str(item.get("name") or ""), data))
+    return out
 
 
 class _NewerSchema(sqlite3.OperationalError):

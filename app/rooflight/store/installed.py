@@ -19,7 +19,7 @@ import os
 import sqlite3
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from rooflight.store.paths import data_dir
@@ -167,7 +167,11 @@ class InstalledStore:
         m = self.get(repo_id, filename)
         if m is None:
             return None
-        delete_cached_files(m)
+        # a part another installed unit also holds (a vision projector shared by two quants
+        # of one repository) stays for that unit
+        shared = {(p.filename, p.etag) for o in self.list(include_missing=True)
+                  if o.repo_id == repo_id and o.filename != filename for p in o.parts}
+        delete_cached_files(replace(m, parts=tuple(p for p in m.parts if (p.filename, p.etag) not in shared)))
         self.forget(repo_id, filename)
         return m
 

@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from rooflight.ui.experts_control import ExpertsInRam
 from rooflight.ui.widgets import FitBadge, Note, gb, label, tok_s
 
 FORCE_HINT = "choose Load anyway"
@@ -61,9 +62,10 @@ def plan_model(path: str, default_ctx: int, hardware, calibration, live: bool, w
     defaults), at their context or else the default one, capped at the model's."""
     from rooflight.estimate import Calibration, Wishes
     from rooflight.gguf import load_model_spec
+    from rooflight.gguf.projector import pair_local
     from rooflight.runtime.loader import plan_load
 
-    spec = load_model_spec(str(path))
+    spec = pair_local(load_model_spec(str(path)), path)  # a vision model: with its projector
     wishes = wishes or Wishes()
     wanted = wishes.n_ctx or default_ctx
     n_ctx = min(wanted, spec.context_length or wanted)
@@ -92,6 +94,8 @@ def plan_text(lp) -> str:
     parts = [f"{cfg.n_ctx}-token context"]
     if lp.hardware.backend != "cpu":
         parts.append(f"{cfg.n_gpu_layers} of {lp.spec.n_layer + 1} layers on the GPU")
+    if cfg.n_cpu_moe:
+        parts.append(f"MoE experts of {cfg.n_cpu_moe} layers in RAM")
     for d in est.memory.devices:
         where = "RAM" if d.device == "cpu" else f"GPU {d.device.removeprefix('gpu')}"
         parts.append(f"{where} {gb(d.total_bytes, 2)} of {gb(d.available_bytes)} usable")
@@ -192,11 +196,15 @@ class LoadPanel(QFrame):
         self.kv_type = _combo("KV cache type", KV_TYPES)
         self.flash = _combo("Flash attention", FLASH)
         self.batch = _spin("Batch size", 32, 8192, 32)
+        self.experts = ExpertsInRam()  # MoE files only (shown by _fill_fields)
         cells = [("GPU layers", self.gpu_layers), ("Context", self.n_ctx), ("Threads", self.threads),
-                 ("KV cache", self.kv_type), ("Flash attention", self.flash), ("Batch", self.batch)]
+                 ("KV cache", self.kv_type), ("Flash attention", self.flash), ("Batch", self.batch),
+                 ("Experts in RAM", self.experts)]
+        self._field_labels = {}
         for i, (text, w) in enumerate(cells):
             r, c = divmod(i, 2)  # two columns: the page keeps room for the chats and settings
-            grid.addWidget(label(text, "muted"), r, 2 * c, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            self._field_labels[text] = label(text, "muted")
+            grid.addWidget(self._field_labels[text], r, 2 * c, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             grid.addWidget(w, r, 2 * c + 1)
             grid.setColumnStretch(2 * c + 1, 1)
             if isinstance(w, QSpinBox):
@@ -349,6 +357,7 @@ class LoadPanel(QFrame):
             "flash_attn": self.flash.currentData(),
             "n_batch": batch,
             "n_ubatch": min(self._ubatch, batch),
+            "n_cpu_moe": self.experts.value(),
         }
 
     def _replan(self) -> None:
@@ -389,7 +398,7 @@ class LoadPanel(QFrame):
 
     def _fill_fields(self, lp) -> None:
         cfg, spec = lp.config, lp.spec
-        widgets = (self.gpu_layers, self.n_ctx, self.threads, self.kv_type, self.flash, self.batch)
+        widgets = (self.gpu_layers, self.n_ctx, self.threads, self.kv_type, self.flash, self.batch, self.experts)
         for w in widgets:
             w.blockSignals(True)
         self.gpu_layers.setMaximum(spec.n_layer + 1)
@@ -405,6 +414,11 @@ class LoadPanel(QFrame):
         self.kv_type.setCurrentIndex(self.kv_type.findData(cfg.kv_type))
         self.flash.setCurrentIndex(self.flash.findData(lp.wishes.flash_attn))
         self.batch.setValue(lp.wishes.n_batch)
+        self.experts.set_layers(spec.n_layer)
+        self.experts.set_value(lp.wishes.n_cpu_moe)
+        self.experts.set_gpu(gpu)
+        for w in (self.experts, self._field_labels["Experts in RAM"]):
+            w.setVisible(spec.is_moe)
         for w in widgets:
             w.blockSignals(False)
 

@@ -78,6 +78,10 @@ class TurnsPane(QWidget):
             self.tools.addWidget(b)
         self.tools.addStretch(1)
         row.addLayout(self.tools)
+        from rooflight.ui.chat_attach import ImageAttacher
+
+        self.attacher = ImageAttacher(self)  # images for the next message (button, drop, paste)
+        col.addWidget(self.attacher.bar)
         col.addLayout(row)
 
     # -- state ----------------------------------------------------------------------------------
@@ -99,6 +103,7 @@ class TurnsPane(QWidget):
         has_user = self.session is not None and any(m.role == "user" for m in self.session.messages)
         self.regen_button.setEnabled(ready and has_user)
         self.view.set_busy(busy)
+        self.attacher.update_controls()
         if self.session is None:
             self.view.set_empty_text("Load a model above to chat with it." if not self.loading
                                      else "Loading the model…")
@@ -176,10 +181,14 @@ class TurnsPane(QWidget):
             self.ctx.show_error(str(exc))
             return
         self.view.truncate(keep)
+        images = self.attacher.bar.take() if op == "send" else []
+        self._sent = (text, images) if op == "send" else None
         if op == "edit":
             self.view.messages[index].set_text(text)
         elif op == "send":
-            self.view.add_message("user", text)
+            from rooflight.ui.chat_attach import add_thumbnails
+
+            add_thumbnails(self.view.add_message("user", text), images)
         self.cancel_edit()
         self.composer.clear()
         self.view.begin_stream()
@@ -187,7 +196,7 @@ class TurnsPane(QWidget):
         self.stop_tokens = None
         self.task = self.ctx.runner.run(
             run_turn, session, op, index, text, self.sampling.system_prompt, sampling, self._stop,
-            self._monitor(), with_task=True, on_stream=self._streamed, on_progress=self._live,
+            self._monitor(), images=images, with_task=True, on_stream=self._streamed, on_progress=self._live,
             on_done=self._done, on_error=self._failed, on_cancelled=self._cancelled,
             what="generating the reply")
         self.busy_changed.emit(True)
@@ -228,6 +237,13 @@ class TurnsPane(QWidget):
         self.ctx.report(exc, "generating the reply")
         if self.session is not None:
             self.view.set_messages(self.session.messages)  # what the session really holds
+            sent, self._sent = getattr(self, "_sent", None), None
+            if sent is not None and not any(m.role == "user" and m.content == sent[0]
+                                            for m in self.session.messages[-2:]):
+                # refused before the session took it (a model that cannot see images):
+                # the text and the images go back where they were
+                self.composer.setPlainText(sent[0])
+                self.attacher.bar.put_back(sent[1])
         self.stored.emit("failed")
         self.busy_changed.emit(False)
 

@@ -232,6 +232,10 @@ class ConversationView(QScrollArea):
         self.clear()
         for m in messages:
             w = self.add_message(m.role, m.content)
+            if getattr(m, "images", None):  # a message with images shows them
+                from rooflight.ui.chat_attach import add_thumbnails
+
+                add_thumbnails(w, m.images)
             if m.role == "assistant":
                 w.set_stats(m.stats, complete=m.complete)
         self._follow = True

@@ -35,7 +35,7 @@ def load_model(task, lp, force: bool, cancel: threading.Event, previous, holder:
 
 
 def run_turn(task, session, op: str, index: int, text: str, system_prompt: str, sampling,
-             stop: threading.Event, monitor: Monitor | None):
+             stop: threading.Event, monitor: Monitor | None, images=()):
     """One reply: send a message, regenerate the last reply, or edit message `index` and
     reply again. Text streams through task.stream; returns the runtime's Reply."""
     if session.system_prompt != system_prompt:
@@ -53,7 +53,7 @@ def run_turn(task, session, op: str, index: int, text: str, system_prompt: str, 
             task.progress(figure)
 
     if op == "send":
-        reply = session.send(text, on_token=on_token, stop_event=stop)
+        reply = session.send(text, on_token=on_token, stop_event=stop, images=images)
     elif op == "regenerate":
         reply = session.regenerate(on_token=on_token, stop_event=stop)
     else:

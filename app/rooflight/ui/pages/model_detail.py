@@ -42,6 +42,7 @@ from rooflight.ui import theme
 from rooflight.ui.advice_panel import AdvicePanel
 from rooflight.ui.confirm_row import ConfirmRow, model_source
 from rooflight.ui.detail_plots import DetailPlots
+from rooflight.ui.experts_control import ExpertsInRam
 from rooflight.ui.latest import LatestTask
 from rooflight.ui.pages.base import Shot
 from rooflight.ui.stack_page import StackPage
@@ -273,6 +274,7 @@ class ModelDetail(QWidget):
         self.confirm_row = ConfirmRow(self.ctx)  # llama.cpp's own numbers, on demand
         right.addWidget(self.confirm_row)
         right.addLayout(self._layers_row())
+        right.addWidget(self._experts_row())
         self.speed = label("", "heading", wrap=True)
         self.speed.setAccessibleName("Predicted speed")
         self.config = label("", "muted", wrap=True, selectable=True)
@@ -309,6 +311,22 @@ class ModelDetail(QWidget):
         lrow.addWidget(self.layers_value)
         lrow.addWidget(self.layers_auto)
         return lrow
+
+    def _experts_row(self) -> QWidget:
+        """MoE models only: the experts of the first N layers in RAM (part of the tuning)."""
+        self.experts_row = QWidget()
+        erow = QHBoxLayout(self.experts_row)
+        erow.setContentsMargins(0, 0, 0, 0)
+        erow.addWidget(label("Experts in RAM", "heading"))
+        self.experts = ExpertsInRam()
+        self.experts.value_changed.connect(self._experts_changed)
+        erow.addWidget(self.experts, 1)
+        self.experts_row.hide()
+        return self.experts_row
+
+    def _experts_changed(self, value) -> None:
+        self.tuning = replace(self.tuning, n_cpu_moe=value)
+        self._replan_quants()  # every quant with the experts placed so; bars and speeds follow
 
     # -- public ------------------------------------------------------------------------
     @property
@@ -361,6 +379,8 @@ class ModelDetail(QWidget):
                           f"{quality}")
         self.meta.setToolTip(f"Quality source: {quality_source}")
         self._ctx_steps = context_steps(m.hparams.context_length)
+        self.experts.set_layers(m.hparams.n_layer)
+        self.experts_row.setVisible(m.is_moe)
         target = keep_ctx or ranked.best.estimate.config.n_ctx
         self.ctx_slider.blockSignals(True)
         self.ctx_slider.setRange(0, len(self._ctx_steps) - 1)
@@ -412,6 +432,7 @@ class ModelDetail(QWidget):
         from rooflight.estimate.advise import settings_wishes
 
         w = card.candidate.wishes if card.candidate is not None else settings_wishes(card.settings)
+        w = replace(w, n_cpu_moe=card.settings.get("n_cpu_moe", 0))  # experts in RAM load as planned
         self.apply_settings(card.settings["quant"], card.settings["n_ctx"], w)
         self.advice.show_applied(card)
         self.tabs.setCurrentIndex(0)  # the plan, with the new figures
@@ -446,6 +467,7 @@ class ModelDetail(QWidget):
 
     def _show_tuning(self) -> None:
         text = tuning_text(self.tuning)
+        self.experts.set_value(self.tuning.n_cpu_moe)  # the advisor's or Reset's, shown in its control
         self.tuning_note.setText(f"Settings from the advisor: {text}." if text else "")
         self.tuning_note.setVisible(bool(text))
         self.tuning_reset.setVisible(bool(text))
@@ -600,6 +622,7 @@ class ModelDetail(QWidget):
         gpu = profile is not None and has_offload_devices(profile)
         self.layers_slider.setEnabled(gpu)
         self.layers_auto.setEnabled(gpu)
+        self.experts.set_gpu(gpu)
         tip = ("" if gpu else "No GPU that llama.cpp can use here; try “What if…” on the "
                "This machine page to plan for one.")
         self.layers_slider.setToolTip(tip or "Layers offloaded to the GPU(s); the rest run on the CPU")
@@ -616,7 +639,9 @@ class ModelDetail(QWidget):
             f"Planned: {cfg.n_gpu_layers} of {s.n_layer + 1} layers on the GPU · KV cache {cfg.kv_type} · "
             f"flash attention {'on' if cfg.flash_attn else 'off'} · {cfg.n_threads} threads · "
             f"batch {cfg.n_batch}/{cfg.n_ubatch} · decode {p.bound}-bound"
-            + (" · calibrated on this machine" if p.calibrated else ""))
+            + (f" · MoE experts of {cfg.n_cpu_moe} layers in RAM" if cfg.n_cpu_moe else "")
+            + (" · calibrated on this machine" if p.calibrated else "")
+            + (f"\n{est.moe_choice.reason}" if est.moe_choice is not None else ""))
         m = self.ctx.machine
         self.confirm_row.set_subject(model_source(self.ranked, self.current, self.ctx.installed), est,
                                      m.detected, m.is_what_if)

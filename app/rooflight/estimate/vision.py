@@ -1,0 +1,130 @@
+"""A vision projector's share of a plan: its memory, and the time to encode one image.
+
+llama.cpp's mtmd library (tools/mtmd/clip.cpp) loads the projector beside the language
+model: its weights go whole to one backend, the first GPU when llama-cpp-python asks for
+the GPU (clip_ctx: ggml_backend_init_by_type(GPU)), else the CPU; at load it reserves the
+compute buffer of one image at the projector's image size (warmup with
+warmup_image_size = image_size). The runtime asks for the GPU exactly when the plan
+offloads layers (runtime/vision.py), so the plan puts the projector where the model is.
+
+Compute buffer: the peak of ggml's graph allocator over the ViT. Without flash attention
+one layer's attention scores [n_patches, n_patches, n_head] in F32 dominate (Gemma 3's
+896-pixel image: 4096 patches, 1.0 GiB; Ollama measured the same, dogkeeper886/ollama37
+issue #63), next to six [n_patches, n_embd] F32 activations; with flash attention the
+peak is the larger of five activations and the feed-forward's [n_patches, n_ff] plus
+three. Fitted to what clip.cpp reported for 13 generated projectors (n_patches 256-1024,
+n_embd 64-256, n_ff 96-1024, 1-8 heads, flash attention on and off): every one within
+its 0.01 MiB rounding (tests/test_vision_plan.py checks three of them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rooflight.estimate.config import RunConfig
+from rooflight.gguf.projector import ProjectorSpec
+from rooflight.hardware.profile import HardwareProfile
+
+F32 = 4
+
+# The encoder is GEMMs over its F16 (or Q8_0) weights like a language model's prefill, so
+# it runs at the prefill efficiency perf.py uses for weights of that type on that device
+# (measured here: a 6-layer 768-wide projector encoded at 8 GFLOP/s while an F16 language
+# model of the same shape prefilled at 5 GFLOP/s, in the same loaded run; bench/vision_encode.py).
+# A measured encode (the probe, when it measures projectors) replaces the estimate
+# through plan_vision(measured_encode_s=...).
+
+
+@dataclass(frozen=True)
+class VisionPlan:
+    device: str  # "cpu" | "gpu0": where llama.cpp puts the projector
+    weights_bytes: int
+    compute_bytes: int
+    image_tokens: int
+    encode_flops: float
+    encode_s: float
+    encode_basis: str  # "flops" (estimated) | "measured"
+
+    def to_dict(self, projector: ProjectorSpec) -> dict:
+        return {
+            **projector.to_dict(),
+            "device": self.device,
+            "compute_bytes": self.compute_bytes,
+            "encode_flops": self.encode_flops,
+            "encode_s": round(self.encode_s, 4),
+            "encode_basis": self.encode_basis,
+        }
+
+
+def projector_device(hardware: HardwareProfile, cfg: RunConfig) -> str:
+    if hardware.backend != "cpu" and hardware.gpus and cfg.n_gpu_layers > 0:
+        return f"gpu{min(g.index for g in hardware.gpus)}"
+    return "cpu"
+
+
+def compute_buffer_bytes(proj: ProjectorSpec, flash_attn: bool) -> int:
+    """clip.cpp's compute buffer for one image at the projector's image size."""
+    p, e, f = proj.n_patches, proj.n_embd, proj.n_ff
+    act = p * e * F32
+    ffn = p * f * F32 + 3 * act
+    if flash_attn:
+        return max(5 * act, ffn)
+    scores = p * p * proj.n_head * F32
+    return max(scores + 6 * act, ffn)
+
+
+def encode_flops(proj: ProjectorSpec) -> float:
+    """Multiply-adds x 2 of encoding one image: patch embedding, the ViT, the projection."""
+    p, e, f = proj.n_patches, proj.n_embd, proj.n_ff
+    patch = 2 * p * 3 * proj.patch_size * proj.patch_size * e
+    layer = 2 * p * (4 * e * e + 2 * e * f) + 2 * 2 * p * p * e  # GEMMs + QK^T and AV
+    project = 2 * proj.image_tokens * e * max(proj.projection_dim, e)
+    return float(patch + proj.n_layer * layer + project)
+
+
+def plan_vision(
+    proj: ProjectorSpec, hardware: HardwareProfile, cfg: RunConfig, *,
+    device_flops: float, efficiency: float, measured_encode_s: float | None = None,
+) -> VisionPlan:
+    device = projector_device(hardware, cfg)
+    flops = encode_flops(proj)
+    eff = efficiency
+    if measured_encode_s is not None:  # hook for the probe's measurement
+        encode_s, basis = measured_encode_s, "measured"
+    else:
+        encode_s, basis = flops / (device_flops * eff), "flops"
+    return VisionPlan(device, proj.weights_bytes, compute_buffer_bytes(proj, cfg.flash_attn),
+                      proj.image_tokens, flops, encode_s, basis)
+
+
+def add_projector_usage(
+    usage: list[tuple[str, int, int, int, int]], proj: ProjectorSpec,
+    hardware: HardwareProfile, cfg: RunConfig,
+) -> list[tuple[str, int, int, int, int]]:
+    """memory.plan_memory's per-device (device, weights, kv, compute, overhead) rows with
+    the projector's weights and compute buffer added on its device."""
+    device = projector_device(hardware, cfg)
+    extra_w, extra_c = proj.weights_bytes, compute_buffer_bytes(proj, cfg.flash_attn)
+    out, placed = [], False
+    for name, w, kv, c, o in usage:
+        if name == device:
+            w, c, placed = w + extra_w, c + extra_c, True
+        out.append((name, w, kv, c, o))
+    if not placed:  # a GPU that got no layer still hosts it; the runtime overhead with it
+        from rooflight.estimate.memory import GPU_OVERHEAD_BYTES, MIB
+
+        overhead = GPU_OVERHEAD_BYTES.get(hardware.backend, 457 * MIB) if device != "cpu" else 0
+        out.append((device, extra_w, 0, extra_c, overhead))
+    return out
+
+
+def vision_for_plan(proj: ProjectorSpec, hardware: HardwareProfile, cfg: RunConfig) -> VisionPlan:
+    from rooflight.estimate.perf import _device_constants, _device_flops, cpu_prefill_efficiency
+
+    device = projector_device(hardware, cfg)
+    if device == "cpu":
+        eff = cpu_prefill_efficiency(proj.file_type)
+    else:
+        c = _device_constants(hardware, device)
+        eff = c.prefill_efficiency_float if proj.file_type in ("F16", "BF16", "F32") else c.prefill_efficiency_quant
+    return plan_vision(proj, hardware, cfg, device_flops=_device_flops(hardware, device, cfg), efficiency=eff)
