@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from math import prod
 
 from rooflight.gguf.spec import ModelSpec
 
@@ -77,22 +78,24 @@ def _build(spec: ModelSpec) -> LayerTable:
     by_type: list[dict[str, float]] = [{} for _ in range(n)]
     out_types: dict[str, float] = {}
     moe_ratio = spec.n_expert_used / spec.n_expert if spec.n_expert else 1.0
-    per_type: dict[str, float] = {}  # cpu_cycles_per_weight by type: ~100k tensors, ~10 types
+    # cpu_cycles_per_weight and the upper-case name by type: ~100k tensors, ~10 types
+    per_type: dict[str, tuple[float, str]] = {}
     for t in spec.tensors:
         layer = t.layer
         if layer is not None and 0 <= layer < n:
-            r = moe_ratio if t.is_expert else 1.0
-            b, e = t.n_bytes, t.n_elements
-            c = per_type.get(t.ggml_type)
-            if c is None:
-                c = per_type[t.ggml_type] = cpu_cycles_per_weight(t.ggml_type)
+            r = moe_ratio if "_exps" in t.name else 1.0  # t.is_expert, inlined
+            b, e = t.n_bytes, prod(t.shape)  # t.n_elements, exactly
+            info = per_type.get(t.ggml_type)
+            if info is None:
+                info = per_type[t.ggml_type] = (cpu_cycles_per_weight(t.ggml_type), t.ggml_type.upper())
+            c, kind = info
             nbytes[layer] += b
             active_b[layer] += b * r
             active_p[layer] += e * r
             cycles[layer] += e * r * c
             if len(t.shape) >= 2:  # matrices; norms and biases are element-wise work
-                kind = t.ggml_type.upper()
-                by_type[layer][kind] = by_type[layer].get(kind, 0.0) + e * r
+                kinds = by_type[layer]
+                kinds[kind] = kinds.get(kind, 0.0) + e * r
         elif t.name.startswith(("output.", "output_norm.")):
             out_b += t.n_bytes
             out_p += t.n_elements
