@@ -176,6 +176,11 @@ def test_hparams_match_stated_params(model: CatalogModel):
     (the model as released: a tied embedding counted once)."""
     spec = model._computed("Q4_K_M")
     computed = spec.params / 1e9
+    if model.architecture == "gemma3n":
+        # Gemma 3n's 5B / 8B count its audio and vision encoders too (shipped as mmproj, not
+        # in the text GGUF the spec describes): the decoder alone is below it, never above
+        assert 0.8 * model.params_total < computed < model.params_total, (computed, model.params_total)
+        return
     assert computed == pytest.approx(model.params_total, rel=0.10), (computed, model.params_total)
     if model.is_moe:
         assert spec.active_params < spec.params
@@ -186,7 +191,9 @@ def test_unmodeled_architectures_keep_their_config_and_say_so():
     """An architecture the estimator does not model keeps config.json's fields verbatim and
     is reported as not estimable, never given a number."""
     unmodeled = [m for m in CATALOG if unavailable_reason(m) is not None]
-    assert {m.architecture for m in unmodeled} >= {"granitehybrid", "nemotron_h", "qwen3next", "lfm2", "gemma3n"}
+    # (gemma3n and the hybrids whose entries record their config.json fields are estimated
+    # through gguf/from_config.py; these still lack the fields it needs)
+    assert {m.architecture for m in unmodeled} >= {"granitehybrid", "nemotron_h", "qwen3next", "lfm2"}
     for m in unmodeled:
         assert m.hparams.config, m.id
         assert unavailable_reason(m).lower().startswith(f"estimate not available for {m.architecture}")
