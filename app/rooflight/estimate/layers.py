@@ -51,6 +51,15 @@ def cpu_cycles_per_weight(ggml_type: str) -> float:
     return _CPU_CYCLES.get(ggml_type.upper(), 0.25)
 
 
+# Tensors outside "blk.N." that llama.cpp does not keep with the input (llm_tensor_info in
+# llama-arch.cpp): LAYER_OUTPUT ones go with the output layer, LAYER_REPEATING ones created
+# with block index 0 with the first block (Gemma 3n's AltUp and per-layer projections,
+# LFM2's final norm, which its loader names token_embd_norm).
+_WITH_OUTPUT = ("output.", "output_norm.", "altup_proj.", "altup_unembd_proj.")
+_WITH_BLOCK_0 = ("per_layer_model_proj.", "per_layer_proj_norm.")
+_WITH_OUTPUT_BY_ARCH = {"lfm2": ("token_embd_norm.",), "lfm2moe": ("token_embd_norm.",)}
+
+
 # Keyed by identity, not by value: ModelSpec is a frozen dataclass, so a value-keyed
 # (Weak)KeyDictionary would hash and compare thousands of TensorInfo on every lookup
 # (that was 70% of the time of ranking the catalog). The entry goes when the spec does.
@@ -80,8 +89,9 @@ def _build(spec: ModelSpec) -> LayerTable:
     moe_ratio = spec.n_expert_used / spec.n_expert if spec.n_expert else 1.0
     # cpu_cycles_per_weight and the upper-case name by type: ~100k tensors, ~10 types
     per_type: dict[str, tuple[float, str]] = {}
+    with_output = _WITH_OUTPUT + _WITH_OUTPUT_BY_ARCH.get(spec.architecture, ())
     for t in spec.tensors:
-        layer = t.layer
+        layer = 0 if t.layer is None and n and t.name.startswith(_WITH_BLOCK_0) else t.layer
         if layer is not None and 0 <= layer < n:
             r = moe_ratio if "_exps" in t.name else 1.0  # t.is_expert, inlined
             b, e = t.n_bytes, prod(t.shape)  # t.n_elements, exactly
@@ -96,7 +106,7 @@ def _build(spec: ModelSpec) -> LayerTable:
             if len(t.shape) >= 2:  # matrices; norms and biases are element-wise work
                 kinds = by_type[layer]
                 kinds[kind] = kinds.get(kind, 0.0) + e * r
-        elif t.name.startswith(("output.", "output_norm.")):
+        elif t.name.startswith(with_output):
             out_b += t.n_bytes
             out_p += t.n_elements
             out_cycles += t.n_elements * cpu_cycles_per_weight(t.ggml_type)
