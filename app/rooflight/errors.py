@@ -20,3 +20,11 @@ class OperationFailedError(RooflightError):
     """Something that should have worked did not (network, disk, llama.cpp)."""
 
     exit_code = 1
+
+
+class EstimateUnavailableError(BadInputError):
+    """A model whose architecture Rooflight cannot size (estimate/support.py)."""
+
+    def __init__(self, message: str, architecture: str) -> None:
+        super().__init__(message)
+        self.architecture = architecture

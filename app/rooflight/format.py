@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
+from rooflight.estimate.fit import Fit
+from rooflight.units import size_text
+
 GB = 1e9
 
-FIT_BADGES = {"full_gpu": "full GPU", "partial_gpu": "partial GPU", "cpu_only": "CPU only", "too_large": "too large"}
-
-FIT_LABELS = {
-    "full_gpu": "full GPU offload",
-    "partial_gpu": "partial GPU offload",
-    "cpu_only": "CPU only",
-    "too_large": "too large for this machine",
-}
+FIT_BADGES = {f: f.badge for f in Fit}
+FIT_LABELS = {f: f.label for f in Fit}
 
 
 def gb(n: int | float | None) -> str:
-    return "?" if n is None else f"{n / GB:.2f} GB"
+    return size_text(n, 2)
 
 
 def format_estimate(est) -> str:

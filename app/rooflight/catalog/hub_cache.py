@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rooflight.atomic import write_text_atomic
 from rooflight.hardware.bandwidth import cache_dir
 
 FORMAT = 1  # bump when the stored shapes change: older files are then ignored
@@ -66,17 +65,7 @@ def store(kind: str, key: str, data: Any, *, fetched_at: float | None = None) ->
     path = _path(kind, key)
     doc = {"format": FORMAT, "key": key, "fetched_at": cached.fetched_at, "data": data}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(doc, fh, separators=(",", ":"))
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_text_atomic(path, json.dumps(doc, separators=(",", ":")), make_parent=True)
     except OSError:
         pass  # read-only or full disk: the answer is still good for this run
     return cached

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-from rooflight.estimate.advise import QUANT_KLD_PUBLISHED
+from rooflight.estimate.quant_loss import QUANT_KLD_PUBLISHED
 
 SCALE = "Open LLM Leaderboard v2 average"
 SIZE_PRIOR_A = 12.62  # fitted in tests/test_catalog_quality.py on the catalog's own figures

@@ -20,6 +20,7 @@ from rooflight.catalog.arch_support import unavailable_reason
 from rooflight.catalog.models import CatalogModel, load_catalog, proxy_quant, quant_order
 from rooflight.catalog.quality import quality_basis, quality_prior, quality_score
 from rooflight.estimate import Calibration, Estimate, Wishes, plan
+from rooflight.estimate.fit import Fit
 from rooflight.gguf.quant_recipe import FILE_TYPES
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
@@ -35,7 +36,7 @@ USE_CASES = {u: picks.USABLE_TOK_S[u] for u in ("chat", "coding", "reasoning", "
 SPEED_SHARE = {"tiny": 0.5}
 DEFAULT_SPEED_SHARE = 0.15
 SPEED_TARGET = 3.0
-FIT_SCORE = {"full_gpu": 1.0, "partial_gpu": 0.6, "cpu_only": 0.5, "too_large": 0.0}
+FIT_SCORE: dict[str, float] = {Fit.FULL_GPU: 1.0, Fit.PARTIAL_GPU: 0.6, Fit.CPU_ONLY: 0.5, Fit.TOO_LARGE: 0.0}
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from rooflight.commands.common import (
     positive_int,
 )
 from rooflight.errors import BadInputError
+from rooflight.units import size_text
 
 
 def register(subparsers) -> None:
@@ -121,7 +122,7 @@ def _flags(before: dict, after: dict) -> str:
 
 
 def _gb(n: float) -> str:
-    return f"{n / 1e9:.2f} GB"
+    return size_text(n, 2)
 
 
 def _machine(profile) -> str:

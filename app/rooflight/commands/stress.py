@@ -24,6 +24,7 @@ from rooflight.commands.common import (
     positive_int,
 )
 from rooflight.errors import BadInputError
+from rooflight.units import size_text
 
 GB = 1e9
 
@@ -64,7 +65,7 @@ def register(subparsers) -> None:
 
 
 def _size(n: int) -> str:
-    return f"{n / GB:.2f} GB" if n >= GB else f"{n / 1e6:.1f} MB"
+    return size_text(n, 2, mb_digits=1)
 
 
 def format_result(result) -> str:

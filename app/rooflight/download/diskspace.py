@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 from rooflight.errors import OperationFailedError
+from rooflight.units import size_text
 
 MARGIN_MIN_BYTES = 256 * 1024**2
 MARGIN_FRACTION = 0.02  # of what is still to download
@@ -56,11 +57,4 @@ def check_free_space(directory: Path, remaining: int, *, kept_bytes: int = 0, wh
 
 
 def format_bytes(n: int) -> str:
-    if n < 1000:
-        return f"{n} B"
-    value = float(n)
-    for unit in ("KB", "MB", "GB", "TB"):
-        value /= 1000
-        if value < 1000 or unit == "TB":
-            break
-    return f"{value:.1f} {unit}"
+    return size_text(n, auto=True)

@@ -5,6 +5,8 @@ that heads a card. No arithmetic of the estimate here: only how its numbers are 
 from __future__ import annotations
 
 from rooflight.estimate.advise_types import FIT_RANK, Candidate
+from rooflight.estimate.fit import Fit
+from rooflight.units import size_text
 
 
 def _tok(x: float) -> str:
@@ -12,18 +14,18 @@ def _tok(x: float) -> str:
 
 
 def _gb(n: float) -> str:
-    return f"{n / 1e9:.2f} GB" if abs(n) < 10e9 else f"{n / 1e9:.1f} GB"
+    return size_text(n, 2 if abs(n) < 10e9 else 1)
 
 
 def _ctx(n: int) -> str:
     return f"{n // 1024}k" if n % 1024 == 0 and n >= 1024 else str(n)
 
 
-_FIT_PHRASE = {
-    "full_gpu": "fit entirely on the GPU",
-    "partial_gpu": "fit partly on the GPU",
-    "cpu_only": "fit in RAM",
-    "too_large": "not fit",
+_FIT_PHRASE: dict[str, str] = {
+    Fit.FULL_GPU: "fit entirely on the GPU",
+    Fit.PARTIAL_GPU: "fit partly on the GPU",
+    Fit.CPU_ONLY: "fit in RAM",
+    Fit.TOO_LARGE: "not fit",
 }
 
 

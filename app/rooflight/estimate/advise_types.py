@@ -14,32 +14,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 
 from rooflight.estimate.config import KV_TYPES, RunConfig
+from rooflight.estimate.fit import Fit
 from rooflight.estimate.placement import CPU
 from rooflight.estimate.plan import Estimate, Wishes
+
+# Weight quantization: the published table (estimate/quant_loss.py), shared with the
+# catalog's ranking (catalog/quality.py)
+from rooflight.estimate.quant_loss import QUANT_DPPL, QUANT_KLD_PUBLISHED, QUANT_SOURCE
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
 
 # ---- published quality effects ----------------------------------------------------------
-
-# Weight quantization, llama.cpp tools/perplexity README, Llama-3-8B on wikitext-2
-# (REFERENCE.md §2): increase in perplexity and mean KL divergence against F16. Only the
-# published rows: catalog/quality.py also interpolates Q4_1/Q5_0/Q5_1 for ranking, but an
-# interpolation is not a measurement, so the advisor does not quote it.
-QUANT_SOURCE = "llama.cpp tools/perplexity README (Llama-3-8B, wikitext-2; larger models lose less)"
-QUANT_DPPL = {
-    "F32": 0.0, "F16": 0.0, "BF16": 0.0,
-    "Q8_0": 0.0027, "Q6_K": 0.022, "Q5_K_M": 0.057, "Q5_K_S": 0.105, "Q4_K_M": 0.175,
-    "Q4_K_S": 0.269, "IQ4_XS": 0.228, "Q4_0": 0.469, "Q3_K_L": 0.556, "Q3_K_M": 0.657,
-    "IQ3_M": 0.667, "IQ3_XXS": 1.23, "Q3_K_S": 1.63, "IQ2_M": 2.37, "Q2_K": 3.52,
-    "IQ2_XXS": 7.86, "IQ1_M": 19.3, "IQ1_S": 52.0,
-}
-QUANT_KLD_PUBLISHED = {
-    "F32": 0.0, "F16": 0.0, "BF16": 0.0,
-    "Q8_0": 0.0014, "Q6_K": 0.0055, "Q5_K_M": 0.011, "Q5_K_S": 0.017, "Q4_K_M": 0.031,
-    "Q4_K_S": 0.043, "IQ4_XS": 0.036, "Q4_0": 0.072, "Q3_K_L": 0.087, "Q3_K_M": 0.102,
-    "IQ3_M": 0.103, "IQ3_XXS": 0.184, "Q3_K_S": 0.228, "IQ2_M": 0.326, "Q2_K": 0.445,
-    "IQ2_XXS": 0.812, "IQ1_M": 1.39, "IQ1_S": 2.21,
-}
 
 # KV cache types, llama.cpp PR #7412 ("CUDA: quantized KV cache demo", J. Gaessler, May
 # 2024): LLaMA-3-8B F16 weights, wikitext-2, n_ctx 512, flash attention. q8_0 K + q8_0 V
@@ -61,7 +46,7 @@ RUNTIME_NOTE = "not available in this runtime"
 
 CONTEXT_LADDER = (2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144)
 UBATCH_SIZES = (128, 256, 512, 1024, 2048)
-FIT_RANK = {"too_large": 0, "cpu_only": 1, "partial_gpu": 2, "full_gpu": 3}
+FIT_RANK: dict[str, int] = {f: f.rank for f in Fit}
 
 
 def _kv_types_for(spec: ModelSpec) -> tuple[str, ...]:

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import weakref
 
+from rooflight.estimate import ple_compute
 from rooflight.estimate.config import RunConfig, padded_ctx
 from rooflight.estimate.kv import swa_cells
+from rooflight.estimate.recurrent_compute import output_extra_residuals, recurrent_peak_bytes
 from rooflight.gguf.spec import ModelSpec
 
 F32 = 4
@@ -83,6 +85,8 @@ def ffn_peak(spec: ModelSpec, cfg: RunConfig) -> int:
         # MoE: gate, up and activation for each of the n_expert_used experts a token is
         # routed to; the router's own tensors are negligible (measured)
         hidden = 3 * _expert_ff(spec) * spec.n_expert_used * t * F32
+        # leading dense layers (LFM2-MoE, DeepSeek, GLM) may hold the larger one
+        hidden = max(hidden, 3 * dense_ff_in_moe(spec) * t * F32)
         return hidden + n_residual * _residual(spec, t) + mask_bytes(spec, cfg)
     n_ff = max(spec.n_ff) if spec.n_ff else 4 * spec.n_embd
     return 3 * n_ff * t * F32 + n_residual * _residual(spec, t) + mask_bytes(spec, cfg)
@@ -91,7 +95,16 @@ def ffn_peak(spec: ModelSpec, cfg: RunConfig) -> int:
 def output_peak(spec: ModelSpec, cfg: RunConfig) -> int:
     """Final norm and logits for T outputs; the masks are freed by then."""
     t = micro_batch(cfg)
-    return spec.n_vocab * t * F32 + 2 * _residual(spec, t)
+    residuals = 2 + output_extra_residuals(spec)  # + a kept hidden state (recurrent_compute.py)
+    return spec.n_vocab * t * F32 + residuals * _residual(spec, t)
+
+
+def dense_ff_in_moe(spec: ModelSpec) -> int:
+    """FFN width of an MoE model's dense layers (ffn_up without experts), 0 if it has none."""
+    for tensor in spec.tensors:
+        if tensor.name.endswith(".ffn_up.weight") and len(tensor.shape) >= 2:
+            return tensor.shape[1]
+    return 0
 
 
 def _expert_ff(spec: ModelSpec) -> int:
@@ -123,6 +136,13 @@ def _compute_bytes(spec: ModelSpec, cfg: RunConfig, runs_layers: bool, runs_outp
     peaks = []
     if runs_layers:
         peaks += [attention_peak(spec, cfg), ffn_peak(spec, cfg)]
+        if spec.recurrent_layers and any(spec.recurrent_layers):
+            # a hybrid's recurrent mixer (estimate/recurrent_compute.py), masks alive
+            peaks.append(recurrent_peak_bytes(spec, micro_batch(cfg), cfg.flash_attn) + mask_bytes(spec, cfg))
+        if extra := ple_compute.layer_extra_bytes(spec, micro_batch(cfg)):
+            # Gemma 3n: per-layer inputs and AltUp streams (estimate/ple_compute.py)
+            peaks = [p + extra for p in peaks]
+            peaks.append(ple_compute.start_peak_bytes(spec, micro_batch(cfg)) + mask_bytes(spec, cfg))
     if runs_output:
         peaks.append(output_peak(spec, cfg))
     if not peaks:

@@ -1,4 +1,9 @@
-"""KV cache size per layer, as llama.cpp allocates it (src/llama-kv-cache*.cpp)."""
+"""KV cache size per layer, as llama.cpp allocates it (src/llama-kv-cache*.cpp).
+
+Recurrent layers of hybrid and SSM models (gguf/recurrent.py) keep a fixed-size state
+instead (llama-memory-recurrent.cpp): it is counted here with the cache, on the layer's
+device, and decode reads and rewrites it once per token whatever the position.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import operator
 import weakref
 
 from rooflight.estimate.config import RunConfig, kv_bytes_per_element, padded_ctx
+from rooflight.gguf.recurrent import ATTENTION_AND_STATE
 from rooflight.gguf.spec import ModelSpec
 
 
@@ -29,9 +35,18 @@ def layer_cells(spec: ModelSpec, cfg: RunConfig, layer: int) -> int:
 
 def has_kv(spec: ModelSpec, layer: int) -> bool:
     """Recurrent layers and layers without KV heads keep no KV cache."""
-    if spec.recurrent_layers and spec.recurrent_layers[layer]:
+    if is_recurrent(spec, layer) and spec.architecture not in ATTENTION_AND_STATE:
         return False
     return spec.n_head_kv[layer] > 0 or spec.kv_lora_rank > 0
+
+
+def is_recurrent(spec: ModelSpec, layer: int) -> bool:
+    return bool(spec.recurrent_layers) and spec.recurrent_layers[layer]
+
+
+def state_bytes(spec: ModelSpec, layer: int) -> int:
+    """Recurrent state (conv + SSM rows, f32, one sequence) of one layer; 0 elsewhere."""
+    return spec.ssm_state_bytes_per_seq if is_recurrent(spec, layer) else 0
 
 
 def kv_row_bytes(spec: ModelSpec, cfg: RunConfig, layer: int) -> float:
@@ -56,7 +71,8 @@ def kv_row_bytes(spec: ModelSpec, cfg: RunConfig, layer: int) -> float:
 # layer's (cells, bytes per cell). The planner asks for every layer many times per plan
 # (each GPU-layer count tried, four decode positions); ranking the catalog made these
 # small calls a third of its time.
-_KVTable = tuple[tuple[int, ...], tuple[float, ...], tuple[int, ...]]  # cells, row bytes, bytes
+# cells, row bytes, bytes (cache + recurrent state), state bytes read and written per token
+_KVTable = tuple[tuple[int, ...], tuple[float, ...], tuple[int, ...], tuple[float, ...]]
 _tables: dict[int, dict[tuple, _KVTable]] = {}
 
 
@@ -72,7 +88,15 @@ def _kv_table(spec: ModelSpec, cfg: RunConfig) -> _KVTable:
         kv = [has_kv(spec, il) for il in layers]
         cells = tuple(layer_cells(spec, cfg, il) if kv[il] else 0 for il in layers)
         rows = tuple(kv_row_bytes(spec, cfg, il) if kv[il] else 0.0 for il in layers)
-        table = (cells, rows, tuple(int(c * r) for c, r in zip(cells, rows, strict=True)))
+        states = tuple(state_bytes(spec, il) for il in layers)
+        sizes = tuple(int(c * r) + st for c, r, st in zip(cells, rows, states, strict=True))
+        if spec.kv_reuse:
+            # a layer that reuses another's cache allocates nothing but reads that cache
+            src = [il if s < 0 else s for il, s in enumerate(spec.kv_reuse)]
+            sizes = tuple(0 if src[il] != il else sizes[il] for il in layers)
+            cells = tuple(cells[src[il]] for il in layers)
+            rows = tuple(rows[src[il]] for il in layers)
+        table = (cells, rows, sizes, tuple(2.0 * st for st in states))
         per_spec[key] = table
     return table
 
@@ -87,10 +111,8 @@ def kv_bytes_read_per_token(spec: ModelSpec, cfg: RunConfig, layer: int, positio
     llama.cpp pads the attended range to 256 cells (llama_kv_cache::get_n_kv) and never
     beyond the cache size; sliding-window layers see at most their own cache.
     """
-    cells, rows, _ = _kv_table(spec, cfg)
-    if not cells[layer]:
-        return 0.0
-    return min(cells[layer], padded_ctx(max(position, 1))) * rows[layer]
+    cells, rows, _, state_io = _kv_table(spec, cfg)
+    return min(cells[layer], padded_ctx(max(position, 1))) * rows[layer] + state_io[layer]
 
 
 def kv_bytes_by_layer(spec: ModelSpec, cfg: RunConfig) -> tuple[int, ...]:
@@ -102,14 +124,17 @@ def kv_cells_seen(spec: ModelSpec, cfg: RunConfig, position: int, *, padded: boo
     """Per layer, how many cached positions attention visits when generating at `position`
     (padded to 256 like llama.cpp's get_n_kv unless padded=False; at most the layer's cache;
     0 without a cache)."""
-    cells, _, _ = _kv_table(spec, cfg)
+    cells = _kv_table(spec, cfg)[0]
     seen = padded_ctx(max(position, 1)) if padded else max(position, 1)
     return tuple(map(min, cells, itertools.repeat(seen)))
 
 
 def kv_reads_by_layer(spec: ModelSpec, cfg: RunConfig, position: int) -> tuple[float, ...]:
     """kv_bytes_read_per_token for every layer at once."""
-    cells, rows, _ = _kv_table(spec, cfg)
+    cells, rows, _, state_io = _kv_table(spec, cfg)
     seen = padded_ctx(max(position, 1))
     # layers without a cache have 0 cells and 0.0 bytes per cell: they read 0.0
-    return tuple(map(operator.mul, map(min, cells, itertools.repeat(seen)), rows))
+    reads = tuple(map(operator.mul, map(min, cells, itertools.repeat(seen)), rows))
+    if spec.recurrent_layers:
+        reads = tuple(map(operator.add, reads, state_io))
+    return reads

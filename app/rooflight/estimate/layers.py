@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from math import prod
 
 from rooflight.gguf.spec import ModelSpec
 
@@ -50,6 +51,15 @@ def cpu_cycles_per_weight(ggml_type: str) -> float:
     return _CPU_CYCLES.get(ggml_type.upper(), 0.25)
 
 
+# Tensors outside "blk.N." that llama.cpp does not keep with the input (llm_tensor_info in
+# llama-arch.cpp): LAYER_OUTPUT ones go with the output layer, LAYER_REPEATING ones created
+# with block index 0 with the first block (Gemma 3n's AltUp and per-layer projections,
+# LFM2's final norm, which its loader names token_embd_norm).
+_WITH_OUTPUT = ("output.", "output_norm.", "altup_proj.", "altup_unembd_proj.")
+_WITH_BLOCK_0 = ("per_layer_model_proj.", "per_layer_proj_norm.")
+_WITH_OUTPUT_BY_ARCH = {"lfm2": ("token_embd_norm.",), "lfm2moe": ("token_embd_norm.",)}
+
+
 # Keyed by identity, not by value: ModelSpec is a frozen dataclass, so a value-keyed
 # (Weak)KeyDictionary would hash and compare thousands of TensorInfo on every lookup
 # (that was 70% of the time of ranking the catalog). The entry goes when the spec does.
@@ -77,23 +87,26 @@ def _build(spec: ModelSpec) -> LayerTable:
     by_type: list[dict[str, float]] = [{} for _ in range(n)]
     out_types: dict[str, float] = {}
     moe_ratio = spec.n_expert_used / spec.n_expert if spec.n_expert else 1.0
-    per_type: dict[str, float] = {}  # cpu_cycles_per_weight by type: ~100k tensors, ~10 types
+    # cpu_cycles_per_weight and the upper-case name by type: ~100k tensors, ~10 types
+    per_type: dict[str, tuple[float, str]] = {}
+    with_output = _WITH_OUTPUT + _WITH_OUTPUT_BY_ARCH.get(spec.architecture, ())
     for t in spec.tensors:
-        layer = t.layer
+        layer = 0 if t.layer is None and n and t.name.startswith(_WITH_BLOCK_0) else t.layer
         if layer is not None and 0 <= layer < n:
-            r = moe_ratio if t.is_expert else 1.0
-            b, e = t.n_bytes, t.n_elements
-            c = per_type.get(t.ggml_type)
-            if c is None:
-                c = per_type[t.ggml_type] = cpu_cycles_per_weight(t.ggml_type)
+            r = moe_ratio if "_exps" in t.name else 1.0  # t.is_expert, inlined
+            b, e = t.n_bytes, prod(t.shape)  # t.n_elements, exactly
+            info = per_type.get(t.ggml_type)
+            if info is None:
+                info = per_type[t.ggml_type] = (cpu_cycles_per_weight(t.ggml_type), t.ggml_type.upper())
+            c, kind = info
             nbytes[layer] += b
             active_b[layer] += b * r
             active_p[layer] += e * r
             cycles[layer] += e * r * c
             if len(t.shape) >= 2:  # matrices; norms and biases are element-wise work
-                kind = t.ggml_type.upper()
-                by_type[layer][kind] = by_type[layer].get(kind, 0.0) + e * r
-        elif t.name.startswith(("output.", "output_norm.")):
+                kinds = by_type[layer]
+                kinds[kind] = kinds.get(kind, 0.0) + e * r
+        elif t.name.startswith(with_output):
             out_b += t.n_bytes
             out_p += t.n_elements
             out_cycles += t.n_elements * cpu_cycles_per_weight(t.ggml_type)

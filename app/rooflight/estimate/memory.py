@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from rooflight.estimate import experts
 from rooflight.estimate.compute import compute_bytes, ffn_peak, output_buffer_bytes
 from rooflight.estimate.config import RunConfig
+from rooflight.estimate.fit import Fit
 from rooflight.estimate.kv import kv_bytes_by_layer
 from rooflight.estimate.layers import layer_table
 from rooflight.estimate.placement import CPU, device_runs, gpu_name, layer_devices
@@ -39,7 +40,7 @@ def cpu_margin(total_bytes: int) -> int:
     return max(512 * MIB, int(0.05 * total_bytes))
 
 
-FITS = ("full_gpu", "partial_gpu", "cpu_only", "too_large")
+FITS = tuple(Fit)  # best first
 
 
 @dataclass(frozen=True)
@@ -181,17 +182,17 @@ def plan_memory(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig) -> M
         if rd.name not in names:
             result.append(DeviceMemory(rd.name, 0, 0, 0, 0, _available(hardware, rd.name, 0)))
     fit = _fit_state(result, devices, spec.n_layer)
-    if fit == "full_gpu" and experts.handovers(devices, cfg.n_cpu_moe):
-        fit = "partial_gpu"  # every block is offloaded, but some experts run from RAM
+    if fit == Fit.FULL_GPU and experts.handovers(devices, cfg.n_cpu_moe):
+        fit = Fit.PARTIAL_GPU  # every block is offloaded, but some experts run from RAM
     return MemoryPlan(fit=fit, devices=tuple(result), layer_devices=tuple(devices), n_cpu_moe=cfg.n_cpu_moe)
 
 
-def _fit_state(mems: list[DeviceMemory], devices: list[str], n_layer: int) -> str:
+def _fit_state(mems: list[DeviceMemory], devices: list[str], n_layer: int) -> Fit:
     if not all(m.fits for m in mems):
-        return "too_large"
+        return Fit.TOO_LARGE
     on_gpu = len(devices) - devices.count(CPU)
     if on_gpu == 0:
-        return "cpu_only"
+        return Fit.CPU_ONLY
     if on_gpu == n_layer + 1:
-        return "full_gpu"
-    return "partial_gpu"
+        return Fit.FULL_GPU
+    return Fit.PARTIAL_GPU

@@ -30,6 +30,7 @@ from rooflight.estimate import experts, probe_roofline, ranges
 from rooflight.estimate.backend_constants import BACKENDS, DEFAULT_CPU_MHZ, BackendConstants  # noqa: F401 (re-exported)
 from rooflight.estimate.compute import micro_batch
 from rooflight.estimate.config import RunConfig
+from rooflight.estimate.fp4 import prefill_speed_factor
 from rooflight.estimate.kv import kv_cells_seen, kv_reads_by_layer
 from rooflight.estimate.layers import cpu_cycles_per_weight, layer_table
 from rooflight.estimate.memory import MemoryPlan
@@ -438,7 +439,7 @@ def _device_flops(hardware: HardwareProfile, device: str, cfg: RunConfig, quanti
     if device == CPU:
         return cpu_peak_flops(hardware, cfg.n_threads)
     gpu = next(g for g in hardware.gpus if gpu_name(g.index) == device)
-    return matmul_tflops(gpu, quantized) * 1e12  # the rate llama.cpp's kernels use (tensor_rates.py)
+    return matmul_tflops(gpu, quantized, hardware.backend) * 1e12  # the rate llama.cpp's kernels use (tensor_rates.py)
 
 
 @dataclass
@@ -462,7 +463,9 @@ def _prefill_work(spec: ModelSpec, devices: tuple[str, ...]) -> dict[str, _Prefi
         w.weight_bytes = sum(table.bytes[start:end], w.weight_bytes)
         w.params = sum(table.active_params[start:end], w.params)
         for il in range(start, end):
-            width = spec.head_dim_k * max(spec.n_head[il], 1)
+            # a hybrid's recurrent and MLP-only layers attend to nothing (no KV heads)
+            no_attention = bool(spec.recurrent_layers) and not spec.n_head_kv[il]
+            width = 0 if no_attention else spec.head_dim_k * max(spec.n_head[il], 1)
             if swa[il]:
                 w.swa_width += width
             else:
@@ -559,6 +562,9 @@ def prefill_time_s(
                 eff = cpu_prefill_efficiency(spec.file_type)
             else:
                 eff = c.prefill_efficiency_float if float_model else c.prefill_efficiency_quant
+                # NVFP4 / MXFP4 weights on FP4 tensor cores (Blackwell CC 12.x): estimate/fp4.py
+                gpu = next((g for g in hardware.gpus if gpu_name(g.index) == dev), None)
+                eff *= prefill_speed_factor(spec, gpu, hardware.backend)
             if spec.n_expert:
                 eff /= c.moe_prefill_slowdown  # expert matmuls see few tokens each (backend_constants.py)
             t_compute = f / (_device_flops(hardware, dev, cfg, not float_model) * eff)

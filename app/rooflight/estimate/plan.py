@@ -15,6 +15,7 @@ from rooflight.estimate.config import KV_TYPES, RunConfig
 from rooflight.estimate.memory import MemoryPlan, plan_memory
 from rooflight.estimate.perf import Calibration, PerfEstimate, estimate_performance
 from rooflight.estimate.placement import has_offload_devices
+from rooflight.estimate.support import check_supported
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
 
@@ -77,6 +78,8 @@ class Estimate:
                 "sliding_window": s.sliding_window,
                 "n_expert": s.n_expert,
                 "n_expert_used": s.n_expert_used,
+                # layers keeping a recurrent state instead of KV cells (hybrid / SSM models)
+                "recurrent_layers": sum(s.recurrent_layers),
             },
             "config": self.config.to_dict(),
             "memory": self.memory.to_dict(),
@@ -164,6 +167,7 @@ def plan(
     calibration: Calibration | None = None,
 ) -> Estimate:
     wishes = wishes or Wishes()
+    check_supported(spec)  # an architecture we cannot size gets a sentence, not a number
     _validate(spec, wishes)
     n_cpu_moe = experts.resolve(wishes.n_cpu_moe, spec)
     if n_cpu_moe == "auto":

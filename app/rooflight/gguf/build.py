@@ -11,15 +11,22 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
-
-from gguf import Keys, LlamaFileType
+from typing import TYPE_CHECKING, Any
 
 from rooflight.errors import BadInputError
 
-from .header import ArrayInfo, GGUFHeader
+from .arrays import ArrayInfo
+from .recurrent import recurrent_layout
 from .spec import ModelSpec, TensorInfo
 from .swa import swa_layout
+
+if TYPE_CHECKING:
+    from .header import GGUFHeader
+
+# key names (gguf.Keys), literal so that this module needs neither the gguf package nor numpy:
+# gguf/from_config.py builds catalog specs through it while ranking
+_ARCHITECTURE, _TYPE, _NAME, _FILE_TYPE = "general.architecture", "general.type", "general.name", "general.file_type"
+_TOKENS, _CHAT_TEMPLATE = "tokenizer.ggml.tokens", "tokenizer.chat_template"
 
 _LAYER = re.compile(r"^blk\.(\d+)\.")
 METADATA_STRING_LIMIT = 256
@@ -30,13 +37,20 @@ _EXTRA_FTYPES = {41: "Q2_0"}
 def _file_type_name(value: Any) -> str | None:
     if type(value) is not int:
         return None
+    from .quant_recipe import FileType  # the common ones, without the gguf package
+
     try:
-        ft = LlamaFileType(value)
+        name = FileType(value).name
     except ValueError:
-        return _EXTRA_FTYPES.get(value)
-    if ft == LlamaFileType.GUESSED:
-        return None
-    name = ft.name
+        from gguf import LlamaFileType
+
+        try:
+            ft = LlamaFileType(value)
+        except ValueError:
+            return _EXTRA_FTYPES.get(value)
+        if ft == LlamaFileType.GUESSED:
+            return None
+        name = ft.name
     for prefix in ("MOSTLY_", "ALL_"):
         if name.startswith(prefix):
             return name[len(prefix) :]
@@ -101,12 +115,25 @@ class _Keys:
 def _small_metadata(meta: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in meta.items():
-        if isinstance(v, ArrayInfo) or k.startswith(Keys.Tokenizer.CHAT_TEMPLATE):
+        if isinstance(v, ArrayInfo) or k.startswith(_CHAT_TEMPLATE):
             continue
         if isinstance(v, str) and len(v) > METADATA_STRING_LIMIT:
             v = v[:METADATA_STRING_LIMIT]
         out[k] = v
     return out
+
+
+# llama.cpp's n_layer_kv_from_start: only the first N layers keep a KV cache, the others
+# attend to the last full / sliding-window layer before N (llama_model::create_memory's
+# reuse callback). Gemma 3n fixes N = 20 (src/models/gemma3n.cpp).
+_KV_FROM_START = {"gemma3n": 20}
+
+
+def _kv_reuse(arch: str, n_layer: int, swa_layers: tuple[bool, ...]) -> tuple[int, ...]:
+    start = _KV_FROM_START.get(arch)
+    if start is None or n_layer <= start:
+        return ()
+    return tuple(-1 if il < start else start - (2 if swa_layers[il] else 1) for il in range(n_layer))
 
 
 def build_model_spec(headers: Sequence[GGUFHeader], *, default_name: str) -> ModelSpec:
@@ -117,12 +144,12 @@ def build_model_spec(headers: Sequence[GGUFHeader], *, default_name: str) -> Mod
     meta = first.metadata
     source = first.source
 
-    arch = meta.get(Keys.General.ARCHITECTURE)
+    arch = meta.get(_ARCHITECTURE)
     if not isinstance(arch, str) or not arch:
         raise BadInputError(f"{source} has no general.architecture key, so it is not a model.")
     if arch == "clip":
         raise BadInputError(f"{source} is a vision projector (mmproj), not a language model.")
-    if meta.get(Keys.General.TYPE) == "adapter":
+    if meta.get(_TYPE) == "adapter":
         raise BadInputError(f"{source} is a LoRA adapter, not a model.")
     k = _Keys(meta, arch, source)
 
@@ -151,7 +178,7 @@ def build_model_spec(headers: Sequence[GGUFHeader], *, default_name: str) -> Mod
     if len(names) != len(tensors):
         raise BadInputError(f"{source}: two parts of the split model hold the same tensor.")
 
-    tokens = meta.get(Keys.Tokenizer.LIST)
+    tokens = meta.get(_TOKENS)
     if isinstance(tokens, ArrayInfo):
         n_vocab = tokens.length
     else:
@@ -159,9 +186,15 @@ def build_model_spec(headers: Sequence[GGUFHeader], *, default_name: str) -> Mod
         n_vocab = embd.shape[1] if embd is not None and len(embd.shape) > 1 else 0
 
     swa = swa_layout(arch, meta, n_layer)
-    file_type = _file_type_name(meta.get(Keys.General.FILE_TYPE)) or _dominant_type(tensors)
-    name = meta.get(Keys.General.NAME)
-    chat_template = meta.get(Keys.Tokenizer.CHAT_TEMPLATE)
+    recurrent = recurrent_layout(arch, meta, n_layer, n_embd, n_head_kv, n_ff)
+    if recurrent is not None:
+        # only the layers llama.cpp gives a KV cache keep their KV heads (create_memory's
+        # filter_attn): recurrent, MLP-only and MTP layers of hybrids have none
+        n_head_kv = tuple(kv if a else 0 for kv, a in zip(n_head_kv, recurrent.attention, strict=True))
+    kv_reuse = _kv_reuse(arch, n_layer, swa.layers)
+    file_type = _file_type_name(meta.get(_FILE_TYPE)) or _dominant_type(tensors)
+    name = meta.get(_NAME)
+    chat_template = meta.get(_CHAT_TEMPLATE)
     n_ff_exp = meta.get(k.key("expert_feed_forward_length"))
     if isinstance(n_ff_exp, ArrayInfo):
         n_ff_exp = max(n_ff_exp.values or (0,))
@@ -190,6 +223,9 @@ def build_model_spec(headers: Sequence[GGUFHeader], *, default_name: str) -> Mod
         split_count=len(headers),
         chat_template=chat_template if isinstance(chat_template, str) else None,
         kv_lora_rank=k.uint("attention.kv_lora_rank", 0) or 0,
+        kv_reuse=kv_reuse,
+        recurrent_layers=recurrent.layers if recurrent else (),
+        ssm_state_bytes_per_seq=recurrent.bytes_per_layer if recurrent else 0,
         rope_dim=rope_dim,
         metadata=_small_metadata(meta),
         swa_type=swa.swa_type,

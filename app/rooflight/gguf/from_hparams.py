@@ -62,3 +62,4 @@ def spec_from_hparams(
         n_expert_used=n_expert_used,
         tied_embeddings=tie_embeddings,
     )
+

@@ -30,6 +30,7 @@ from gguf import (
 
 from rooflight.errors import BadInputError
 
+from .arrays import ArrayInfo  # noqa: F401 (importable from here as before)
 from .sources import ByteSource, LocalFileSource
 
 GGML_MAX_DIMS = 4  # ggml.h; not exported by the gguf package
@@ -64,22 +65,6 @@ _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _I64 = struct.Struct("<q")
 _I32 = struct.Struct("<i")
-
-
-@dataclass(frozen=True)
-class ArrayInfo:
-    """A metadata array: its element type and length, and its values when small.
-
-    Large arrays (a vocabulary's tokens, scores, merges) keep only their length: the
-    estimator needs the vocabulary size, not 262,144 strings.
-    """
-
-    item_type: GGUFValueType
-    length: int
-    values: tuple | None = None  # None when the body was skipped
-
-    def __len__(self) -> int:
-        return self.length
 
 
 @dataclass(frozen=True)

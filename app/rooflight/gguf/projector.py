@@ -11,11 +11,12 @@ import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from rooflight.errors import BadInputError
 
-from .header import GGUFHeader
-from .splits import read_headers
+if TYPE_CHECKING:  # the header reader (and the gguf package, numpy) load when a file is read
+    from .header import GGUFHeader
 
 # The file names vision repositories give their projectors: mmproj-<model>-f16.gguf,
 # <model>-mmproj-Q8_0.gguf, mmproj-F16.gguf, ... (llama.cpp's converter writes "mmproj-"
@@ -139,6 +140,8 @@ def build_projector_spec(header: GGUFHeader, *, default_name: str) -> ProjectorS
 
 def load_projector_spec(source: str | os.PathLike[str]) -> ProjectorSpec:
     """ProjectorSpec of a local mmproj GGUF or an `hf:OWNER/REPO/FILE.gguf` URI (header only)."""
+    from .splits import read_headers
+
     headers = read_headers(source if isinstance(source, str) else Path(source))
     name = PurePosixPath(str(source)).name.removesuffix(".gguf")
     spec = build_projector_spec(headers[0], default_name=name)

@@ -101,6 +101,10 @@ FILE_TYPES: dict[str, tuple[FileType, GGMLType]] = {
     "Q5_K_S": (FileType.MOSTLY_Q5_K_S, Q.Q5_K),
     "Q5_K_M": (FileType.MOSTLY_Q5_K_M, Q.Q5_K),
     "Q6_K": (FileType.MOSTLY_Q6_K, Q.Q6_K),
+    # NVFP4 files come from convert_hf_to_gguf.py on ModelOpt / compressed-tensors NVFP4
+    # checkpoints, not from llama-quantize: see _weight_type for what it keeps in 16 bits
+    # (pure=True writes every matrix in NVFP4 instead, for the machine probe)
+    "NVFP4": (FileType.MOSTLY_NVFP4, Q.NVFP4),
     # gpt-oss as released: experts MXFP4, every other matrix Q8_0 (gguf/gptoss_layout.py)
     "MXFP4_MOE": (FileType.MOSTLY_MXFP4_MOE, Q.MXFP4),
 }
@@ -192,6 +196,13 @@ def _weight_type(
         return base  # unquantized files keep every matrix in the file's float type
     if pure:  # llama-quantize --pure: every matrix in the base type (fallbacks aside)
         return _fallback(base, ne0)
+    if base == Q.NVFP4:
+        # the converter repacks the checkpoint's NVFP4 linear layers (the blocks' matrices;
+        # ModelOpt leaves embeddings and the LM head unquantized) and writes the rest in
+        # its 16-bit outtype (conversion/base.py _generate_nvfp4_tensors)
+        if role in ("output", "token_embd") or ne0 % GGML_BLOCK_SIZES[Q.NVFP4][0]:
+            return Q.F16
+        return Q.NVFP4
     new = base
     if role == "output":
         if ne0 % GGML_BLOCK_SIZES[base][0] != 0:
@@ -253,7 +264,7 @@ def tensor_rows(
     and size. Blocks repeat: a type and a size are worked out once per distinct one (the
     catalog sizes ~100k tensors this way when `rooflight rank` starts)."""
     ftype = normalize_ftype(ftype)
-    if ftype in PURE_FILE_TYPES and not pure:
+    if ftype in PURE_FILE_TYPES and ftype not in FILE_TYPES and not pure:
         raise ValueError(f"{ftype} files are written with pure=True only (one type for every matrix)")
     types: dict[tuple, GGMLType] = {}
     sizes: dict[tuple, int] = {}

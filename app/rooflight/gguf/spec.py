@@ -61,6 +61,9 @@ class ModelSpec:
     # recurrent / SSM layers (Mamba, RWKV, hybrids): True where the layer keeps a state
     recurrent_layers: tuple[bool, ...] = ()
     ssm_state_bytes_per_seq: int = 0  # conv + ssm state per recurrent layer, f32
+    # per layer: the layer whose KV cache it attends to when it keeps none of its own
+    # (Gemma 3n: layers from 20 on reuse layers 18 / 19), -1 otherwise; () = no sharing
+    kv_reuse: tuple[int, ...] = ()
     metadata: dict = field(default_factory=dict, compare=False, hash=False)  # small scalar keys
     # added by the GGUF reader (gguf/build.py):
     swa_type: str = "none"  # none | standard | chunked (llama4) | symmetric (embedding models)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .header import ArrayInfo
+from .arrays import ArrayInfo
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +17,8 @@ from pathlib import Path
 
 import platformdirs
 import psutil
+
+from rooflight.atomic import write_text_atomic
 
 CACHE_FILE = "ram_bandwidth.json"
 # 128 MiB source + 128 MiB destination in all: several times a desktop or VM L3 cache (smaller
@@ -132,17 +133,7 @@ def _read_cache(path: Path) -> dict[str, dict]:
 
 
 def _write_atomic(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, json.dumps(data, indent=1), make_parent=True)
 
 
 def ram_bandwidth(

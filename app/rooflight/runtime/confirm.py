@@ -30,6 +30,7 @@ from rooflight.estimate import Estimate
 from rooflight.gguf.header_copy import HeaderCopy, header_copies
 from rooflight.hardware.device_order import pci_order_environ
 from rooflight.hardware.profile import HardwareProfile
+from rooflight.units import size_text
 
 from .noalloc_worker import ANSWER_PREFIX
 from .stress import buffer_device
@@ -202,7 +203,7 @@ def confirm(source: str | Path, est: Estimate, hardware: HardwareProfile | None 
 
 
 def _size(n: int) -> str:
-    return f"{n / GB:.1f} GB" if n >= 0.95 * GB else f"{n / 1e6:.0f} MB"
+    return size_text(n, 1, mb_digits=0, mb_below=0.95 * GB)
 
 
 def _where(device: str) -> str:

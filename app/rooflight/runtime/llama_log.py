@@ -21,6 +21,8 @@ MIB = 1024 * 1024
 _MODEL_RE = re.compile(r"load_tensors:\s+(\S+) model buffer size =\s+([\d.]+) MiB")
 # "llama_kv_cache:        CPU KV buffer size =     6.00 MiB"
 _KV_RE = re.compile(r"llama_kv_cache:\s+(\S+) KV buffer size =\s+([\d.]+) MiB")
+# "llama_memory_recurrent:        CPU RS buffer size =     0.05 MiB" (hybrid / SSM state)
+_RS_RE = re.compile(r"llama_memory_recurrent:\s+(\S+) RS buffer size =\s+([\d.]+) MiB")
 # "sched_reserve:        CPU compute buffer size =   514.50 MiB"
 _COMPUTE_RE = re.compile(r"(?<!~)\b\w+:\s+(\S+) compute buffer size =\s+([\d.]+) MiB")
 # "llama_context:        CPU  output buffer size =     1.00 MiB"
@@ -36,7 +38,9 @@ class ReportedBuffers:
     """Buffers llama.cpp reported, in bytes, keyed by llama.cpp's buffer name (CPU, CUDA0...)."""
 
     model: dict[str, int] = field(default_factory=dict)
+    # KV cache plus recurrent state: what the plan's kv_bytes counts (recurrent alone too)
     kv: dict[str, int] = field(default_factory=dict)
+    recurrent: dict[str, int] = field(default_factory=dict)
     compute: dict[str, int] = field(default_factory=dict)
     output: dict[str, int] = field(default_factory=dict)
     repacked_tensors: list[str] = field(default_factory=list)
@@ -76,6 +80,9 @@ def parse_buffers(text: str) -> ReportedBuffers:
             _add(rep.model, m.group(1), m.group(2))
         elif m := _KV_RE.search(line):
             _add(rep.kv, m.group(1), m.group(2))
+        elif m := _RS_RE.search(line):
+            _add(rep.kv, m.group(1), m.group(2))
+            _add(rep.recurrent, m.group(1), m.group(2))
         elif ("~llama_context" not in line and "reserve_compute_meta" not in line  # mtmd's own
               and (m := _COMPUTE_RE.search(line))):
             # sched_reserve runs once per context; a later re-reserve would repeat it,

@@ -35,6 +35,7 @@ from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
 from rooflight.runtime.llama_log import ReportedBuffers
 from rooflight.runtime.measure import Measured, measure
+from rooflight.units import size_text
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +196,7 @@ class StressResult:
 
 
 def _size(n: int) -> str:
-    return f"{n / GB:.2f} GB" if n >= GB else f"{n / 1e6:.1f} MB"
+    return size_text(n, 2, mb_digits=1)
 
 
 def _too_large_message(point: ContextPoint) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from rooflight.estimate.perf import Calibration, Ratio
 from rooflight.store.paths import data_dir
+from rooflight.store.schema import apply_schema
 
 # How many recent measurements calibrate: enough to damp noise, few enough to follow a
 # driver or llama.cpp upgrade.
@@ -110,14 +111,12 @@ class CalibrationStore:
         self.path = path or data_dir() / "calibration.sqlite3"
         self._db = sqlite3.connect(self.path)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(_SCHEMA)
-        self._db.execute(_THREADS_SCHEMA)
-        columns = {row[1] for row in self._db.execute("PRAGMA table_info(measurements)")}
-        for column in ("n_threads", "model_bytes"):  # databases from before these were kept
-            if column not in columns:
-                self._db.execute(f"ALTER TABLE measurements ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
-        if "basis" not in columns:
-            self._db.execute("ALTER TABLE measurements ADD COLUMN basis TEXT NOT NULL DEFAULT 'table'")
+        # columns of databases from before these were kept
+        apply_schema(self._db, _SCHEMA + ";" + _THREADS_SCHEMA, added={"measurements": [
+            ("n_threads", "INTEGER NOT NULL DEFAULT 0"),
+            ("model_bytes", "INTEGER NOT NULL DEFAULT 0"),
+            ("basis", "TEXT NOT NULL DEFAULT 'table'"),
+        ]})
         self._db.commit()
 
     def close(self) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from rooflight.errors import BadInputError, OperationFailedError
 from rooflight.store.paths import data_dir
+from rooflight.store.schema import apply_schema
 
 SCHEMA_VERSION = 1
 ROLES = ("system", "user", "assistant")
@@ -171,7 +172,7 @@ class ChatStore:
 
     def _migrate(self, db: sqlite3.Connection) -> None:
         with db:
-            db.executescript(_SCHEMA)
+            apply_schema(db, _SCHEMA)
             row = db.execute("SELECT max(version) FROM schema_version").fetchone()
             version = row[0]
             if version is None:

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from rooflight.store.paths import data_dir
+from rooflight.store.schema import apply_schema
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS installed (
@@ -112,7 +113,7 @@ class InstalledStore:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, timeout=10, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(_SCHEMA)
+        apply_schema(self._db, _SCHEMA)
         self._db.commit()
 
     def close(self) -> None:

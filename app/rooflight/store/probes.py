@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rooflight.estimate.probe import MachineProbe
 from rooflight.store.paths import data_dir
+from rooflight.store.schema import apply_schema
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS probes (
@@ -42,7 +43,7 @@ class ProbeStore:
         self.path = path or data_dir() / "calibration.sqlite3"
         self._db = sqlite3.connect(self.path)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(_SCHEMA)
+        apply_schema(self._db, _SCHEMA)
         self._db.commit()
 
     def close(self) -> None:

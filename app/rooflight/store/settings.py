@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from rooflight.atomic import write_text_atomic
 from rooflight.errors import BadInputError, OperationFailedError
 from rooflight.store.paths import data_dir
 
@@ -124,15 +124,9 @@ def save_settings(settings: Settings, path: Path | None = None) -> None:
     path = path or settings_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     data = json.dumps(settings.to_dict(), indent=2, sort_keys=True) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=".settings-", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_text_atomic(path, data)
     except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
         raise OperationFailedError(f"Could not save the settings to {path}: {exc.strerror or exc}.") from exc
 
 
@@ -223,15 +217,9 @@ def save_hf_token(token: str) -> str:
 def _write_token_file(path: Path, token: str) -> None:
     """The token file huggingface_hub reads (get_token), owner-only, written atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".token-", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:  # mkstemp files are 0600
-            f.write(token)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_text_atomic(path, token)  # owner-only: the helper's files are 0600
     except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
         raise OperationFailedError(f"Could not save the token to {path}: {exc.strerror or exc}.") from exc
 
 

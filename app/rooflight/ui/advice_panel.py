@@ -36,6 +36,7 @@ from rooflight.ui.widgets import (
     readonly_table,
     tok_s,
 )
+from rooflight.units import size_text
 
 DEBOUNCE_MS = 80
 
@@ -84,7 +85,7 @@ def setting_changes(before: dict, after: dict) -> list[str]:
 
 
 def _gb(n: float) -> str:
-    return f"{n / 1e9:.1f} GB"
+    return size_text(n, 1)
 
 
 def figures(card) -> str:

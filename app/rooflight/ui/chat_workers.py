@@ -7,12 +7,11 @@ the reply's text, in order.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rooflight.atomic import write_text_atomic
 from rooflight.errors import OperationFailedError
 from rooflight.runtime.live_rate import LiveRate
 from rooflight.ui.chat_load import FORCE_HINT
@@ -72,15 +71,7 @@ def write_export(store, chat_id: int, path: str, fmt: str) -> str:
             else json.dumps(store.export_json(chat_id), indent=2, ensure_ascii=False) + "\n")
     target = Path(path)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, target)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        write_text_atomic(target, text)
     except OSError as exc:
         raise OperationFailedError(f"Could not write {target} ({exc.strerror or exc}); "
                                    "choose a folder you can write to.") from exc

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import os
-import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +39,7 @@ from PySide6.QtGui import QBrush, QColor, QFont, QImage, QPainter, QPalette, QPe
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QGridLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
+from rooflight.atomic import write_file_atomic
 from rooflight.estimate.plan import Wishes
 from rooflight.estimate.sweep import (
     ContextPoint,
@@ -322,20 +322,7 @@ class ChartPanel(QWidget):
             self.layout().activate()
 
 
-def _atomic_write(path: Path, write) -> Path:
-    """write(tmp) into a temporary name beside `path`, fsync, rename over `path`. The
-    writer creates the file itself, so it gets the usual permissions (umask), not 0600."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex[:12]}.tmp{path.suffix}")
-    try:
-        if not write(tmp) or not tmp.is_file() or tmp.stat().st_size == 0:
-            raise OSError(f"Could not write {path.name}; check that the folder is writable.")
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+_atomic_write = write_file_atomic  # rooflight/atomic.py
 
 
 # -- memory vs context ---------------------------------------------------------------------

@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 from rooflight.estimate import Wishes
 from rooflight.ui.latest import LatestTask
 from rooflight.ui.widgets import Note, ctx_label, label, readonly_table, tok_s
+from rooflight.units import size_text
 
 SHUTDOWN_WAIT_S = 10.0
 ROW_HEIGHT = 30
@@ -77,7 +78,7 @@ def run_stress_test(task, path: str, hardware, wishes: Wishes, contexts: list[in
 # -- words ---------------------------------------------------------------------------------
 
 def _size(n: int) -> str:
-    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
+    return size_text(n, 2, mb_digits=1)
 
 
 def point_cells(point) -> list[str]:

@@ -24,14 +24,13 @@ from PySide6.QtWidgets import (
 
 from rooflight.format import FIT_BADGES, FIT_LABELS
 from rooflight.ui import theme
+from rooflight.units import size_text
 
 GB = 1e9
 
 
 def gb(n: float | None, digits: int = 1) -> str:
-    if n is None:
-        return "?"
-    return f"{n / GB:.{digits}f} GB"
+    return size_text(n, digits)
 
 
 def tok_s(v: float) -> str:

@@ -43,12 +43,19 @@ XCB_LIBRARIES: tuple[tuple[str, str], ...] = (
 
 
 def can_load(soname: str) -> bool:
-    """Whether the dynamic loader finds and loads `soname` (and what it needs)."""
-    try:
-        ctypes.CDLL(soname)
-    except OSError:
-        return False
-    return True
+    """Whether the dynamic loader finds and loads `soname` (and what it needs); in a
+    PyInstaller bundle also from the bundle's own folders, where it may carry a copy."""
+    candidates = [soname]
+    bundle = getattr(sys, "_MEIPASS", None)
+    if getattr(sys, "frozen", False) and bundle:
+        candidates += [os.path.join(bundle, soname), os.path.join(bundle, "PySide6", "Qt", "lib", soname)]
+    for name in candidates:
+        try:
+            ctypes.CDLL(name)
+        except OSError:
+            continue
+        return True
+    return False
 
 
 def platform_is_xcb(env: Mapping[str, str] | None = None, platform: str | None = None) -> bool:

@@ -3,7 +3,8 @@
 The page puts together widgets with one job each and keeps which model is loaded and
 which chat is shown:
 - left, the stored chats (chat_list.ChatList: new, rename, delete, export);
-- in the middle the model bar (chat_load.LoadPanel: plan, load, cancel, unload), then the
+- in the middle the model bar (chat_load.LoadPanel: plan, load, cancel, unload; the engine
+  it loads is held by chat_model.ModelSlot), then the
   conversation (chat_turns.TurnsPane: transcript, composer, running each turn) with the
   live monitor (chat_monitor.MonitorTab) as a second tab;
 - right, the system prompt and sampling settings (chat_settings.SamplingPanel).
@@ -16,7 +17,6 @@ its worker and closes the engine.
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 from PySide6.QtCore import Qt
@@ -26,10 +26,10 @@ from PySide6.QtWidgets import QHBoxLayout, QPushButton, QSplitter, QTabWidget, Q
 from rooflight.errors import RooflightError
 from rooflight.ui.chat_list import ChatList
 from rooflight.ui.chat_load import LoadPanel
+from rooflight.ui.chat_model import ModelSlot
 from rooflight.ui.chat_monitor import MonitorTab
 from rooflight.ui.chat_settings import SamplingPanel
 from rooflight.ui.chat_turns import TurnsPane
-from rooflight.ui.chat_workers import load_model
 from rooflight.ui.pages.base import Page, Shot
 from rooflight.ui.widgets import label
 
@@ -45,11 +45,7 @@ class ChatPage(Page):
     def __init__(self, ctx, parent=None) -> None:
         super().__init__(ctx, parent)
         self.store = self._open_store()
-        self.engine = None
         self.chat_id: int | None = None
-        self._load_task = None
-        self._load_cancel: threading.Event | None = None
-        self._load_holder: list = []
         self._closed = False
         self._sizes: list[int] = []
 
@@ -110,6 +106,9 @@ class ChatPage(Page):
         col.setContentsMargins(0, 0, 0, 0)
         col.setSpacing(8)
         self.load_panel = LoadPanel(self.ctx)
+        self.model = ModelSlot(self.ctx, self.load_panel, self.monitor_tab, self)
+        self.model.loaded.connect(self._loaded)
+        self.model.ended.connect(self._load_ended)
         self.load_panel.load_requested.connect(self.load)
         self.load_panel.cancel_requested.connect(self.cancel_load)
         self.load_panel.unload_requested.connect(self.unload)
@@ -149,6 +148,8 @@ class ChatPage(Page):
     chat_list = property(lambda self: self.chats.list)
     new_button = property(lambda self: self.chats.new_button)
     monitor = property(lambda self: self.monitor_tab.monitor)
+    engine = property(lambda self: self.model.engine)
+    _load_holder = property(lambda self: self.model.holder)
     monitor_panel = property(lambda self: self.monitor_tab.panel)
 
     @property
@@ -193,7 +194,7 @@ class ChatPage(Page):
 
     @property
     def loading(self) -> bool:
-        return self._load_task is not None
+        return self.model.loading
 
     def _update_controls(self) -> None:
         busy = self.generating
@@ -311,42 +312,23 @@ class ChatPage(Page):
         """Load `lp` in a worker (the model loaded before is freed first)."""
         if self.loading or self.generating or self._closed:
             return
-        previous, self.engine, self.session = self.engine, None, None
-        self.load_panel.set_loaded(None)
-        self._load_cancel = threading.Event()
-        self._load_holder = []
-        self.load_panel.set_loading(True, f"Loading {lp.path.name}…")
-        self.monitor_tab.start()
-        self._load_task = self.ctx.runner.run(
-            load_model, lp, force, self._load_cancel, previous, self._load_holder, with_task=True,
-            on_progress=self.load_panel.set_progress, on_done=self._loaded, on_error=self._load_failed,
-            on_cancelled=self._load_ended, what="loading the model")
+        self.session = None
+        self.model.load(lp, force)
         self._set_status()
         self._update_controls()
 
     def cancel_load(self) -> None:
-        if self._load_cancel is not None:
-            self._load_cancel.set()
+        self.model.cancel()
 
     def _load_ended(self) -> None:
-        self._load_task = None
-        self._load_cancel = None
-        self.load_panel.set_loading(False)
-        if self.engine is None:
-            self.monitor_tab.stop()
+        self._set_status()
         self._update_controls()
 
     def _loaded(self, engine) -> None:
-        if self._closed:
-            engine.close()
-            return
         from rooflight.runtime.chat import ChatSession
 
-        self.engine = engine
-        self._load_ended()
         self.session = ChatSession(engine, store=self.store)
         self.view.author = engine.model_name
-        self.load_panel.set_loaded(str(engine.plan.path), engine.config)
         if self.chat_id is not None:
             self.show_chat(self.chat_id)  # continue the chat shown
         else:
@@ -357,27 +339,13 @@ class ChatPage(Page):
         self._update_controls()
         self.composer.setFocus()
 
-    def _load_failed(self, exc: BaseException) -> None:
-        from rooflight.runtime.engine import LoadCancelledError, LoadRefusedError
-
-        self._load_ended()
-        if isinstance(exc, LoadRefusedError):
-            self.load_panel.show_refusal(str(exc))  # free memory fell since planning
-        elif not isinstance(exc, LoadCancelledError):
-            self.ctx.report(exc, "loading the model")
-        self._set_status()
-
     def unload(self) -> None:
         if self.loading:
             return
         if self.generating:
             self.stop()
-        engine, self.engine, self.session = self.engine, None, None
-        self.load_panel.set_loaded(None)
-        self.monitor_tab.stop()
-        if engine is not None:
-            # close waits for a reply still finishing: in a worker, never here
-            self.ctx.runner.run(engine.close, what="unloading the model")
+        self.session = None
+        self.model.release()
         self._set_status()
         self.show_chat(self.chat_id)
         self._update_controls()
@@ -443,16 +411,13 @@ class ChatPage(Page):
         self._closed = True
         self.ctx.actions.set_chat_handler(None)
         self.turns.shutdown()
-        if self._load_cancel is not None:
-            self._load_cancel.set()
-        for task in (self.turns.task, self._load_task):
-            if task is not None:
-                task.wait(SHUTDOWN_WAIT_S)
-        engines = [self.engine, *self._load_holder]
-        self.engine = self.session = None
-        for engine in engines:
-            if engine is not None:
-                engine.close()
+        self.model.closed = True
+        self.model.cancel()
+        if self.turns.task is not None:
+            self.turns.task.wait(SHUTDOWN_WAIT_S)
+        self.model.shutdown(SHUTDOWN_WAIT_S)
+        self.session = None
+        self.model.close_engines()
         self.monitor_tab.shutdown()
         if self.store is not None:
             self.store.close()

@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 
 from rooflight.catalog.rank import QuantOption, RankedModel
 from rooflight.estimate import Calibration, Estimate, Wishes, plan
+from rooflight.estimate.fit import Fit
 from rooflight.estimate.placement import has_offload_devices
 from rooflight.format import FIT_BADGES, FIT_LABELS, network_sentence, speed_basis
 from rooflight.hardware import HardwareProfile
@@ -134,10 +135,10 @@ def device_uses(est: Estimate, hardware: HardwareProfile) -> list[DeviceUse]:
 def fit_sentence(est: Estimate) -> str:
     n, total = est.config.n_gpu_layers, est.spec.n_layer + 1
     return {
-        "full_gpu": f"All {total} layers on the GPU.",
-        "partial_gpu": f"Partial offload: {n} of {total} layers on the GPU, the rest on the CPU.",
-        "cpu_only": "Runs on the CPU, from RAM.",
-        "too_large": "Does not fit in memory at this context.",
+        Fit.FULL_GPU: f"All {total} layers on the GPU.",
+        Fit.PARTIAL_GPU: f"Partial offload: {n} of {total} layers on the GPU, the rest on the CPU.",
+        Fit.CPU_ONLY: "Runs on the CPU, from RAM.",
+        Fit.TOO_LARGE: "Does not fit in memory at this context.",
     }.get(est.fit, est.fit)
 
 

@@ -14,6 +14,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QColor
 
 from rooflight.catalog.rank import RankedModel
+from rooflight.estimate.fit import Fit
 from rooflight.format import FIT_BADGES, FIT_LABELS
 from rooflight.ui import theme
 from rooflight.ui.widgets import FIT_ROLE, ctx_label, gb, tok_s
@@ -56,7 +57,7 @@ def search_text(r: RankedModel) -> str:
     return " ".join((m.id, m.name, m.family, m.architecture, m.license, *m.tags)).lower()
 
 
-_FIT_ORDER = {"full_gpu": 0, "partial_gpu": 1, "cpu_only": 2, "too_large": 3}
+_FIT_ORDER = {f: 3 - f.rank for f in Fit}  # best first
 _DISPLAY = Qt.ItemDataRole.DisplayRole
 _TOOLTIP = Qt.ItemDataRole.ToolTipRole
 _ALIGN = Qt.ItemDataRole.TextAlignmentRole

@@ -1,0 +1,168 @@
+"""ModelSpecs from config.json fields (gguf/from_config.py), against published figures.
+
+Each fixture is a model's config.json as quoted, with its URL, in a public repository found
+with the search tool (find_string on a distinctive field); only the fields the converter
+reads are kept. Published parameter counts check the tensor lists; the layouts are what
+llama.cpp would derive from the converted GGUF.
+"""
+
+import pytest
+
+from rooflight.errors import BadInputError
+from rooflight.estimate import Wishes, plan
+from rooflight.gguf.from_config import spec_from_config
+from rooflight.hardware.profile import CPUInfo, HardwareProfile
+
+GiB = 2**30
+HOST = HardwareProfile(
+    cpu=CPUInfo("test host", 2, 2, ("avx2",), 64 * GiB, 64 * GiB, 20.0, "profile", 3000.0), backend="cpu")
+
+# https://huggingface.co/Qwen/Qwen3-Coder-Next/blob/main/config.json, quoted in a test of
+# a public parameter counter with "published total 79,674,391,296" and active 3,874,929,408
+QWEN3_CODER_NEXT = {
+    "hidden_size": 2048, "num_hidden_layers": 48, "vocab_size": 151936, "head_dim": 256,
+    "num_attention_heads": 16, "num_key_value_heads": 2, "num_experts": 512, "num_experts_per_tok": 10,
+    "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "linear_num_key_heads": 16,
+    "linear_key_head_dim": 128, "linear_num_value_heads": 32, "linear_value_head_dim": 128,
+    "linear_conv_kernel_dim": 4, "full_attention_interval": 4, "tie_word_embeddings": False,
+}
+# nvidia/NVIDIA-Nemotron-Nano-9B-v2 config.json fields, quoted as published values in a
+# public memory-formula test; 8,888,227,328 parameters per the Hub (llmfit's hf_models.json,
+# also resources/catalog.json's parameters_raw)
+NEMOTRON_NANO_9B_V2 = {
+    "num_hidden_layers": 56, "hidden_size": 4480, "intermediate_size": 15680, "num_attention_heads": 40,
+    "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 131072,
+    "hybrid_override_pattern": "M-M-M-MM-M-M-M*-M-M-M*-M-M-M-M*-M-M-M-M*-M-MM-M-M-M-M-M-",
+    "ssm_state_size": 128, "conv_kernel": 4, "mamba_num_groups": 8, "mamba_num_heads": 128, "mamba_head_dim": 80,
+}
+# Qwen/Qwen3.5-9B text_config, the "real Qwen3.5-9B config" fixture of a public test
+QWEN35_9B = {
+    "full_attention_interval": 4, "head_dim": 256, "hidden_size": 4096, "intermediate_size": 12288,
+    "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 8, "linear_conv_kernel_dim": 4,
+    "linear_key_head_dim": 128, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+    "linear_value_head_dim": 128, "num_attention_heads": 16, "num_key_value_heads": 4,
+    "num_hidden_layers": 32, "vocab_size": 248320, "tie_word_embeddings": False,
+}
+# Gemma 3n E2B: google-ai-edge's model config for it (30 layers, 2048 wide, vocab 262400,
+# 8 heads of 256, 2 KV heads, FFN 8192, window 512, every 5th layer global,
+# hidden_size_per_layer_input 256, num_kv_shared_layers 10), written with HF key names
+GEMMA_3N_E2B = {"text_config": {
+    "num_hidden_layers": 30, "hidden_size": 2048, "vocab_size": 262400, "num_attention_heads": 8,
+    "head_dim": 256, "num_key_value_heads": 2, "intermediate_size": 8192, "sliding_window": 512,
+    "max_position_embeddings": 32768, "hidden_size_per_layer_input": 256, "num_kv_shared_layers": 10,
+    "layer_types": (["sliding_attention"] * 4 + ["full_attention"]) * 6,
+}}
+
+
+def test_qwen3_next_tensor_list_matches_the_published_parameter_counts():
+    spec = spec_from_config(QWEN3_CODER_NEXT, arch="qwen3next", ftype="BF16", name="qwen3-coder-next")
+    assert spec.params == 79_674_391_296
+    assert spec.active_params == 3_874_929_408
+    assert spec.recurrent_layers == tuple((il + 1) % 4 != 0 for il in range(48))
+    # n_embd_r = 3 x (2 x 16 x 128 + 4096), n_embd_s = 128 x 4096, f32
+    assert spec.ssm_state_bytes_per_seq == (3 * (2 * 16 * 128 + 4096) + 128 * 4096) * 4
+
+
+def test_nemotron_h_layout_and_size():
+    spec = spec_from_config(NEMOTRON_NANO_9B_V2, arch="nemotron_h", ftype="BF16", name="nemotron-nano-9b-v2")
+    assert spec.params == 8_888_227_328
+    pattern = NEMOTRON_NANO_9B_V2["hybrid_override_pattern"]
+    assert spec.recurrent_layers == tuple(p == "M" for p in pattern)
+    assert [il for il, kv in enumerate(spec.n_head_kv) if kv] == [il for il, p in enumerate(pattern) if p == "*"]
+    # d_inner = 128 heads x 80, 8 groups of 128 states
+    assert spec.ssm_state_bytes_per_seq == (3 * (10240 + 2 * 8 * 128) + 128 * 10240) * 4
+
+
+def test_hybrid_kv_cache_is_a_fraction_of_a_transformer_one():
+    spec = spec_from_config(QWEN35_9B, arch="qwen35", ftype="Q4_K_M", name="qwen3.5-9b")
+    cfg = plan(spec, HOST, Wishes(n_ctx=32768, n_gpu_layers=0)).memory.device("cpu")
+    attention = 8 * 32768 * 4 * 256 * 2 * 2  # 8 full-attention layers, K+V f16
+    state = 24 * (3 * (2 * 16 * 128 + 32 * 128) + 128 * 4096) * 4
+    assert cfg.kv_bytes == attention + state
+    # the state does not grow with the context
+    small = plan(spec, HOST, Wishes(n_ctx=4096, n_gpu_layers=0)).memory.device("cpu").kv_bytes
+    assert small == attention // 8 + state
+
+
+def test_gemma3n_layers_share_the_kv_cache_of_the_first_twenty():
+    spec = spec_from_config(GEMMA_3N_E2B, arch="gemma3n", ftype="Q8_0", name="gemma-3n-e2b")
+    assert spec.swa_layers == tuple(il % 5 != 4 for il in range(30))
+    assert spec.kv_reuse[:20] == (-1,) * 20
+    assert spec.kv_reuse[20:] == tuple(19 if il % 5 == 4 else 18 for il in range(20, 30))
+    assert spec.tensor("per_layer_token_embd.weight").shape == (256 * 30, 262400)
+    est = plan(spec, HOST, Wishes(n_ctx=32768, n_gpu_layers=0))
+    # 4 global layers of the first 20 keep 32768 cells, 16 sliding ones 512 + 512 (padded)
+    per_cell = 2 * 256 * 2 * 2
+    assert est.memory.device("cpu").kv_bytes == 4 * 32768 * per_cell + 16 * 1024 * per_cell
+
+
+def test_ministral_style_sliding_window_is_dropped_as_llama_cpp_does():
+    # a llama-architecture config with a sliding window (Mistral / Ministral configs carry
+    # one): llama.cpp's llama loader reads no window, so every layer keeps the full context
+    config = {"num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 8, "num_key_value_heads": 2,
+              "intermediate_size": 1024, "vocab_size": 1000, "sliding_window": 128,
+              "layer_types": ["sliding_attention", "full_attention"] * 2}
+    spec = spec_from_config(config, arch="llama", ftype="Q8_0", name="m")
+    assert spec.sliding_window == 0 and not any(spec.swa_layers)
+    # olmo2's converter writes the per-layer pattern, and llama.cpp follows it
+    olmo = spec_from_config({**config, "layer_types": ["sliding_attention"] * 3 + ["full_attention"]},
+                            arch="olmo2", ftype="Q8_0", name="o")
+    assert olmo.sliding_window == 128 and olmo.swa_layers == (True, True, True, False)
+
+
+def test_missing_field_is_one_sentence():
+    broken = {k: v for k, v in QWEN3_CODER_NEXT.items() if k != "linear_key_head_dim"}
+    with pytest.raises(BadInputError, match="config.json cannot describe a qwen3next model"):
+        spec_from_config(broken, arch="qwen3next", ftype="Q4_K_M", name="broken")
+
+
+# LiquidAI/LFM2-8B-A1B config.json as quoted by a public TensorRT port's test (_lfm2_8b_a1b_raw)
+_LFM2_8B_TYPES = ["conv"] * 24
+for _i in (2, 6, 10, 14, 18, 21):
+    _LFM2_8B_TYPES[_i] = "full_attention"
+LFM2_8B_A1B = {
+    "model_type": "lfm2_moe", "vocab_size": 65536, "hidden_size": 2048, "intermediate_size": 7168,
+    "num_hidden_layers": 24, "num_attention_heads": 32, "num_key_value_heads": 8, "layer_types": _LFM2_8B_TYPES,
+    "conv_L_cache": 3, "max_position_embeddings": 128000, "num_experts": 32, "num_experts_per_tok": 4,
+    "moe_intermediate_size": 1792, "num_dense_layers": 2,
+}
+
+
+def test_lfm2_moe_layout():
+    spec = spec_from_config(LFM2_8B_A1B, arch="lfm2moe", ftype="Q4_K_M", name="lfm2-8b-a1b")
+    assert [il for il in range(24) if not spec.recurrent_layers[il]] == [2, 6, 10, 14, 18, 21]
+    assert spec.ssm_state_bytes_per_seq == 2048 * 2 * 4
+    assert spec.tensor("blk.1.ffn_up.weight") is not None and spec.tensor("blk.2.ffn_up_exps.weight") is not None
+    assert spec.n_expert == 32 and spec.n_expert_used == 4
+
+
+def test_recipe_vocab_floor_is_the_writers():
+    from rooflight.gguf import arch_recipe, synthetic
+
+    assert arch_recipe.MINIMAL_VOCAB_SIZE == synthetic.MINIMAL_VOCAB_SIZE
+    from gguf import ExpertGatingFuncType
+
+    assert arch_recipe.EXPERT_GATING_SIGMOID == int(ExpertGatingFuncType.SIGMOID)
+
+
+def test_config_spec_is_the_written_files_spec(tmp_path):
+    # one recipe: the header of a written file and the spec from config fields agree
+    from rooflight.gguf import load_model_spec
+    from rooflight.gguf.synthetic_hybrid import write_hybrid_model
+
+    spec = spec_from_config(QWEN35_9B, arch="qwen35", ftype="Q8_0", name="q")
+    shape_config = {**QWEN35_9B, "hidden_size": 256, "num_attention_heads": 4, "head_dim": 64,
+                    "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000,
+                    "linear_key_head_dim": 32, "linear_value_head_dim": 32}
+    small = spec_from_config(shape_config, arch="qwen35", ftype="Q8_0", name="q")
+    from rooflight.gguf.arch_recipe import HybridShape
+
+    shape = HybridShape("qwen35", n_embd=256, n_head=4, head_dim=64, n_head_kv=(2,) * 32, n_ff=(512,) * 32,
+                        n_vocab=1000, context_length=small.context_length, ssm_d_conv=4, ssm_d_inner=32 * 32,
+                        ssm_d_state=32, ssm_dt_rank=32, ssm_n_group=16, tie_embeddings=False)
+    written = load_model_spec(str(write_hybrid_model(tmp_path / "q.gguf", shape, ftype="Q8_0")))
+    assert [(t.name, t.ggml_type, t.shape) for t in written.tensors] == [
+        (t.name, t.ggml_type, t.shape) for t in small.tensors]
+    for field in ("recurrent_layers", "n_head_kv", "ssm_state_bytes_per_seq", "n_ff", "file_type"):
+        assert getattr(written, field) == getattr(small, field), field
+    assert spec.params > small.params
