@@ -283,7 +283,8 @@ def test_probe_refuses_what_it_could_not_measure_cleanly(llama_cpp, tmp_path):
         # the disturbed runs were repeated while each figure's share of the budget lasted,
         # each recorded as not clean
         assert run.runs and all(not any(r["clean"]) for r in run.runs.values())
-        assert any(len(r["seconds"]) >= 2 for r in run.runs.values())
+        # (on a machine so busy that one run outlasts a figure's share, the budget ends first)
+        assert any(len(r["seconds"]) >= 2 for r in run.runs.values()) or "budget ran out" in run.refused
     finally:
         store.close()
 
