@@ -11,6 +11,7 @@ published GPU / Apple figures.
    machine noise hits all alike; each figure is the best of --repeats runs.
 3. Prints predicted vs published llama-bench figures (REFERENCE.md §4) for Llama-2-7B on
    RTX 4090/3090/3060 and Apple M2/M2 Max, from profiles that name only the GPU.
+With --probe: this machine after `rooflight probe` only (bench/accuracy_probe.py).
 Targets (issue 2): memory within 5%, CPU decode within 15%, GPU/Apple decode within 20%,
 prefill within 30%. The script exits 1 when a target is missed.
 """
@@ -132,7 +133,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="two synthetic models, two contexts, one repeat")
     ap.add_argument("--repeats", type=int, default=2)
-    args = ap.parse_args()
+    ap.add_argument("--probe", action="store_true",
+                    help="this machine after `rooflight probe` only: bench/accuracy_probe.py's targets")
+    args, rest = ap.parse_known_args()
+    if args.probe:  # issue 14's on-this-VM targets, in their own script
+        sys.path.insert(0, str(Path(__file__).parent))
+        import accuracy_probe
+
+        return accuracy_probe.main(rest + (["--quick"] if args.quick else []))
     failures: list[str] = []
     hw = detect()
     print(f"machine: {hw.cpu.name}, {hw.cpu.cores} cores, RAM bandwidth {hw.cpu.ram_bandwidth_gbs:.1f} GB/s"

@@ -102,6 +102,7 @@ def test_quant_labels_and_grouping_from_names():
     assert parse_quant("phi-4.IQ4_XS.gguf") == "IQ4_XS"
     assert parse_quant("tiny-f16.gguf") == "F16"
     assert parse_quant("Q6_K/model-Q6_K-00001-of-00002.gguf") == "Q6_K"
+    assert parse_quant("Qwen3.6-35B-A3B-NVFP4.gguf") == "NVFP4"  # FP4 files are named by their format
     assert parse_quant("model.gguf") is None
     groups = group_gguf(["a-00002-of-00002.gguf", "a-00001-of-00002.gguf", "imatrix.gguf", "b.gguf"])
     assert [(g.filename, g.complete) for g in groups] == [("a-00001-of-00002.gguf", True), ("b.gguf", True)]

@@ -31,6 +31,53 @@ def test_catalog_size_and_unique_ids():
     assert load_catalog() is CATALOG  # cached
 
 
+# how a source admits its names were only guessed from the publisher's pattern
+UNCONFIRMED = re.compile(r"(?i)names? (?:follows?|by) [^;]*pattern|named by [^;]*pattern|names unconfirmed|run the refresh")
+
+
+def test_every_file_name_is_confirmed():
+    """No repo block ships names that only follow a publisher's pattern: every block is
+    `checked` and, where it says so, names the listing or card it was checked against."""
+    for entry in _raw_doc()["models"]:
+        for src in entry["gguf"]:
+            assert src.get("checked", True) is True, (entry["id"], src["repo"])
+            assert src["files"], (entry["id"], src["repo"])
+            if "checked" in src:
+                assert src.get("source", "").strip(), (entry["id"], src["repo"])
+                assert not UNCONFIRMED.search(src["source"]), src["source"]
+
+
+# config.json keys llama.cpp's converter reads for each hybrid layer type (convert_hf_to_gguf):
+# without them a config builder cannot place the recurrent / convolution layers.
+HYBRID_KEYS = {
+    "qwen3next": ("linear_conv_kernel_dim", "linear_key_head_dim", "linear_num_key_heads",
+                  "linear_num_value_heads", "linear_value_head_dim", "full_attention_interval"),
+    "granitehybrid": ("layer_types", "mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups",
+                      "mamba_d_conv"),
+    "nemotron_h": ("hybrid_override_pattern", "ssm_state_size", "conv_kernel", "mamba_num_heads", "mamba_head_dim"),
+    "lfm2": ("layer_types", "conv_L_cache"),
+}
+HYBRID_KEYS["qwen35"] = HYBRID_KEYS["qwen35moe"] = HYBRID_KEYS["qwen3next"]
+HYBRID_KEYS["nemotron_h_moe"] = HYBRID_KEYS["nemotron_h"] + ("n_routed_experts", "moe_intermediate_size")
+HYBRID_KEYS["lfm2moe"] = HYBRID_KEYS["lfm2"] + ("num_experts", "moe_intermediate_size", "num_dense_layers")
+
+
+@pytest.mark.parametrize("model", [m for m in CATALOG if m.architecture in HYBRID_KEYS],
+                         ids=[m.id for m in CATALOG if m.architecture in HYBRID_KEYS])
+def test_hybrid_configs_carry_their_recurrent_fields(model: CatalogModel):
+    """A hybrid model's hparams.config holds the config.json fields of its recurrent layers
+    (not only the transformer subset), and a per-layer list, where given, covers every layer."""
+    cfg = model.hparams.config
+    missing = [k for k in HYBRID_KEYS[model.architecture] if k not in cfg]
+    assert not missing, (model.id, missing)
+    types = cfg.get("layer_types")
+    if types is not None:
+        assert len(types) == cfg["num_hidden_layers"] == model.hparams.n_layer
+    if "hybrid_override_pattern" in cfg:
+        assert len(cfg["hybrid_override_pattern"]) == cfg["num_hidden_layers"] == model.hparams.n_layer
+    assert "find_string" in model.hparams_source or "config.json" in model.hparams_source
+
+
 def test_top_level_notes():
     doc = _raw_doc()
     assert doc["sources"]
@@ -218,7 +265,7 @@ def test_file_for_every_quant(model: CatalogModel):
         assert quant in next(s.files for s in model.gguf if s.repo == repo)
         assert fname
     with pytest.raises(BadInputError):
-        model.file_for("Q4_1")
+        model.file_for("IQ1_S")  # a quant no entry files
     for src in model.gguf:  # split files name their first part
         assert all("-of-" not in f or "-00001-of-" in f for f in src.files.values())
 

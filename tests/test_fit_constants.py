@@ -148,3 +148,12 @@ def test_kernels_rate_differs_between_geforce_and_datacentre():
     unknown = profile_from_dict({"gpus": [{"name": "Mystery GPU", "vendor": "nvidia", "bandwidth_gbs": 500, "fp16_tflops": 50,
                                            "vram_total_bytes": 8 * 2**30}]}).gpus[0]
     assert matmul_tflops(unknown, True) == 50.0
+
+
+def test_sycl_prices_quantized_prompts_at_its_fp16_gemm_rate():
+    """llama.cpp's SYCL backend dequantizes and runs oneDNN's GEMM (no int8 MMQ): the table's
+    int8 figure for an Intel GPU must not double its quantized prompt rate there."""
+    arc = profile_from_dict({"gpus": [{"name": "Intel Arc 140V"}], "backend": "sycl"}).gpus[0]
+    assert matmul_tflops(arc, True, "sycl") == pytest.approx(arc.fp16_tflops)
+    assert matmul_tflops(arc, True, "vulkan") == pytest.approx(2 * arc.fp16_tflops)
+    assert matmul_tflops(arc, False, "sycl") == pytest.approx(arc.fp16_tflops)

@@ -37,12 +37,14 @@ def format_estimate(est) -> str:
             f"{gb(d.overhead_bytes):>11}{gb(d.total_bytes):>11}{gb(d.available_bytes):>12}{mark}"
         )
     lo, hi = p.decode_tok_s_range
+    plo, phi = p.prefill_tok_s_range
     lines += [
         "",
         f"Decode:  {p.decode_tok_s:8.1f} tok/s  (range {lo:.1f}-{hi:.1f}, {p.bound}-bound)",
-        f"Prefill: {p.prefill_tok_s:8.1f} tok/s  ({p.prefill_bound}-bound)",
+        f"Prefill: {p.prefill_tok_s:8.1f} tok/s  (range {plo:.1f}-{phi:.1f}, {p.prefill_bound}-bound)",
         f"Time to first token: {p.time_to_first_token_s:.2f} s"
         + ("  (calibrated on this machine)" if p.calibrated else ""),
+        speed_basis(p),
     ]
     if p.network is not None:
         lines.append(network_sentence(p.network))
@@ -53,6 +55,20 @@ def format_estimate(est) -> str:
             f"{gb(v.weights_bytes)} weights + {gb(v.compute_bytes)} compute for a {pr.image_size}px image, "
             f"{v.image_tokens} tokens per image, encoded in ~{v.encode_s:.2f} s (first token includes one image)")
     return "\n".join(lines)
+
+
+BASIS_WORDS = {
+    "probe": "this machine's probe (rooflight probe)",
+    "calibrated": "measurements of models on this machine",
+    "table": "table constants (no probe of this machine)",
+}
+
+
+def speed_basis(p) -> str:
+    """What the speeds stand on and what their range is, in one sentence (CLI and tooltip)."""
+    basis = BASIS_WORDS.get(getattr(p, "basis", "table"), p.basis)
+    why = getattr(p, "range_basis", "")
+    return f"Speeds from {basis}; range: {why}." if why else f"Speeds from {basis}."
 
 
 def network_sentence(net: dict) -> str:

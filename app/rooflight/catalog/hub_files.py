@@ -21,7 +21,7 @@ _QUANT = re.compile(
     r"(?<![A-Za-z0-9])((?:UD-)?(?:"
     r"IQ[1-4]_(?:XXS|XS|NL|S|M)"
     r"|Q[2-8]_K(?:_(?:XXL|XL|L|M|S))?"
-    r"|Q[4-8]_[01]|TQ[12]_0|MXFP4(?:_MOE)?|BF16|F16|FP16|F32|FP32"
+    r"|Q[4-8]_[01]|TQ[12]_0|MXFP4(?:_MOE)?|NVFP4|BF16|F16|FP16|F32|FP32"
     r"))(?![A-Za-z0-9])",
     re.IGNORECASE,
 )

@@ -87,9 +87,12 @@ def format_probe(run) -> str:
                      f"modelled decode cycle, {a.prefill_s_per_flop * 1e12:.1f} ps per prompt FLOP "
                      f"(spread {a.spread:.0%})")
     f = p.fixed
-    lines.append(f"fixed: {f.token_s * 1e6:.1f} us per token, "
-                 f"{f.layer_s * 1e6:.1f} us per layer, {f.vocab_s * 1e9:.2f} ns per vocabulary entry "
-                 f"(spread {f.spread:.0%})")
+    if not p.attention:  # the budget ran out before the figures every other one needs
+        lines.append("Nothing was measured completely (see the reason below).")
+    else:
+        lines.append(f"fixed: {f.token_s * 1e6:.1f} us per token, "
+                     f"{f.layer_s * 1e6:.1f} us per layer, {f.vocab_s * 1e9:.2f} ns per vocabulary entry "
+                     f"(spread {f.spread:.0%})")
     lines += [f"note: {n}" for n in p.notes]
     lines.append("")
     lines.append("Stored: estimates on this machine now stand on these figures." if run.stored

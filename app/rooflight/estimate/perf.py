@@ -11,8 +11,11 @@ Prefill (a prompt, in micro-batches of n_ubatch): each device needs
 the time to read its weights once; weights left on the CPU are copied to the GPU per
 micro-batch (llama.cpp's op_offload for batches >= 32), so PCIe bounds that part.
 
-Every constant says where it comes from. Measurements on this machine (store/calibration)
-then scale the result; the JSON says so with `calibrated`.
+Every constant says where it comes from. Where this machine has a probe of its llama.cpp
+kernels (runtime/probe.py), the CPU's share is priced by the measured figures instead
+(probe_roofline.py; `basis: probe`). Measurements of real models on this machine
+(store/calibration) then scale the result (`calibrated`); the range says what it is
+(ranges.py, `range_basis`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from rooflight.estimate import backend_constants as _bc
 from rooflight.estimate import experts, probe_roofline, ranges
@@ -128,6 +131,11 @@ class Calibration:
     @property
     def active(self) -> bool:
         return self.samples > 0
+
+    def uncalibrated(self) -> Calibration:
+        """What a new measurement is compared with: the probe (a property of the machine,
+        like its bandwidth) without the ratios learnt from earlier measurements."""
+        return Calibration(threads=self.threads, probe=self.probe)
 
     def probe_for(self, cfg: RunConfig) -> MachineProbe | None:
         """The probe, when it was taken at this plan's thread count."""
@@ -329,6 +337,7 @@ def decode_parts_s(
     for dev, start, end in kv_runs:
         if dev == CPU and fixed.cpu_weights is not None:
             # the probe measured attention as time per modelled cycle (cache reads included)
+            assert probe is not None  # cpu_weights come from a probe
             att = probe.attention_for(cfg.flash_attn)
             cyc = _cpu_attention_cycles(spec, cfg, position, start, end)
             if att is not None:
@@ -409,7 +418,7 @@ def _cpu_threads(hardware: HardwareProfile, cfg: RunConfig) -> int:
 
 def _cpu_cycles_per_token(spec: ModelSpec, devices: tuple[str, ...]) -> float:
     table = layer_table(spec)
-    cycles = 0
+    cycles = 0.0
     for dev, start, end in device_runs(devices[: spec.n_layer]):
         if dev == CPU:
             cycles = sum(table.active_cpu_cycles[start:end], cycles)
@@ -430,7 +439,7 @@ def _device_flops(hardware: HardwareProfile, device: str, cfg: RunConfig, quanti
     if device == CPU:
         return cpu_peak_flops(hardware, cfg.n_threads)
     gpu = next(g for g in hardware.gpus if gpu_name(g.index) == device)
-    return matmul_tflops(gpu, quantized) * 1e12  # the rate llama.cpp's kernels use (tensor_rates.py)
+    return matmul_tflops(gpu, quantized, hardware.backend) * 1e12  # the rate llama.cpp's kernels use (tensor_rates.py)
 
 
 @dataclass
@@ -442,7 +451,7 @@ class _PrefillWork:
     attn_width: float = 0.0  # sum of head_dim x n_head over full-context layers
     n_layers: int = 0
     swa_width: float = 0.0  # the same over sliding-window layers (they see at most the window)
-    params_by_type: dict[str, float] | None = None  # active elements per weight type (a probe prices these)
+    params_by_type: dict[str, float] = field(default_factory=dict)  # active elements per weight type (a probe prices these)
 
 
 def _prefill_work(spec: ModelSpec, devices: tuple[str, ...]) -> dict[str, _PrefillWork]:
@@ -517,7 +526,7 @@ def prefill_time_s(
         probe_s = 0.0  # the CPU's share priced by the probe
         pcie_bytes = 0.0
         for dev, w in per_dev.items():
-            run_on = main_gpu if (dev == CPU and offload_cpu) else dev
+            run_on = main_gpu if (dev == CPU and offload_cpu and main_gpu is not None) else dev
             if run_on != dev:
                 pcie_bytes += w.weight_bytes
             attn_flops = _attention_flops_per_token(spec, w, ctx_seen)
@@ -572,7 +581,7 @@ def prefill_time_s(
             bound_times["network"] += t_net
         total += step
         done += t
-    return total, max(bound_times, key=bound_times.get)
+    return total, max(bound_times, key=lambda k: bound_times[k])
 
 
 # llama.cpp's scheduler runs a CPU-held weight's matmul on the GPU when the batch has at
@@ -620,10 +629,12 @@ def estimate_performance(
     calibration: Calibration | None = None,
 ) -> PerfEstimate:
     cal = calibration or Calibration()
-    probe = cal.probe_for(cfg)
-    # the probe prices the CPU's work; a plan with GPU work stands on the table for it
+    # the probe measured the CPU backend's kernels: it prices plans that run on the CPU
+    # alone; with GPU work (and op_offload copying CPU-held weights to the GPU for prompts)
+    # the plan stands on the table, whose parts are fitted together
     cpu_only = all(d == CPU for d in mem.layer_devices)
-    basis = "probe" if probe is not None and cpu_only else "table"
+    probe = cal.probe_for(cfg) if cpu_only else None
+    basis = "probe" if probe is not None else "table"
     # mean decode rate over gen_tokens after the prompt (llama-bench tg semantics):
     # integrate the per-token time at a few positions (KV reads grow linearly)
     positions = [prompt_tokens + (i + 0.5) * gen_tokens / 4 for i in range(4)]
@@ -649,7 +660,7 @@ def estimate_performance(
         # tokens prefilled like the prompt's (estimate/vision.py)
         time_to_first_token_s=prompt_tokens / prefill + 1 / decode
         + image_first_token_s(spec, hardware, cfg, prefill),
-        bound=max(share, key=share.get),
+        bound=max(share, key=lambda k: share[k]),
         prefill_bound=prefill_bound,
         calibrated=calibrated,
         basis="calibrated" if calibrated else basis,

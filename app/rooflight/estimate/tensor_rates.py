@@ -32,8 +32,19 @@ def _ratios(name: str) -> tuple[float, float]:
     return (entry.get("int8_tops") or fp16) / fp16, (entry.get("fp16_acc16_tflops") or fp16) / fp16
 
 
-def matmul_tflops(gpu: GPUInfo, quantized: bool) -> float:
+# Backends whose quantized prompt matmuls run no int8 kernel: llama.cpp's SYCL backend
+# dequantizes the weights and multiplies them with oneDNN's GEMM (docs/backend/SYCL.md, "Use
+# oneDNN as the default GEMM library"; its MMQ path is switched off, ggml_sycl_supports_mmq
+# returns false, "TODO: accuracy issues in MMQ"). Pricing them at the table's int8 rate made
+# the one Intel GPU with an int8 figure (Arc 140V) look 2x faster at prompts than the Arc B580
+# and A770 in the fitting set, whose 2x slower measured rates then dragged the SYCL fit.
+FLOAT_GEMM_BACKENDS = frozenset({"sycl"})
+
+
+def matmul_tflops(gpu: GPUInfo, quantized: bool, backend: str | None = None) -> float:
     """Peak matrix rate (T ops/s) of the kernels llama.cpp uses for this weight class."""
     base = gpu.fp16_tflops or DEFAULT_FP16_TFLOPS
     int8, acc16 = _ratios(gpu.name)
+    if quantized and backend in FLOAT_GEMM_BACKENDS:
+        return base * acc16  # dequantized to F16, then the F16 GEMM
     return base * (int8 if quantized else acc16)

@@ -100,7 +100,13 @@ def run_bench(model_path: str, wishes, *, profile=None, repetitions: int = REPET
             # measure at the thread count later plans will use, so the ratio applies to them
             preferred = store.calibration(machine, profile.backend).preferred_threads(spec.file_bytes)
             wishes = replace(wishes, n_threads=preferred)
-        est = plan(spec, profile, wishes)  # uncalibrated: the ratio is what calibration learns
+        # uncalibrated: the ratio is what calibration learns; on this machine's probe where
+        # one is current, so the ratio corrects the probe's kernels (store/calibration.py)
+        from rooflight.estimate import Calibration
+        from rooflight.store.probes import current_probe
+
+        base = Calibration(probe=current_probe(profile))
+        est = plan(spec, profile, wishes, calibration=base)
         if est.fit == "too_large":
             raise RooflightError("The model does not fit this machine at this context; nothing was run.")
         sweep = None
@@ -113,7 +119,7 @@ def run_bench(model_path: str, wishes, *, profile=None, repetitions: int = REPET
                 progress=lambda n, d, p: say(f"  {n:3d} threads: decode {d:9.1f} tok/s, prefill {p:9.1f} tok/s"),
             )
             store_sweep(profile, spec.name, spec.file_bytes, sweep, store)
-            est = plan(spec, profile, replace(wishes, n_threads=sweep.best))
+            est = plan(spec, profile, replace(wishes, n_threads=sweep.best), calibration=base)
         prompt, gen = wishes.prompt_tokens, wishes.gen_tokens
         say(f"measuring {spec.name} ({prompt}-token prompt, {gen} tokens, "
             f"{est.config.n_threads} threads, {repetitions} runs)...")
@@ -125,7 +131,7 @@ def run_bench(model_path: str, wishes, *, profile=None, repetitions: int = REPET
             prompt_tokens=prompt, gen_tokens=gen,
             predicted_decode=est.performance.decode_tok_s, measured_decode=got.decode_tok_s,
             predicted_prefill=est.performance.prefill_tok_s, measured_prefill=got.prefill_tok_s,
-            n_threads=est.config.n_threads, model_bytes=spec.file_bytes,
+            n_threads=est.config.n_threads, model_bytes=spec.file_bytes, basis=est.performance.basis,
         )
         store.add(measurement)
     finally:

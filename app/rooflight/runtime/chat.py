@@ -572,7 +572,7 @@ class ChatSession:
                     prompt_tokens=st.prefill_tokens, gen_tokens=n_decode,
                     predicted_decode=raw_decode.decode_tok_s, measured_decode=st.decode_tok_s,
                     predicted_prefill=raw_prefill.prefill_tok_s, measured_prefill=st.prefill_tok_s,
-                    n_threads=lp.config.n_threads, model_bytes=lp.spec.file_bytes,
+                    n_threads=lp.config.n_threads, model_bytes=lp.spec.file_bytes, basis=raw_decode.basis,
                 ))
             finally:
                 store.close()

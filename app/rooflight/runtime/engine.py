@@ -236,7 +236,8 @@ class Engine:
         lp = self.plan
         args = (lp.spec, lp.hardware, lp.config, lp.estimate.memory)
         kw: dict[str, Any] = dict(prompt_tokens=max(1, prompt_tokens), gen_tokens=max(1, gen_tokens))
-        raw = estimate_performance(*args, **kw)
+        # "uncalibrated" keeps this machine's probe: a measurement corrects the probe's kernels
+        raw = estimate_performance(*args, **kw, calibration=lp.calibration.uncalibrated())
         cal = estimate_performance(*args, **kw, calibration=lp.calibration) if lp.calibration.active else raw
         return cal, raw
 

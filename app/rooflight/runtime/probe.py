@@ -254,9 +254,11 @@ class _Runner:
             self.clock.check()
             with Watch() as w:
                 value = fn()
+            window = w.window
+            assert window is not None  # set on leaving the with block
             secs.append(value)
-            clean.append(w.window.clean(self.threshold))
-            shares.append(w.window.others_share)
+            clean.append(window.clean(self.threshold))
+            shares.append(window.others_share)
         self.measured += 1
         r = Repeats(tuple(secs), tuple(clean))
         self.runs[name] = {"seconds": [round(s, 6) for s in secs], "clean": clean,
@@ -326,7 +328,7 @@ def probe_machine(
         raise BadInputError(f"The probe measures {', '.join(ALL_TYPES)}; not {', '.join(unknown)}.")
     n_threads = n_threads or max(1, profile.cpu.cores or 1)
     load_before = load_now()
-    clock = _Clock(budget_s, 6 + 2 * len(types), progress, check_cancel)
+    clock = _Clock(budget_s, 5 + 2 * len(types), progress, check_cancel)
     runs: dict[str, dict] = {}
     runner = _Runner(clock, busy_threshold, runs, max(2, repeats), figures=9 + 2 * len(types))
     skipped: dict[str, str] = {}
@@ -477,10 +479,12 @@ def probe_machine(
         kernels = tuple(k for k in kernels if not k.disturbed)
         if not kernels:
             refused = _refusal(False, False, busy_threshold, what="every weight type's kernels")
-    if not kernels and refused is None:
-        refused = "Not stored: no weight type was measured (the time budget ran out)."
+    no_kernels = not kernels
+    if no_kernels and not disturbed_types:
+        # fixed costs alone price nothing: not a probe to stand on, even if asked
+        refused = "Not stored: no weight type was measured (the time budget ran out; the machine was busy)."
     disturbed = fixed_disturbed or attn_disturbed or any(k.disturbed for k in kernels)
-    if refused and keep_disturbed:
+    if refused and keep_disturbed and not no_kernels:
         notes.append(f"Stored although disturbed (asked for): {refused.removeprefix('Not stored: ')}")
     elif disturbed and keep_disturbed:
         notes.append("Stored although disturbed (asked for): the "
@@ -492,7 +496,7 @@ def probe_machine(
         disturbed=disturbed, created_at=time.time(), duration_s=clock.elapsed, notes=tuple(notes),
     )
     result = ProbeRun(probe, load_before=load_before, runs=runs, skipped=skipped)
-    if refused and not keep_disturbed:
+    if refused and (no_kernels or not keep_disturbed):
         result.refused = refused
     elif store is not False:
         from rooflight.store.probes import ProbeStore
@@ -566,18 +570,18 @@ def _derive(fixed: FixedCosts, attn_raw, kernel_raw, n_ubatch: int, n_threads: i
 
     kernels = kernels_with(None)
     f16 = next((k for k in kernels if k.weight_type == "F16"), None)
-    attention = []
+    costs: list[AttentionCost] = []
     for fa, spec, n, short, long, pp in attn_raw:
         pw, _ = _weights_of(spec, "F16", prompt=True)
         weights_s = (f16.prefill_s_per_weight * pw * ATTN_PROMPT) if f16 else 0.0
         n_ub = -(-ATTN_PROMPT // n_ubatch)
-        attention.append(attention_cost(
+        costs.append(attention_cost(
             fa, decode_short_s=short.value, decode_long_s=long.value,
             units_short=cpu_attention_units(spec, cfg(fa), 4 + min(n, 256) / 2),
             units_long=cpu_attention_units(spec, cfg(fa), 16 + ATTN_PROMPT + min(n, 256) / 2),
             prefill_s=pp.value, prefill_other_s=weights_s + fixed.layer_s * spec.n_layer * n_ub,
             prefill_flops=prefill_attention_flops(spec, 16, ATTN_PROMPT, n_ubatch),
             spread=max(short.spread, long.spread, pp.spread)))
-    attention = tuple(attention)
+    attention = tuple(costs)
     att_on = next((a for a in attention if a.flash_attn), None)
     return kernels_with(att_on), attention

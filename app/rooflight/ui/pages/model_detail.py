@@ -36,7 +36,7 @@ from rooflight.catalog.rank import QuantOption, RankedModel
 from rooflight.estimate import Calibration, Estimate, Wishes, plan
 from rooflight.estimate.fit import Fit
 from rooflight.estimate.placement import has_offload_devices
-from rooflight.format import FIT_BADGES, FIT_LABELS, network_sentence
+from rooflight.format import FIT_BADGES, FIT_LABELS, network_sentence, speed_basis
 from rooflight.hardware import HardwareProfile
 from rooflight.hardware.remote import is_remote, remote_device
 from rooflight.ui import theme
@@ -636,6 +636,7 @@ class ModelDetail(QWidget):
                                f"prefill {tok_s(p.prefill_tok_s)} tok/s · first token in "
                                f"{p.time_to_first_token_s:.2f} s"
                                + (f"\n{network_sentence(p.network)}" if p.network else ""))
+        self.speed.setToolTip(speed_basis(p))  # what the range means ("8 of 10 ... fall inside")
         self.config.setText(
             f"Planned: {cfg.n_gpu_layers} of {s.n_layer + 1} layers on the GPU · KV cache {cfg.kv_type} · "
             f"flash attention {'on' if cfg.flash_attn else 'off'} · {cfg.n_threads} threads · "
