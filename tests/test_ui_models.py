@@ -21,7 +21,7 @@ def test_ranking_is_shown_best_first(qtbot):
     keys = [(r.tier, r.superseded_by is None, r.score) for r in rows]
     assert keys == sorted(keys, reverse=True)
     assert f"{len(unavailable)} more not estimated" in page.status.text()
-    assert "estimate not available for qwen35" in page.status.toolTip().lower()
+    assert "estimate not available for gemma4" in page.status.toolTip().lower()
     # the table shows the same figures as the core ranking for this machine
     expected = rank_models(hw, ctx=window.ctx.settings.default_ctx)
     assert [r.model.id for r in rows] == [r.model.id for r in expected]
