@@ -187,8 +187,11 @@ class CatalogModel:
         if builder is not None:  # an architecture with its own layers (arch_support.py)
             return builder(self, quant)
         h = self.hparams
+        # gpt-oss files keep every expert in MXFP4 whatever their label (its quantizers say so
+        # on the model cards): the released recipe, resized to the file's published size
+        ftype = "MXFP4_MOE" if self.layout == "gpt-oss" else quant
         return spec_from_hparams(
-            name=self.id, arch=self.layout, ftype=quant, n_layer=h.n_layer, n_embd=h.n_embd,
+            name=self.id, arch=self.layout, ftype=ftype, n_layer=h.n_layer, n_embd=h.n_embd,
             n_head=h.n_head, n_head_kv=h.n_head_kv, n_ff=h.n_ff, n_vocab=h.n_vocab,
             context_length=h.context_length, head_dim=h.head_dim, n_expert=h.n_expert,
             n_expert_used=h.n_expert_used, sliding_window=h.sliding_window,
