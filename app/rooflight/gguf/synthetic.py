@@ -385,37 +385,47 @@ def write_model(
             if arch == "qwen3moe":
                 writer.add_expert_feed_forward_length(n_ff)
 
-        tokens, scores, types = _vocab(n_vocab)
-        writer.add_tokenizer_model("llama")
-        writer.add_token_list(tokens)
-        writer.add_token_scores(scores)
-        writer.add_token_types(types)
-        writer.add_bos_token_id(BOS_ID)
-        writer.add_eos_token_id(EOS_ID)
-        writer.add_unk_token_id(UNK_ID)
-        writer.add_add_bos_token(True)
-        writer.add_add_eos_token(False)
+        add_test_vocab(writer, n_vocab)
         if chat_template is not None:
             writer.add_chat_template(chat_template)
 
-        # Tensor infos first, data streamed afterwards: only one tensor is in memory at a time.
-        for plan in plans:
-            qtype = Q(int(plan.qtype))  # the recipe's GGMLType -> the gguf package's enum
-            byte_shape = gguf_quants.quant_shape_to_byte_shape(plan.shape, qtype)
-            writer.add_tensor_info(plan.name, byte_shape, np.dtype(np.uint8), plan.n_bytes,
-                                   raw_dtype=qtype)
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_ti_data_to_file()
-        tiles: dict | None = {} if tiled else None
-        for plan in plans:
-            writer.write_tensor_data(_tensor_bytes(plan, seed, WEIGHT_STD, tiles))
+        write_tensors(writer, plans, seed, tiled=tiled)
     except BaseException:
         writer.close()
         path.unlink(missing_ok=True)  # never leave a half-written model behind
         raise
     writer.close()
     return path
+
+
+def add_test_vocab(writer: GGUFWriter, n_vocab: int) -> None:
+    """The small SentencePiece-style vocabulary of every generated model (_vocab), with its
+    special token ids."""
+    tokens, scores, types = _vocab(n_vocab)
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list(tokens)
+    writer.add_token_scores(scores)
+    writer.add_token_types(types)
+    writer.add_bos_token_id(BOS_ID)
+    writer.add_eos_token_id(EOS_ID)
+    writer.add_unk_token_id(UNK_ID)
+    writer.add_add_bos_token(True)
+    writer.add_add_eos_token(False)
+
+
+def write_tensors(writer: GGUFWriter, plans: Sequence[TensorPlan], seed: int, *, tiled: bool = False) -> None:
+    """Header, metadata and tensor infos, then the random weights streamed one tensor at a
+    time (only one is in memory at once)."""
+    for plan in plans:
+        qtype = Q(int(plan.qtype))  # the recipe's GGMLType -> the gguf package's enum
+        byte_shape = gguf_quants.quant_shape_to_byte_shape(plan.shape, qtype)
+        writer.add_tensor_info(plan.name, byte_shape, np.dtype(np.uint8), plan.n_bytes, raw_dtype=qtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    tiles: dict | None = {} if tiled else None
+    for plan in plans:
+        writer.write_tensor_data(_tensor_bytes(plan, seed, WEIGHT_STD, tiles))
 
 
 def _check_args(

@@ -13,9 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from gguf import GGMLQuantizationType, GGUFWriter
-from gguf import quants as gguf_quants
+from gguf import GGUFWriter
 
 from rooflight.gguf.arch_recipe import (  # noqa: F401 (importable from here as before)
     DELTA_NET,
@@ -26,15 +24,11 @@ from rooflight.gguf.arch_recipe import (  # noqa: F401 (importable from here as 
     plan_hybrid_tensors,
 )
 from rooflight.gguf.synthetic import (
-    BOS_ID,
-    EOS_ID,
     FILE_TYPES,
-    UNK_ID,
-    WEIGHT_STD,
     TensorPlan,
     _normalize_ftype,
-    _tensor_bytes,
-    _vocab,
+    add_test_vocab,
+    write_tensors,
 )
 
 
@@ -91,25 +85,8 @@ def write_plans(
         writer.add_file_type(int(FILE_TYPES[ftype][0]))
         writer.add_quantization_version(2)
         add_metadata(writer)
-        tokens, scores, types = _vocab(n_vocab)
-        writer.add_tokenizer_model("llama")
-        writer.add_token_list(tokens)
-        writer.add_token_scores(scores)
-        writer.add_token_types(types)
-        writer.add_bos_token_id(BOS_ID)
-        writer.add_eos_token_id(EOS_ID)
-        writer.add_unk_token_id(UNK_ID)
-        writer.add_add_bos_token(True)
-        writer.add_add_eos_token(False)
-        for plan in plans:
-            qtype = GGMLQuantizationType(int(plan.qtype))  # the recipe's own enum -> gguf's
-            byte_shape = gguf_quants.quant_shape_to_byte_shape(plan.shape, qtype)
-            writer.add_tensor_info(plan.name, byte_shape, np.dtype(np.uint8), plan.n_bytes, raw_dtype=qtype)
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_ti_data_to_file()
-        for plan in plans:
-            writer.write_tensor_data(_tensor_bytes(plan, seed, WEIGHT_STD))
+        add_test_vocab(writer, n_vocab)
+        write_tensors(writer, plans, seed)
     except BaseException:
         writer.close()
         path.unlink(missing_ok=True)  # never leave a half-written model behind

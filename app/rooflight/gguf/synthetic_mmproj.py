@@ -19,12 +19,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
-from gguf import GGMLQuantizationType, GGUFWriter, LlamaFileType
-from gguf import quants as gguf_quants
+from gguf import GGUFWriter, LlamaFileType
 
 from rooflight.gguf.quant_recipe import GGMLType
-from rooflight.gguf.synthetic import WEIGHT_STD, TensorPlan, _tensor_bytes
+from rooflight.gguf.synthetic import TensorPlan, write_tensors
 
 __all__ = ["PROJECTOR_FILE_TYPES", "plan_projector_tensors", "write_projector"]
 
@@ -137,16 +135,7 @@ def write_projector(
         writer.add_vision_use_gelu(True)
         if n_merge != 4:  # the converter writes it only when it is not Gemma 3's 4
             writer.add_vision_projector_scale_factor(n_merge)
-        for plan in plans:
-            qtype = GGMLQuantizationType(int(plan.qtype))
-            byte_shape = gguf_quants.quant_shape_to_byte_shape(plan.shape, qtype)
-            writer.add_tensor_info(plan.name, byte_shape, np.dtype(np.uint8), plan.n_bytes,
-                                   raw_dtype=qtype)
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_ti_data_to_file()
-        for plan in plans:
-            writer.write_tensor_data(_tensor_bytes(plan, seed, WEIGHT_STD))
+        write_tensors(writer, plans, seed)
     except BaseException:
         writer.close()
         path.unlink(missing_ok=True)
