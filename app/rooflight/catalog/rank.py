@@ -19,6 +19,7 @@ from rooflight.catalog import picks
 from rooflight.catalog.arch_support import unavailable_reason
 from rooflight.catalog.models import CatalogModel, load_catalog, proxy_quant, quant_order
 from rooflight.catalog.quality import quality_basis, quality_prior, quality_score
+from rooflight.catalog.spec_cache import spec_cache
 from rooflight.estimate import Calibration, Estimate, Wishes, plan
 from rooflight.estimate.fit import Fit
 from rooflight.gguf.quant_recipe import FILE_TYPES
@@ -168,14 +169,20 @@ def _spec(model: CatalogModel, quant: str, file_bytes: int | None = None) -> Mod
     hit = _specs.get(key)
     if hit is not None and hit[0] is model:
         return hit[1]
-    if file_bytes:
-        from rooflight.catalog.hub_specs import resize_spec
 
-        spec = resize_spec(_spec(model, proxy_quant(quant)) if model.untied_in(quant) == model.untied_in(proxy_quant(quant))
-                           else model._computed(proxy_quant(quant), untied=model.untied_in(quant)),
-                           file_bytes, quant=quant)
+    def build() -> ModelSpec:
+        if file_bytes:
+            from rooflight.catalog.hub_specs import resize_spec
+
+            base = (_spec(model, proxy_quant(quant)) if model.untied_in(quant) == model.untied_in(proxy_quant(quant))
+                    else model._computed(proxy_quant(quant), untied=model.untied_in(quant)))
+            return resize_spec(base, file_bytes, quant=quant)
+        return model.spec(quant)
+
+    if any(m is model for m in load_catalog()):  # the packaged catalog: its specs are kept on disk
+        spec = spec_cache().get(f"{model.id}|{quant}|{file_bytes or ''}", build)
     else:
-        spec = model.spec(quant)
+        spec = build()
     _specs[key] = (model, spec)
     return spec
 
@@ -360,6 +367,7 @@ def rank_models(
         ))
     ranked = _mark_superseded(ranked)
     ranked.sort(key=lambda r: (r.tier, r.superseded_by is None, round(r.score, 6), r.model.release), reverse=True)
+    spec_cache().save()  # what this ranking derived, for the next process (spec_cache.py)
     return ranked
 
 
