@@ -42,6 +42,7 @@ def reason(r, use_case: str) -> str:
     q = r.model.quality
     threshold = picks.usable_tok_s(use_case)
     basis = ("leaderboard figure" if q is not None and q.score is not None
+             else f"mapped from its arena score {q.index.score:g}" if q is not None and q.index is not None
              else f"prior: successor of {q.prior.removeprefix('successor:')}" if q and q.prior.startswith("successor:")
              else "prior: size line")
     if r.best.quant == r.model.native_quant:

@@ -15,6 +15,27 @@ scale, such a model ranks by a stated prior, shown as a prior (quality_source "p
 - "successor:ID": a model published to replace catalog model ID is assumed at least as good
   as ID (its figure, or its own prior), and at least its size prior.
 
+A second index, mapped onto SCALE (quality_source "mapped"): the LMArena text score
+(INDEX_NAME; lmarena/arena-catalog data/leaderboard-text.json, category "full", one snapshot
+of December 2025, so every score comes from one joint fit of the same votes). A model with no
+leaderboard figure but an arena score of its own release and variant ranks by
+INDEX_A + INDEX_B * score + INDEX_C * log2(total parameters, billions), a least-squares fit
+on the 65 models that have both figures (bench/data/quality_index_overlap.json, built and
+refitted by bench/quality_index.py; tests/test_catalog_quality.py refits it). Held out one
+at a time, its error is INDEX_LOO_RMSE = 6.8 points, against 7.1 for the arena score alone and
+7.6 for size alone on the same models, so the score adds what size cannot (a newer model of
+the same size does better); the fit's one large miss is QwQ-32B, a reasoning model the
+leaderboard scored 12 and the arena 1329. The overlap's scores run 999..1329: most mapped
+models (1279..1418) lie above it, so theirs are extrapolations, which the ± says nothing
+about. A leaderboard figure, where one exists, always wins over a mapped one.
+
+Sources examined and not used: the Artificial Analysis Intelligence Index v4.1 (as copied daily
+into jesusprodriguezUnir/Modelos-de-Inteligencia-Artificial data/intelligence-index-master.json,
+commit 9440848, 595 models): on the 15 catalog models with both figures its held-out error is
+10.9 points (its MMLU-Pro column alone 9.2; size alone 7.8 on the same models), and it floors
+at 1 for most models under 4B, so it cannot order the small ones. The nakasyou/lmarena-history
+export stops in May 2025, before most of the catalog's new models.
+
 Quant losses: mean KL divergence against F16 from llama.cpp's tools/perplexity README
 (Llama-3-8B, wikitext-2; REFERENCE.md §2) -- the advisor's table, the only one in the code.
 Larger models lose less at the same quant (Llama-2-70B Q4_K_M +1.2% PPL vs Llama-3-8B's
@@ -31,6 +52,14 @@ from rooflight.estimate.quant_loss import QUANT_KLD_PUBLISHED
 SCALE = "Open LLM Leaderboard v2 average"
 SIZE_PRIOR_A = 12.62  # fitted in tests/test_catalog_quality.py on the catalog's own figures
 SIZE_PRIOR_B = 4.81
+
+INDEX_NAME = "LMArena text score"
+# fitted by bench/quality_index.py (index_fit) on bench/data/quality_index_overlap.json;
+# tests/test_catalog_quality.py refits them and the held-out error
+INDEX_A = -60.00
+INDEX_B = 0.06813
+INDEX_C = 1.953
+INDEX_LOO_RMSE = 6.8
 
 # Labels the perplexity README has no row for. Q4_1/Q5_0/Q5_1 are interpolated between the
 # published neighbours by bits per weight; an unsloth "_XL"/bartowski "_L" mix keeps its
@@ -65,6 +94,39 @@ def size_prior(params_b: float) -> float:
     return max(1.0, min(60.0, SIZE_PRIOR_A + SIZE_PRIOR_B * math.log2(max(params_b, 0.05))))
 
 
+def mapped_score(index_score: float, params_b: float) -> float:
+    """An INDEX_NAME score mapped onto SCALE (module docstring), clamped to 1..60 like the
+    size prior; params_b is the total parameter count in billions."""
+    raw = INDEX_A + INDEX_B * index_score + INDEX_C * math.log2(max(params_b, 0.05))
+    return max(1.0, min(60.0, raw))
+
+
+def index_fit(rows: list[dict]) -> dict:
+    """Least squares of the leaderboard figure on the index score and log2(params), over rows
+    {"arena_score", "leaderboard", "params_b"}, with its leave-one-out RMSE and, for
+    comparison on the same rows, that of the score alone and of size alone."""
+    import numpy as np
+
+    y = np.array([r["leaderboard"] for r in rows], float)
+    x = np.array([r["arena_score"] for r in rows], float)
+    lp = np.log2(np.array([r["params_b"] for r in rows], float))
+    one = np.ones_like(y)
+
+    def loo(design):
+        errs = []
+        for i in range(len(y)):
+            keep = np.arange(len(y)) != i
+            coef, *_ = np.linalg.lstsq(design[keep], y[keep], rcond=None)
+            errs.append(y[i] - design[i] @ coef)
+        return float(np.sqrt(np.mean(np.square(errs))))
+
+    both = np.c_[one, x, lp]
+    (a, b, c), *_ = np.linalg.lstsq(both, y, rcond=None)
+    return {"n": len(y), "a": float(a), "b": float(b), "c": float(c), "loo_rmse": loo(both),
+            "loo_rmse_index_only": loo(np.c_[one, x]), "loo_rmse_size_only": loo(np.c_[one, lp]),
+            "x_min": float(x.min()), "x_max": float(x.max())}
+
+
 def _by_id(model_id: str):
     from rooflight.catalog.models import find_model
 
@@ -76,6 +138,8 @@ def quality_prior(model, _seen: frozenset = frozenset()) -> float:
     q = model.quality
     if q is not None and q.score is not None:
         return float(q.score)
+    if q is not None and q.index is not None:
+        return mapped_score(q.index.score, model.params_total)
     prior = size_prior(model.params_total)
     if q is not None and q.prior.startswith("successor:") and model.id not in _seen:
         before = _by_id(q.prior.removeprefix("successor:"))
@@ -86,11 +150,18 @@ def quality_prior(model, _seen: frozenset = frozenset()) -> float:
 
 def quality_basis(model) -> dict:
     """What a model's quality stands on, for rows and the model detail: scale, whether it
-    is a measured figure or a prior, and the source or the prior's reason, in words."""
+    is a measured figure, one mapped from the second index, or a prior, and the source or the
+    prior's reason, in words."""
     q = model.quality
     if q is not None and q.score is not None:
         return {"quality_benchmark": SCALE, "quality_source": "benchmark", "quality_figure": q.score,
                 "quality_note": q.source}
+    if q is not None and q.index is not None:
+        figure = round(mapped_score(q.index.score, model.params_total), 1)
+        note = (f"no {SCALE} figure; mapped from its {q.index.name} {q.index.score:g} "
+                f"(+ size), ±{INDEX_LOO_RMSE:g} points held-out: {q.index.source}")
+        return {"quality_benchmark": SCALE, "quality_source": "mapped", "quality_figure": figure,
+                "quality_note": note}
     prior = q.prior if q is not None else "size"
     if prior.startswith("successor:"):
         before = prior.removeprefix("successor:")
