@@ -5,7 +5,8 @@ IFEval, BBH, MATH Lvl 5, GPQA, MuSR and MMLU-PRO, 0-100), the one public evaluat
 same way on every family. Each catalog figure is that leaderboard's own row for the model
 (catalog.json names the export it was read from). The leaderboard closed in March 2025, so
 models released since have no figure on it; rather than mix in a benchmark on another
-scale, such a model ranks by a stated prior, shown as a prior (quality_source "prior"):
+scale, such a model ranks by the second index below mapped onto this scale where it has a
+score there, else by a stated prior, shown as a prior (quality_source "prior"):
 
 - "size": the least-squares line through the catalog's own leaderboard figures against
   log2 of the parameter count (SIZE_PRIOR_A + SIZE_PRIOR_B * log2(B); 28 models, residual
@@ -24,20 +25,23 @@ on the 65 models that have both figures (bench/data/quality_index_overlap.json, 
 refitted by bench/quality_index.py; tests/test_catalog_quality.py refits it). Held out one
 at a time, its error is INDEX_LOO_RMSE = 6.8 points, against 7.1 for the arena score alone and
 7.6 for size alone on the same models, so the score adds what size cannot (a newer model of
-the same size does better); the fit's one large miss is QwQ-32B, a reasoning model the
-leaderboard scored 12 and the arena 1329. The overlap's scores run 999..1329: most mapped
-models (1279..1418) lie above it, so theirs are extrapolations, which the ± says nothing
-about. A leaderboard figure, where one exists, always wins over a mapped one, and the
-successor rule floors a mapped figure as it does a prior: the mapped figures of the catalog's
-nine models that also have a leaderboard figure fall 2.6 points short of it on average (these
-late-2024 models beat the fit's 2023-24 average), so a mapped successor could otherwise rank
-under the leaderboard model it replaces (Qwen3 32B 41.1 against Qwen2.5 32B's 46.6).
+the same size does better). Its largest miss is QwQ-32B, a reasoning model the leaderboard
+scored 12 and the arena 1329 (32.6 points held out; 5.5 RMSE without it): the leaderboard
+under-rates reasoning models, which the mapping cannot undo. The overlap's scores run
+999..1329 (the next highest 1283); 10 of the 16 mapped models score above 1329 (up to 1418),
+so theirs are extrapolations, which the ± says nothing about. A leaderboard figure, where
+one exists, always wins over a mapped one, and the successor rule floors a mapped figure as
+it does a prior: the mapped figures of the catalog's nine models that also have a
+leaderboard figure fall 2.6 points short of it on average (these late-2024 models beat the
+fit's 2023-24 average), so a mapped successor could otherwise rank under the leaderboard
+model it replaces (Qwen3 32B 41.1 against Qwen2.5 32B's 46.6).
 
 Sources examined and not used: the Artificial Analysis Intelligence Index v4.1 (as copied daily
 into jesusprodriguezUnir/Modelos-de-Inteligencia-Artificial data/intelligence-index-master.json,
 commit 9440848, 595 models): on the 15 catalog models with both figures its held-out error is
-10.9 points (its MMLU-Pro column alone 9.2; size alone 7.8 on the same models), and it floors
-at 1 for most models under 4B, so it cannot order the small ones. The nakasyou/lmarena-history
+10.9 points (its MMLU-Pro column alone 9.2; size alone 7.8 on the same models), and it
+floors at 1 for many small models (Llama 3.2 1B, Qwen3 0.6B, Gemma 3 1B and 4B, Llama 3 8B
+all at 1), so it cannot order them. The nakasyou/lmarena-history
 export stops in May 2025, before most of the catalog's new models.
 
 Quant losses: mean KL divergence against F16 from llama.cpp's tools/perplexity README
