@@ -153,3 +153,16 @@ def test_mapped_models_sit_sensibly_among_their_neighbours():
         for f in figured:
             if f.params_total <= m.params_total and m.quality.index.score - f.quality.index.score > spread:
                 assert q.quality_prior(m) > q.quality_prior(f), (m.id, f.id)
+
+
+@pytest.mark.parametrize("index", [{"name": "x", "score": "high", "source": "y"}, {"name": "x", "score": 1200},
+                                   {"name": "x", "score": True, "source": "y"}, "1200"])
+def test_a_malformed_index_figure_is_one_sentence_naming_the_entry(index):
+    from rooflight.catalog import parse_catalog
+    from rooflight.errors import BadInputError
+
+    doc = json.loads((Path(__file__).resolve().parents[1] / "resources" / "catalog.json").read_text())
+    entry = next(e for e in doc["models"] if e["id"] == "gpt-oss-20b")
+    entry["quality"]["index"] = index
+    with pytest.raises(BadInputError, match="gpt-oss-20b"):
+        parse_catalog(doc)
