@@ -143,7 +143,7 @@ def main(argv=None) -> int:
         print(f"wrote {DATA} ({len(doc['models'])} models)")
     doc = json.loads(DATA.read_text())
     fit = q.index_fit(doc["models"])
-    print(f"overlap: {fit['n']} models with both an {q.INDEX_NAME} and a {q.SCALE}")
+    print(f"overlap: {fit['n']} models with both figures ({q.INDEX_NAME}; {q.SCALE})")
     print(f"mapping: {fit['a']:.3f} + {fit['b']:.5f} x score + {fit['c']:.3f} x log2(params B)")
     print(f"held-out (leave-one-out) RMSE: mapping {fit['loo_rmse']:.2f}; index alone "
           f"{fit['loo_rmse_index_only']:.2f}; size alone {fit['loo_rmse_size_only']:.2f} points")
