@@ -78,7 +78,8 @@ class RankedModel:
     installed: tuple = ()  # local.InstalledFile of this model found on disk
     hub: Any = None  # hub.HubRepo for Hub results
     offline: bool = False  # Hub results from the cache while the Hub could not be asked
-    quality_source: str = "benchmark"  # benchmark (a figure on quality.SCALE) | prior | size (size prior only)
+    # benchmark (a figure on quality.SCALE) | mapped (from quality.INDEX_NAME) | prior | size (size prior only)
+    quality_source: str = "benchmark"
     tier: int = 2  # picks.tier: 2 usable with headroom, 1 fits but slow or tight, 0 too large
     usable_tok_s: float = MIN_USABLE_TOK_S
     superseded_by: str | None = None  # a newer model of the same line that runs as well here
@@ -147,6 +148,11 @@ class RankedModel:
         q = self.model.quality
         if q is not None and q.score is not None:
             return f"quality {q.score:g} on the {f['quality_benchmark']}", f["quality_note"]
+        if self.quality_source == "mapped":
+            from rooflight.catalog.quality import INDEX_LOO_RMSE, INDEX_NAME
+
+            return (f"quality {quality_prior(self.model):.0f} on the {f['quality_benchmark']}, mapped from the "
+                    f"{INDEX_NAME} (±{INDEX_LOO_RMSE:g} held-out)", f["quality_note"])
         return f"quality: no {f['quality_benchmark']} figure, ranked by a prior", f["quality_note"]
 
     def _quality_fields(self) -> dict:
