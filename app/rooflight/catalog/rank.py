@@ -230,6 +230,15 @@ def _catalog_files(model: CatalogModel, hub: Any) -> list[tuple[str, ModelSpec, 
     return out
 
 
+def prepare_catalog_specs() -> None:
+    """Build (or restore from the spec cache) every packaged catalog spec a ranking plans,
+    without planning any: what a GUI start does while this machine is still detected."""
+    for model in load_catalog():
+        if unavailable_reason(model) is None:
+            _catalog_files(model, None)
+    spec_cache().save()
+
+
 def model_from_spec(
     model_id: str, spec: ModelSpec, *, name: str | None = None, repo_id: str | None = None,
     files: Mapping[str, str] | None = None, license: str = "", tags: Sequence[str] = (),
