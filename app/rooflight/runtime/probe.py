@@ -67,7 +67,10 @@ _TINY_SHAPE = dict(n_embd=64, n_head=2, n_head_kv=2, head_dim=32, n_ff=64)
 _ATTN_SHAPE = dict(n_layer=2, n_embd=256, n_head=16, n_head_kv=4, head_dim=128, n_ff=256)
 DECODE_CACHE_FACTOR = 2
 PREFILL_LAYERS = 3  # ~38M weights: a 512-token prompt takes ~0.1 s here, long enough to watch
-IMAGE_MIN_LEFT_S = 1.5  # the image part (writing, loading, encodes) needs about this much
+# the image part (writing, loading, a warm-up and 2-3 runs of encodes) takes about 1 s here:
+# the kernels begin no new weight type in the budget's last IMAGE_RESERVE_S, and the image
+# part begins only with IMAGE_MIN_LEFT_S left
+IMAGE_RESERVE_S, IMAGE_MIN_LEFT_S = 2.0, 1.0
 IMAGE_BUDGET_S = 8.0  # the image part alone (probe_image_encode)
 
 
@@ -480,11 +483,12 @@ def probe_machine(
                 f"Not stored: the {budget_s:.0f} s budget ran out before {exc} could be measured once; "
                 "the machine is too busy. Close other programs and measure again.")), progress)
 
-        # 3. kernels per weight type
+        # 3. kernels per weight type (a new type is not begun in the image part's last seconds)
         kernel_raw = []
+        reserve = IMAGE_RESERVE_S if image else 0.0
         for wt in types:
             ftype = {"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M"}.get(wt, wt)
-            if clock.left <= 0:
+            if clock.left <= reserve:
                 skipped[wt] = "not measured: the time budget ran out (the machine was busy or slow)"
                 clock.done += 2
                 continue
