@@ -30,8 +30,9 @@ F32 = 4
 
 # The encoder is GEMMs over its F16 (or Q8_0) weights like a language model's prefill, so
 # it runs at the prefill efficiency perf.py uses for weights of that type on that device
-# (measured here: a 6-layer 768-wide projector encoded at 8 GFLOP/s while an F16 language
-# model of the same shape prefilled at 5 GFLOP/s, in the same loaded run; bench/vision_encode.py).
+# (bench/vision_encode.py, a 6-layer 768-wide F16 projector on the 2-core EPYC VM: 8 GFLOP/s
+# in a heavily loaded run, ~147 GFLOP/s in a clean one, where this estimate was 2x too fast
+# and the probe-based one 10% too slow).
 # On this machine the probe's measured encode rate (estimate/probe.py EncodeFigure: these
 # FLOPs over mtmd's measured time for a generated projector) replaces that efficiency for
 # a CPU-encoded projector of the weight type it measured (encode_basis "probe"); a whole
