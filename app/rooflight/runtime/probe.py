@@ -488,7 +488,8 @@ def probe_machine(
         reserve = IMAGE_RESERVE_S if image else 0.0
         for wt in types:
             ftype = {"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M"}.get(wt, wt)
-            if clock.left <= reserve:
+            # (the reserve waits for one measured type: a probe without any is not stored)
+            if clock.left <= (reserve if kernel_raw else 0.0):
                 skipped[wt] = "not measured: the time budget ran out (the machine was busy or slow)"
                 clock.done += 2
                 continue
