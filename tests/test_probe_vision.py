@@ -170,3 +170,19 @@ def test_probe_image_part_is_stored_and_used_by_the_vision_plan(vis, tmp_path, c
     v = json.loads(capsys.readouterr().out)["vision"]
     assert v["device"] == "cpu" and v["encode_basis"] == "probe"
     assert v["encode_s"] == pytest.approx(v["encode_flops"] / fig.flops_per_s, abs=1e-4)
+
+
+def test_a_disturbed_image_part_is_repeated_and_not_stored():
+    """A threshold no run can meet stands in for a busy machine: the encode runs are
+    repeated, each recorded as not clean, and no figure comes back, with one sentence why."""
+    pytest.importorskip("llama_cpp")
+    from rooflight.runtime.probe import probe_image_encode
+
+    run = probe_image_encode(2, busy_threshold=-1.0, repeats=2, budget_s=3.0)
+    assert run.encode is None
+    r = run.runs["image/encode"]
+    assert len(r["seconds"]) >= 2 and not any(r["clean"]) and r["disturbed"]
+    assert run.note.startswith("Image encode measured, not stored: the machine was busy")
+    # asked to keep it: the figure comes back marked disturbed
+    kept = probe_image_encode(2, busy_threshold=-1.0, repeats=2, budget_s=3.0, keep_disturbed=True)
+    assert kept.encode is not None and kept.encode.disturbed
