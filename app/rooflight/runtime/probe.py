@@ -306,6 +306,10 @@ def _measure_encode(runner: _Runner, folder: Path, n_threads: int, n_ubatch: int
         return runner.measure("image/encode", bench.run(n)), encode_flops(bench.spec)
     except _OutOfTime:
         return "not measured: the time budget ran out (the machine was busy or slow)"
+    except ProbeCancelled:
+        raise
+    except OperationFailedError as exc:  # an encode mtmd refused: the rest of the probe stands
+        return f"not measured: {exc}"
     finally:
         bench.close()
         m.close()
