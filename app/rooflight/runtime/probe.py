@@ -576,7 +576,8 @@ def probe_machine(
     no_kernels = not kernels
     if no_kernels and not disturbed_types:
         # fixed costs alone price nothing: not a probe to stand on, even if asked
-        refused = "Not stored: no weight type was measured (the time budget ran out; the machine was busy)."
+        refused = ("Not stored: no weight type was measured (the time budget ran out; the machine was busy). "
+                   "Close other programs and measure again.")
     encode, image_note = _encode_result(encode_raw, keep_disturbed) if image else (None, None)
     if image_note:
         notes.append(image_note)
