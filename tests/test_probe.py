@@ -250,6 +250,10 @@ def test_reduced_probe_then_estimate_stands_on_it(llama_cpp, q8_model, tmp_path,
     assert q8["decode_ns_per_weight"] > 0 and q8["prefill_ns_per_weight"] > 0 and q8["bound"] in ("memory", "compute")
     assert {a["flash_attn"] for a in cpu["attention"]} == {True, False}
     assert cpu["fixed"]["token_us"] >= 0 and doc["duration_s"] <= 60 + 10
+    # the image part ran too: its figure, or a note that says why there is none
+    enc = cpu["image_encode"]
+    assert (enc is not None and enc["gflops"] > 0 and "image/encode" in doc["runs"]) or any(
+        n.startswith("Image encode") for n in doc["notes"])
     # every run is recorded with how busy the rest of the machine was
     assert all("others_cpu_share" in r for r in doc["runs"].values())
     if doc["disturbed"]:

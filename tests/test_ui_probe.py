@@ -98,3 +98,4 @@ def test_a_stored_probe_reaches_every_estimate(qtbot, llama_cpp):
     assert window.ctx.machine.calibration.probe is not None
     qtbot.waitUntil(lambda: panel.status is not None and panel.status.state == "current", timeout=10000)
     assert "Q4_0" in panel.figures.text() and panel.measure_button.text() == "Measure again"
+    assert "Image encode: " in panel.figures.text().splitlines()[-1]  # measured, or why not

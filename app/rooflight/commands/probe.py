@@ -28,7 +28,8 @@ def _fraction(text: str) -> float:
 def register(subparsers) -> None:
     from rooflight.runtime.probe_defaults import ALL_TYPES, BUDGET_S, DEFAULT_BUSY_THRESHOLD
 
-    p = subparsers.add_parser("probe", help="measure this machine's llama.cpp kernels (about 30 s); estimates use them")
+    p = subparsers.add_parser("probe", help="measure this machine's llama.cpp kernels and image encode (about 30 s); "
+                                            "estimates use them")
     p.add_argument("--types", metavar="T[,T...]",
                    help=f"weight types to measure (default all this build supports: {','.join(ALL_TYPES)})")
     p.add_argument("--threads", type=positive_int, help="thread count (default: the one plans use)")
@@ -92,6 +93,11 @@ def format_probe(run) -> str:
         lines.append(f"fixed: {f.token_s * 1e6:.1f} us per token, "
                      f"{f.layer_s * 1e6:.1f} us per layer, {f.vocab_s * 1e9:.2f} ns per vocabulary entry "
                      f"(spread {f.spread:.0%})")
+    if p.encode is not None:
+        e = p.encode
+        lines.append(f"image encode ({e.file_type} projector): {e.flops_per_s / 1e9:.1f} GFLOP/s, "
+                     f"{e.encode_s * 1e3:.1f} ms for {e.encode_flops / 1e9:.2f} GFLOP (spread {e.spread:.0%})"
+                     + ("  (busy)" if e.disturbed else ""))
     lines += [f"note: {n}" for n in p.notes]
     lines.append("")
     lines.append("Stored: estimates on this machine now stand on these figures." if run.stored

@@ -655,7 +655,7 @@ def estimate_performance(
         # a vision model's first token also waits for one image: encoded, then its
         # tokens prefilled like the prompt's (estimate/vision.py)
         time_to_first_token_s=prompt_tokens / prefill + 1 / decode
-        + image_first_token_s(spec, hardware, cfg, prefill),
+        + image_first_token_s(spec, hardware, cfg, prefill, cal.probe_for(cfg)),
         bound=max(share, key=lambda k: share[k]),
         prefill_bound=prefill_bound,
         calibrated=calibrated,
@@ -666,13 +666,14 @@ def estimate_performance(
 
 
 def image_first_token_s(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig,
-                        prefill_tok_s: float) -> float:
-    """Seconds one image adds before the first token (0 without a projector)."""
+                        prefill_tok_s: float, probe: MachineProbe | None = None) -> float:
+    """Seconds one image adds before the first token (0 without a projector); probe: its
+    measured encode rate prices a CPU encode (estimate/vision.vision_for_plan)."""
     if spec.projector is None:
         return 0.0
     from rooflight.estimate.vision import vision_for_plan
 
-    vp = vision_for_plan(spec.projector, hardware, cfg)
+    vp = vision_for_plan(spec.projector, hardware, cfg, probe)
     return vp.encode_s + vp.image_tokens / prefill_tok_s
 
 

@@ -200,5 +200,5 @@ def plan(
     if spec.projector is not None:
         from rooflight.estimate.vision import vision_for_plan
 
-        vision = vision_for_plan(spec.projector, hardware, cfg)
+        vision = vision_for_plan(spec.projector, hardware, cfg, calibration.probe_for(cfg) if calibration else None)
     return Estimate(spec, cfg, mem, perf, vision=vision)

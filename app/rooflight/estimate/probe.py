@@ -11,7 +11,9 @@ The figures, all at the probe's thread count on the CPU backend:
   matrix-matrix product at the planned micro-batch;
 - attention: seconds per unit of perf.py's attention model (decode: its cycle count over
   the cached positions; prefill: its FLOPs), flash attention on and off;
-- fixed: seconds per token (graph, Python, sampler), per layer, per vocabulary entry.
+- fixed: seconds per token (graph, Python, sampler), per layer, per vocabulary entry;
+- image encode: the FLOP/s a vision projector's encoder graph (mtmd) reached, FLOPs counted
+  by estimate/vision.encode_flops, so an estimate divides its projector's FLOPs by it.
 """
 
 from __future__ import annotations
@@ -155,6 +157,24 @@ def classify_bounds(kernels: tuple[KernelFigure, ...]) -> tuple[KernelFigure, ..
 
 
 @dataclass(frozen=True)
+class EncodeFigure:
+    """How fast this machine's CPU encodes an image through a projector (mtmd's ViT graph)."""
+
+    file_type: str  # the projector's weight type measured (F16): its kernels set the rate
+    flops_per_s: float  # estimate/vision.encode_flops of the probe's projector / seconds per encode
+    encode_s: float  # seconds per encode of the probe's projector (median of the runs used)
+    encode_flops: float  # FLOPs of that one encode, by the same formula
+    spread: float = 0.0
+    disturbed: bool = False
+
+
+def encode_figure(file_type: str, encode_flops: float, runs: Repeats) -> EncodeFigure:
+    """runs: seconds per encode of one image, repeated; the rate is FLOPs over their median."""
+    t = max(runs.value, 1e-9)
+    return EncodeFigure(file_type.upper(), encode_flops / t, t, encode_flops, runs.spread, runs.disturbed)
+
+
+@dataclass(frozen=True)
 class MachineProbe:
     """One probe of this machine's llama.cpp CPU kernels."""
 
@@ -165,11 +185,14 @@ class MachineProbe:
     kernels: tuple[KernelFigure, ...]
     attention: tuple[AttentionCost, ...]
     fixed: FixedCosts
-    spread: float  # the largest run-to-run spread of any figure kept
+    spread: float  # the largest run-to-run spread of the token figures kept (the encode keeps its own)
     disturbed: bool  # some figure could not be measured on a quiet machine (kept on request)
     created_at: float = 0.0
     duration_s: float = 0.0
     notes: tuple[str, ...] = field(default=())
+    # image encode through a projector; None when not measured (or a probe stored before
+    # the probe measured it): estimates then count the encoder's FLOPs at table efficiency
+    encode: EncodeFigure | None = None
 
     def kernel(self, weight_type: str) -> KernelFigure | None:
         return self._kernels_by_type.get(weight_type.upper())
@@ -198,4 +221,5 @@ class MachineProbe:
             fixed=FixedCosts(**d["fixed"]), spread=float(d["spread"]),
             disturbed=bool(d["disturbed"]), created_at=float(d.get("created_at", 0.0)),
             duration_s=float(d.get("duration_s", 0.0)), notes=tuple(d.get("notes", ())),
+            encode=EncodeFigure(**d["encode"]) if d.get("encode") else None,
         )

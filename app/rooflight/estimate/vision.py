@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rooflight.estimate.config import RunConfig
+from rooflight.estimate.probe import MachineProbe
 from rooflight.gguf.projector import ProjectorSpec
 from rooflight.hardware.profile import HardwareProfile
 
@@ -29,10 +30,13 @@ F32 = 4
 
 # The encoder is GEMMs over its F16 (or Q8_0) weights like a language model's prefill, so
 # it runs at the prefill efficiency perf.py uses for weights of that type on that device
-# (measured here: a 6-layer 768-wide projector encoded at 8 GFLOP/s while an F16 language
-# model of the same shape prefilled at 5 GFLOP/s, in the same loaded run; bench/vision_encode.py).
-# A measured encode (the probe, when it measures projectors) replaces the estimate
-# through plan_vision(measured_encode_s=...).
+# (bench/vision_encode.py, a 6-layer 768-wide F16 projector on the 2-core EPYC VM: 8 GFLOP/s
+# in a heavily loaded run, ~147 GFLOP/s in a clean one, where this estimate was 2x too fast
+# and the probe-based one 10% too slow).
+# On this machine the probe's measured encode rate (estimate/probe.py EncodeFigure: these
+# FLOPs over mtmd's measured time for a generated projector) replaces that efficiency for
+# a CPU-encoded projector of the weight type it measured (encode_basis "probe"); a whole
+# measured encode time replaces the estimate through plan_vision(measured_encode_s=...).
 
 
 @dataclass(frozen=True)
@@ -43,7 +47,7 @@ class VisionPlan:
     image_tokens: int
     encode_flops: float
     encode_s: float
-    encode_basis: str  # "flops" (estimated) | "measured"
+    encode_basis: str  # "flops" (table efficiency) | "probe" (this machine's rate) | "measured"
 
     def to_dict(self, projector: ProjectorSpec) -> dict:
         return {
@@ -85,14 +89,16 @@ def encode_flops(proj: ProjectorSpec) -> float:
 def plan_vision(
     proj: ProjectorSpec, hardware: HardwareProfile, cfg: RunConfig, *,
     device_flops: float, efficiency: float, measured_encode_s: float | None = None,
+    basis: str = "flops",
 ) -> VisionPlan:
+    """basis: what device_flops x efficiency stands on ("flops": the table's peak and
+    efficiency; "probe": a measured rate, efficiency 1)."""
     device = projector_device(hardware, cfg)
     flops = encode_flops(proj)
-    eff = efficiency
-    if measured_encode_s is not None:  # hook for the probe's measurement
+    if measured_encode_s is not None:  # a whole measured encode of this projector
         encode_s, basis = measured_encode_s, "measured"
     else:
-        encode_s, basis = flops / (device_flops * eff), "flops"
+        encode_s = flops / (device_flops * efficiency)
     return VisionPlan(device, proj.weights_bytes, compute_buffer_bytes(proj, cfg.flash_attn),
                       proj.image_tokens, flops, encode_s, basis)
 
@@ -118,10 +124,17 @@ def add_projector_usage(
     return out
 
 
-def vision_for_plan(proj: ProjectorSpec, hardware: HardwareProfile, cfg: RunConfig) -> VisionPlan:
+def vision_for_plan(proj: ProjectorSpec, hardware: HardwareProfile, cfg: RunConfig,
+                    probe: MachineProbe | None = None) -> VisionPlan:
+    """probe: this machine's probe valid for cfg (Calibration.probe_for); its encode rate
+    prices a projector the CPU encodes when it measured the same weight type. A projector
+    on a GPU keeps the FLOPs estimate (no GPU is probed)."""
     from rooflight.estimate.perf import _device_constants, _device_flops, cpu_prefill_efficiency
 
     device = projector_device(hardware, cfg)
+    measured = probe.encode if probe is not None else None
+    if device == "cpu" and measured is not None and measured.file_type == proj.file_type.upper():
+        return plan_vision(proj, hardware, cfg, device_flops=measured.flops_per_s, efficiency=1.0, basis="probe")
     if device == "cpu":
         eff = cpu_prefill_efficiency(proj.file_type)
     else:

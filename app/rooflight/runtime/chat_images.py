@@ -74,6 +74,7 @@ def images_first_token_s(engine, prefill_estimate, n_images: int) -> float:
     from rooflight.estimate.vision import vision_for_plan
 
     lp = engine.plan
-    one = image_first_token_s(lp.spec, lp.hardware, lp.config, prefill_estimate.prefill_tok_s)
-    encode = vision_for_plan(lp.spec.projector, lp.hardware, lp.config).encode_s
+    probe = lp.calibration.probe_for(lp.config)
+    one = image_first_token_s(lp.spec, lp.hardware, lp.config, prefill_estimate.prefill_tok_s, probe)
+    encode = vision_for_plan(lp.spec.projector, lp.hardware, lp.config, probe).encode_s
     return max(0.0, prefill_estimate.time_to_first_token_s - one) + n_images * encode

@@ -11,7 +11,9 @@ count plans use:
    1024-token prompt, flash attention on and off;
 3. per weight type: decode on a model several times the last-level cache (so the figure
    is what large models pay, bound by bandwidth or by arithmetic as the type is here) and
-   a one-micro-batch prompt on a smaller one (prompt processing is compute-bound).
+   a one-micro-batch prompt on a smaller one (prompt processing is compute-bound);
+4. image encode: a generated vision projector encodes one image a few times (probe_vision.py):
+   the FLOP/s its encoder graph reaches prices the image before a vision model's first token.
 
 Each run is timed under a busy watch (runtime/busy.py). A run during which the rest of the
 machine used more than `busy_threshold` of the CPU is repeated while the time budget
@@ -34,12 +36,14 @@ from rooflight.errors import OperationFailedError
 from rooflight.estimate.probe import (
     MAX_CLEAN_SPREAD,
     AttentionCost,
+    EncodeFigure,
     FixedCosts,
     KernelFigure,
     MachineProbe,
     Repeats,
     attention_cost,
     classify_bounds,
+    encode_figure,
     fixed_costs,
     kernel_figure,
 )
@@ -61,6 +65,11 @@ _TINY_SHAPE = dict(n_embd=64, n_head=2, n_head_kv=2, head_dim=32, n_ff=64)
 _ATTN_SHAPE = dict(n_layer=2, n_embd=256, n_head=16, n_head_kv=4, head_dim=128, n_ff=256)
 DECODE_CACHE_FACTOR = 2
 PREFILL_LAYERS = 3  # ~38M weights: a 512-token prompt takes ~0.1 s here, long enough to watch
+# the image part (writing, loading, a warm-up and 2-3 runs of encodes) takes about 1 s here:
+# the kernels begin no new weight type in the budget's last IMAGE_RESERVE_S, and the image
+# part begins only with IMAGE_MIN_LEFT_S left
+IMAGE_RESERVE_S, IMAGE_MIN_LEFT_S = 2.0, 1.0
+IMAGE_BUDGET_S = 8.0  # the image part alone (probe_image_encode)
 
 
 class ProbeCancelled(OperationFailedError):
@@ -99,6 +108,7 @@ class ProbeRun:
     load_before: tuple[float, int] = (0.0, 1)
     runs: dict[str, dict] = field(default_factory=dict)  # figure -> seconds, clean, spread
     skipped: dict[str, str] = field(default_factory=dict)  # weight type -> why not measured
+    image_note: str | None = None  # why the image encode was not measured or not stored
 
     def to_dict(self) -> dict:
         p = self.probe
@@ -134,10 +144,18 @@ class ProbeRun:
                 "fixed": {"token_us": round(p.fixed.token_s * 1e6, 3), "layer_us": round(p.fixed.layer_s * 1e6, 3),
                           "vocab_ns": round(p.fixed.vocab_s * 1e9, 4), "spread": round(p.fixed.spread, 4)},
                 "not_measured": self.skipped,
+                "image_encode": _encode_dict(p.encode),
             }],
             "runs": self.runs,
             "notes": list(p.notes),
         }
+
+
+def _encode_dict(e: EncodeFigure | None) -> dict | None:
+    if e is None:
+        return None
+    return {"file_type": e.file_type, "gflops": round(e.flops_per_s / 1e9, 3), "encode_ms": round(e.encode_s * 1e3, 3),
+            "encode_gflop": round(e.encode_flops / 1e9, 4), "spread": round(e.spread, 4), "disturbed": e.disturbed}
 
 
 class _Clock:
@@ -265,6 +283,74 @@ class _Runner:
         return r
 
 
+def _measure_encode(runner: _Runner, folder: Path, n_threads: int, n_ubatch: int) -> tuple[Repeats, float] | str:
+    """The image part: (seconds per encode, FLOPs of one encode by estimate/vision.py's
+    formula), or why it was not measured."""
+    from rooflight.estimate.vision import encode_flops
+    from rooflight.runtime.probe_vision import EncodeBench, write_probe_pair
+
+    try:
+        lm, proj = write_probe_pair(folder)
+        m = _Model(lm, n_threads, 512, True, n_ubatch)
+    except (OperationFailedError, ValueError, OSError) as exc:
+        return f"not measured: the probe's vision model could not be written or loaded ({exc})"
+    try:
+        bench = EncodeBench(m.llm, proj)
+    except (OperationFailedError, ImportError, AttributeError) as exc:  # a build without mtmd
+        m.close()
+        return f"not measured: this llama.cpp build could not encode an image ({exc})"
+    try:
+        n = bench.encodes_for(MIN_RUN_S)
+        return runner.measure("image/encode", bench.run(n)), encode_flops(bench.spec)
+    except _OutOfTime:
+        return "not measured: the time budget ran out (the machine was busy or slow)"
+    except ProbeCancelled:
+        raise
+    except OperationFailedError as exc:  # an encode mtmd refused: the rest of the probe stands
+        return f"not measured: {exc}"
+    finally:
+        bench.close()
+        m.close()
+
+
+def _encode_result(raw: tuple[Repeats, float] | str | None, keep_disturbed: bool) -> tuple[EncodeFigure | None, str | None]:
+    """The figure to store and, when there is none (or it is disturbed), one note why."""
+    from rooflight.runtime.probe_vision import PROJECTOR_TYPE
+
+    if raw is None or isinstance(raw, str):
+        why = raw or "not measured: the time budget ran out (the machine was busy or slow)"
+        return None, f"Image encode {why}; vision estimates count the encoder's FLOPs."
+    runs, flops = raw
+    fig = encode_figure(PROJECTOR_TYPE, flops, runs)
+    if fig.disturbed and not keep_disturbed:
+        return None, ("Image encode measured, not stored: the machine was busy during its runs; "
+                      "vision estimates count the encoder's FLOPs.")
+    return fig, ("Image encode stored although disturbed (asked for)." if fig.disturbed else None)
+
+
+@dataclass
+class ImageEncodeRun:
+    """The image part run alone (probe_image_encode): its figure, why none, its runs."""
+
+    encode: EncodeFigure | None
+    note: str | None
+    runs: dict[str, dict]
+
+
+def probe_image_encode(
+    n_threads: int, *, n_ubatch: int = 512, busy_threshold: float = DEFAULT_BUSY_THRESHOLD,
+    budget_s: float = IMAGE_BUDGET_S, repeats: int = REPEATS, keep_disturbed: bool = False,
+) -> ImageEncodeRun:
+    """Only the probe's image part, with the same repeats and busy watch (a stored probe
+    gains it with dataclasses.replace(probe, encode=...); bench/vision_encode.py uses it)."""
+    runs: dict[str, dict] = {}
+    runner = _Runner(_Clock(budget_s, 1, None, None), busy_threshold, runs, max(2, repeats))
+    with tempfile.TemporaryDirectory(prefix="rooflight-probe-") as tmp:
+        raw = _measure_encode(runner, Path(tmp), n_threads, n_ubatch)
+    fig, note = _encode_result(raw, keep_disturbed)
+    return ImageEncodeRun(fig, note, runs)
+
+
 def _tokens_for(model: _Model, target_s: float = MIN_RUN_S) -> int:
     """Tokens per decode run so a run lasts about target_s (after a 4-token warm-up)."""
     model.llm.reset()
@@ -308,13 +394,14 @@ def probe_machine(
     progress: Callable[[float, str, float], None] | None = None,
     check_cancel: Callable[[], None] | None = None,
     store=None,
+    image: bool = True,
 ) -> ProbeRun:
     """Measure, and store the probe (store/probes.py) when it was measured cleanly or
     keep_disturbed is set. weight_types: a subset of ALL_TYPES (a reduced probe);
     repeats: clean runs wanted per figure (at least 2: a spread needs two); store: a
     ProbeStore, None for the user's, False to store nothing. progress(fraction, message,
     seconds left); check_cancel: called between runs, raises to stop (the GUI passes
-    Task.raise_if_cancelled)."""
+    Task.raise_if_cancelled); image: measure the image encode too (a second or two)."""
     from rooflight.gguf.synthetic import write_model
     from rooflight.store.calibration import machine_key
 
@@ -326,9 +413,9 @@ def probe_machine(
         raise BadInputError(f"The probe measures {', '.join(ALL_TYPES)}; not {', '.join(unknown)}.")
     n_threads = n_threads or max(1, profile.cpu.cores or 1)
     load_before = load_now()
-    clock = _Clock(budget_s, 5 + 2 * len(types), progress, check_cancel)
+    clock = _Clock(budget_s, 5 + 2 * len(types) + image, progress, check_cancel)
     runs: dict[str, dict] = {}
-    runner = _Runner(clock, busy_threshold, runs, max(2, repeats), figures=9 + 2 * len(types))
+    runner = _Runner(clock, busy_threshold, runs, max(2, repeats), figures=9 + 2 * len(types) + image)
     skipped: dict[str, str] = {}
     notes: list[str] = []
     if load_before[0] > 0.5 * load_before[1]:
@@ -398,11 +485,13 @@ def probe_machine(
                 f"Not stored: the {budget_s:.0f} s budget ran out before {exc} could be measured once; "
                 "the machine is too busy. Close other programs and measure again.")), progress)
 
-        # 3. kernels per weight type
+        # 3. kernels per weight type (a new type is not begun in the image part's last seconds)
         kernel_raw = []
+        reserve = IMAGE_RESERVE_S if image else 0.0
         for wt in types:
             ftype = {"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M"}.get(wt, wt)
-            if clock.left <= 0:
+            # (the reserve waits for one measured type: a probe without any is not stored)
+            if clock.left <= (reserve if kernel_raw else 0.0):
                 skipped[wt] = "not measured: the time budget ran out (the machine was busy or slow)"
                 clock.done += 2
                 continue
@@ -452,6 +541,13 @@ def probe_machine(
                 m.close()
             pp_path.unlink(missing_ok=True)
 
+        # 4. image encode through a generated projector (last: the estimates of text
+        # models, which every user has, come first when time is short)
+        encode_raw = None
+        if image and clock.left >= IMAGE_MIN_LEFT_S:
+            clock.step("image encode (vision projector)")
+            encode_raw = _measure_encode(runner, d, n_threads, n_ubatch)
+
     # ---- arithmetic (pure; estimate/probe.py) ----
     fixed = fixed_costs(layer_counts, (per_layers[0].value, per_layers[1].value),
                         (VOCAB_SMALL, VOCAB_LARGE), (per_layers[0].value, vocab_run.value),
@@ -480,7 +576,12 @@ def probe_machine(
     no_kernels = not kernels
     if no_kernels and not disturbed_types:
         # fixed costs alone price nothing: not a probe to stand on, even if asked
-        refused = "Not stored: no weight type was measured (the time budget ran out; the machine was busy)."
+        refused = ("Not stored: no weight type was measured (the time budget ran out; the machine was busy). "
+                   "Close other programs and measure again.")
+    encode, image_note = _encode_result(encode_raw, keep_disturbed) if image else (None, None)
+    if image_note:
+        notes.append(image_note)
+    # the encode figure carries its own disturbed mark: it prices no text model's tokens
     disturbed = fixed_disturbed or attn_disturbed or any(k.disturbed for k in kernels)
     if refused and keep_disturbed and not no_kernels:
         notes.append(f"Stored although disturbed (asked for): {refused.removeprefix('Not stored: ')}")
@@ -491,9 +592,9 @@ def probe_machine(
     probe = MachineProbe(
         machine=machine_key(profile), build=llama_build(), n_threads=n_threads, n_ubatch=n_ubatch,
         kernels=kernels, attention=attention, fixed=fixed, spread=max(spreads),
-        disturbed=disturbed, created_at=time.time(), duration_s=clock.elapsed, notes=tuple(notes),
+        disturbed=disturbed, created_at=time.time(), duration_s=clock.elapsed, notes=tuple(notes), encode=encode,
     )
-    result = ProbeRun(probe, load_before=load_before, runs=runs, skipped=skipped)
+    result = ProbeRun(probe, load_before=load_before, runs=runs, skipped=skipped, image_note=image_note)
     if refused and (no_kernels or not keep_disturbed):
         result.refused = refused
     elif store is not False:

@@ -13,7 +13,8 @@ from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QPushButton
 from rooflight.ui.widgets import Card, Note, label
 
 TOOLTIP = ("The probe times llama.cpp's own kernels on this machine with small generated models: "
-           "decode and prompt speed per weight type, attention, and the fixed cost per token. "
+           "decode and prompt speed per weight type, attention, the fixed cost per token, and how "
+           "fast an image is encoded through a vision projector. "
            "Estimates then stand on these figures (basis: probe) instead of table constants, and "
            "their ranges are the band 8 of 10 measurements fall inside.")
 
@@ -36,11 +37,20 @@ def run_probe(task, profile, options: dict):
 
 
 def summary(probe) -> str:
-    """One line per weight type, for the card."""
+    """The weight types' figures on one line, the image encode on the next, for the card."""
     parts = []
     for k in probe.kernels:
         parts.append(f"{k.weight_type}: {k.decode_gbs:.0f} GB/s decode ({k.bound}-bound)")
-    return "; ".join(parts)
+    return "; ".join(parts) + "\n" + encode_line(probe.encode)
+
+
+def encode_line(encode) -> str:
+    """The probe's image encode (estimate/probe.py EncodeFigure, or None) in one line."""
+    if encode is None:
+        return "Image encode: not measured (vision estimates count the encoder's FLOPs)"
+    busy = ", measured on a busy machine" if encode.disturbed else ""
+    return (f"Image encode: {encode.flops_per_s / 1e9:.0f} GFLOP/s ({encode.file_type} projector, "
+            f"spread {encode.spread:.0%}{busy}); vision estimates use it")
 
 
 class ProbePanel(Card):
