@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rooflight.catalog import picks
 from rooflight.catalog.models import quant_order
+from rooflight.catalog.quality import quality_basis
 from rooflight.catalog.rank import rank_models
 from rooflight.hardware.profile_io import load_profile
 
@@ -42,6 +43,9 @@ def reason(r, use_case: str) -> str:
     q = r.model.quality
     threshold = picks.usable_tok_s(use_case)
     basis = ("leaderboard figure" if q is not None and q.score is not None
+             else f"mapped from its arena score {q.index.score:g}"
+             + (", floored at the model it succeeds" if "raised to" in quality_basis(r.model)["quality_note"] else "")
+             if q is not None and q.index is not None
              else f"prior: successor of {q.prior.removeprefix('successor:')}" if q and q.prior.startswith("successor:")
              else "prior: size line")
     if r.best.quant == r.model.native_quant:

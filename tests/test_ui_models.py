@@ -112,6 +112,11 @@ def test_detail_context_slider_replans_every_quant(qtbot):
     # choosing another quant shows its plan
     detail.select_quant(detail.options[0].quant)
     assert detail.section.text().startswith(detail.options[0].quant)
+    # a figure mapped from the arena score says so, with its held-out error and source
+    assert page.select_model("gemma-3-4b")
+    assert "on the Open LLM Leaderboard v2 average, mapped from the LMArena text score (±6.8 held-out)" \
+        in detail.meta.text()
+    assert "rating of gemma-3-4b-it (lmarena/arena-catalog" in detail.meta.toolTip()
 
 
 def test_detail_gpu_layers_slider_moves_memory_and_speed(qtbot):

@@ -100,7 +100,14 @@ def unavailable_reason(model) -> str | None:
         return refused
     if arch not in NOT_MODELED:
         return None
-    error = _build_error(model)
+    from rooflight.catalog.models import load_catalog
+
+    if any(m is model for m in load_catalog()):  # a packaged entry: the answer is kept on disk
+        from rooflight.catalog.spec_cache import spec_cache
+
+        error = spec_cache().value(f"build_error|{model.id}", lambda: _build_error(model))
+    else:
+        error = _build_error(model)
     if error is None:
         return None
     return f"Estimate not available for {arch} ({NOT_MODELED[arch]}): {error}."

@@ -105,7 +105,9 @@ def with_vision(spec, projector: ProjectorSpec | None):
     left out rather than planned wrong)."""
     if projector is None or (projector.projection_dim and projector.projection_dim != spec.n_embd):
         return spec
-    return replace(spec, projector=projector)
+    from rooflight.gguf import derived
+
+    return derived.inherit(replace(spec, projector=projector), spec)  # same tensors: same tables
 
 
 def vision_tags(tags: Iterable[str], has_projector: bool) -> tuple[str, ...]:

@@ -25,6 +25,7 @@ __all__ = [
     "GGUFSource",
     "HParams",
     "Quality",
+    "QualityIndex",
     "find_model",
     "load_catalog",
     "parse_catalog",
@@ -94,15 +95,27 @@ class HParams:
 
 
 @dataclass(frozen=True)
+class QualityIndex:
+    """A model's score on the second index (quality.INDEX_NAME), mapped onto quality.SCALE
+    where the model has no figure of its own there."""
+
+    name: str
+    score: float
+    source: str
+
+
+@dataclass(frozen=True)
 class Quality:
     """A model's figure on the catalog's one quality scale (quality.SCALE), or, with
-    score None, the stated prior it ranks by instead (`prior`: "size" or "successor:ID")."""
+    score None, the stated prior it ranks by instead (`prior`: "size" or "successor:ID")
+    unless it has a score on the second index (`index`), mapped onto the scale."""
 
     score: float | None
     benchmark: str
     source: str
     prior: str = "size"
     note: str = ""
+    index: QualityIndex | None = None
 
 
 @dataclass(frozen=True)
@@ -302,8 +315,15 @@ def _parse_entry(raw: Any, index: int) -> CatalogModel:
             prior = q.get("prior", "size")
             if not isinstance(prior, str) or not (prior == "size" or prior.startswith("successor:")):
                 raise BadInputError(f"Catalog entry {where}: quality prior must be 'size' or 'successor:ID'.")
+            index = None
+            if q.get("index") is not None:
+                ix = q["index"]
+                if not isinstance(ix, dict) or isinstance(ix.get("score"), bool) \
+                        or not isinstance(ix.get("score"), num):
+                    raise BadInputError(f"Catalog entry {where}: quality index must be an object with a number score.")
+                index = QualityIndex(_need(ix, "name", str, where), float(ix["score"]), _need(ix, "source", str, where))
             quality = Quality(None if score is None else float(score), _need(q, "benchmark", str, where),
-                              _need(q, "source", str, where), prior, str(q.get("note", "")))
+                              _need(q, "source", str, where), prior, str(q.get("note", "")), index)
         sources = []
         for s in _need(raw, "gguf", list, where):
             if not isinstance(s, dict):

@@ -19,6 +19,7 @@ from rooflight.catalog import picks
 from rooflight.catalog.arch_support import unavailable_reason
 from rooflight.catalog.models import CatalogModel, load_catalog, proxy_quant, quant_order
 from rooflight.catalog.quality import quality_basis, quality_prior, quality_score
+from rooflight.catalog.spec_cache import spec_cache
 from rooflight.estimate import Calibration, Estimate, Wishes, plan
 from rooflight.estimate.fit import Fit
 from rooflight.gguf.quant_recipe import FILE_TYPES
@@ -77,7 +78,8 @@ class RankedModel:
     installed: tuple = ()  # local.InstalledFile of this model found on disk
     hub: Any = None  # hub.HubRepo for Hub results
     offline: bool = False  # Hub results from the cache while the Hub could not be asked
-    quality_source: str = "benchmark"  # benchmark (a figure on quality.SCALE) | prior | size (size prior only)
+    # benchmark (a figure on quality.SCALE) | mapped (from quality.INDEX_NAME) | prior | size (size prior only)
+    quality_source: str = "benchmark"
     tier: int = 2  # picks.tier: 2 usable with headroom, 1 fits but slow or tight, 0 too large
     usable_tok_s: float = MIN_USABLE_TOK_S
     superseded_by: str | None = None  # a newer model of the same line that runs as well here
@@ -146,6 +148,11 @@ class RankedModel:
         q = self.model.quality
         if q is not None and q.score is not None:
             return f"quality {q.score:g} on the {f['quality_benchmark']}", f["quality_note"]
+        if self.quality_source == "mapped":
+            from rooflight.catalog.quality import INDEX_LOO_RMSE, INDEX_NAME
+
+            return (f"quality {quality_prior(self.model):.0f} on the {f['quality_benchmark']}, mapped from the "
+                    f"{INDEX_NAME} (±{INDEX_LOO_RMSE:g} held-out)", f["quality_note"])
         return f"quality: no {f['quality_benchmark']} figure, ranked by a prior", f["quality_note"]
 
     def _quality_fields(self) -> dict:
@@ -168,14 +175,20 @@ def _spec(model: CatalogModel, quant: str, file_bytes: int | None = None) -> Mod
     hit = _specs.get(key)
     if hit is not None and hit[0] is model:
         return hit[1]
-    if file_bytes:
-        from rooflight.catalog.hub_specs import resize_spec
 
-        spec = resize_spec(_spec(model, proxy_quant(quant)) if model.untied_in(quant) == model.untied_in(proxy_quant(quant))
-                           else model._computed(proxy_quant(quant), untied=model.untied_in(quant)),
-                           file_bytes, quant=quant)
+    def build() -> ModelSpec:
+        if file_bytes:
+            from rooflight.catalog.hub_specs import resize_spec
+
+            base = (_spec(model, proxy_quant(quant)) if model.untied_in(quant) == model.untied_in(proxy_quant(quant))
+                    else model._computed(proxy_quant(quant), untied=model.untied_in(quant)))
+            return resize_spec(base, file_bytes, quant=quant)
+        return model.spec(quant)
+
+    if any(m is model for m in load_catalog()):  # the packaged catalog: its specs are kept on disk
+        spec = spec_cache().get(f"{model.id}|{quant}|{file_bytes or ''}", build)
     else:
-        spec = model.spec(quant)
+        spec = build()
     _specs[key] = (model, spec)
     return spec
 
@@ -215,6 +228,15 @@ def _catalog_files(model: CatalogModel, hub: Any) -> list[tuple[str, ModelSpec, 
         elif (o := known(q)) is not None:
             out.append(o)
     return out
+
+
+def prepare_catalog_specs() -> None:
+    """Build (or restore from the spec cache) every packaged catalog spec a ranking plans,
+    without planning any: what a GUI start does while this machine is still detected."""
+    for model in load_catalog():
+        if unavailable_reason(model) is None:
+            _catalog_files(model, None)
+    spec_cache().save()
 
 
 def model_from_spec(
@@ -360,6 +382,7 @@ def rank_models(
         ))
     ranked = _mark_superseded(ranked)
     ranked.sort(key=lambda r: (r.tier, r.superseded_by is None, round(r.score, 6), r.model.release), reverse=True)
+    spec_cache().save()  # what this ranking derived, for the next process (spec_cache.py)
     return ranked
 
 

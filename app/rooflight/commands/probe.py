@@ -26,8 +26,7 @@ def _fraction(text: str) -> float:
 
 
 def register(subparsers) -> None:
-    from rooflight.runtime.busy import DEFAULT_BUSY_THRESHOLD
-    from rooflight.runtime.probe import ALL_TYPES, BUDGET_S
+    from rooflight.runtime.probe_defaults import ALL_TYPES, BUDGET_S, DEFAULT_BUSY_THRESHOLD
 
     p = subparsers.add_parser("probe", help="measure this machine's llama.cpp kernels (about 30 s); estimates use them")
     p.add_argument("--types", metavar="T[,T...]",

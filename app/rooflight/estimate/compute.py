@@ -29,6 +29,7 @@ from rooflight.estimate import ple_compute
 from rooflight.estimate.config import RunConfig, padded_ctx
 from rooflight.estimate.kv import swa_cells
 from rooflight.estimate.recurrent_compute import output_extra_residuals, recurrent_peak_bytes
+from rooflight.gguf.derived import derived
 from rooflight.gguf.spec import ModelSpec
 
 F32 = 4
@@ -101,17 +102,20 @@ def output_peak(spec: ModelSpec, cfg: RunConfig) -> int:
 
 def dense_ff_in_moe(spec: ModelSpec) -> int:
     """FFN width of an MoE model's dense layers (ffn_up without experts), 0 if it has none."""
-    for tensor in spec.tensors:
-        if tensor.name.endswith(".ffn_up.weight") and len(tensor.shape) >= 2:
-            return tensor.shape[1]
-    return 0
+    return derived(spec, "dense_ff", lambda s: _first_width(s, ".ffn_up.weight", 0))
 
 
 def _expert_ff(spec: ModelSpec) -> int:
+    fallback = max(spec.n_ff) if spec.n_ff else 4 * spec.n_embd
+    return derived(spec, "expert_ff", lambda s: _first_width(s, "ffn_up_exps.weight", fallback))
+
+
+def _first_width(spec: ModelSpec, suffix: str, default: int) -> int:
+    """ne1 of the first matrix whose name ends with suffix."""
     for tensor in spec.tensors:
-        if tensor.name.endswith("ffn_up_exps.weight") and len(tensor.shape) >= 2:
+        if tensor.name.endswith(suffix) and len(tensor.shape) >= 2:
             return tensor.shape[1]
-    return max(spec.n_ff) if spec.n_ff else 4 * spec.n_embd
+    return default
 
 
 # Per spec (by identity) and per the config fields the buffers depend on: the planner asks

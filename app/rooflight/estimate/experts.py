@@ -20,12 +20,12 @@ memory.py, perf.py and plan.py call the few functions here; nothing else knows a
 from __future__ import annotations
 
 import re
-import weakref
 from dataclasses import dataclass
 
 from rooflight.errors import BadInputError
 from rooflight.estimate.layers import cpu_cycles_per_weight
 from rooflight.estimate.placement import CPU
+from rooflight.gguf.derived import derived
 from rooflight.gguf.spec import ModelSpec
 
 # common/common.h LLM_FFN_EXPS_REGEX, matched with regex_search as llama-model-loader.cpp does
@@ -53,30 +53,27 @@ class ExpertTable:
         return sum(self.bytes)
 
 
-_cache: dict[int, ExpertTable] = {}
-
-
 def expert_table(spec: ModelSpec) -> ExpertTable:
-    key = id(spec)
-    table = _cache.get(key)
-    if table is None:
-        n = spec.n_layer
-        b, ab, ap, cy = [0] * n, [0.0] * n, [0.0] * n, [0.0] * n
-        by_type: list[dict[str, float]] = [{} for _ in range(n)]
-        moe_ratio = spec.n_expert_used / spec.n_expert if spec.n_expert else 1.0
-        for t in spec.tensors:
-            if t.layer is not None and 0 <= t.layer < n and is_moved_by_n_cpu_moe(t.name):
-                ratio = moe_ratio if t.is_expert else 1.0  # as layers.py counts them, to move exactly that
-                b[t.layer] += t.n_bytes
-                ab[t.layer] += t.n_bytes * ratio
-                ap[t.layer] += t.n_elements * ratio
-                cy[t.layer] += t.n_elements * ratio * cpu_cycles_per_weight(t.ggml_type)
-                if len(t.shape) >= 2:
-                    kind = t.ggml_type.upper()
-                    by_type[t.layer][kind] = by_type[t.layer].get(kind, 0.0) + t.n_elements * ratio
-        table = _cache[key] = ExpertTable(tuple(b), tuple(ab), tuple(ap), tuple(cy), tuple(by_type))
-        weakref.finalize(spec, _cache.pop, key, None)
-    return table
+    """Per block, the tensors --n-cpu-moe moves; computed once per spec (gguf/derived.py)."""
+    return derived(spec, "expert_table", _build_expert_table)
+
+
+def _build_expert_table(spec: ModelSpec) -> ExpertTable:
+    n = spec.n_layer
+    b, ab, ap, cy = [0] * n, [0.0] * n, [0.0] * n, [0.0] * n
+    by_type: list[dict[str, float]] = [{} for _ in range(n)]
+    moe_ratio = spec.n_expert_used / spec.n_expert if spec.n_expert else 1.0
+    for t in spec.tensors:
+        if t.layer is not None and 0 <= t.layer < n and is_moved_by_n_cpu_moe(t.name):
+            ratio = moe_ratio if t.is_expert else 1.0  # as layers.py counts them, to move exactly that
+            b[t.layer] += t.n_bytes
+            ab[t.layer] += t.n_bytes * ratio
+            ap[t.layer] += t.n_elements * ratio
+            cy[t.layer] += t.n_elements * ratio * cpu_cycles_per_weight(t.ggml_type)
+            if len(t.shape) >= 2:
+                kind = t.ggml_type.upper()
+                by_type[t.layer][kind] = by_type[t.layer].get(kind, 0.0) + t.n_elements * ratio
+    return ExpertTable(tuple(b), tuple(ab), tuple(ap), tuple(cy), tuple(by_type))
 
 
 def has_experts(spec: ModelSpec) -> bool:

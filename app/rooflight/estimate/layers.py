@@ -6,10 +6,10 @@ over quants and contexts); summing tensors each time would make that O(tensors) 
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from math import prod
 
+from rooflight.gguf.derived import derived
 from rooflight.gguf.spec import ModelSpec
 
 
@@ -60,20 +60,9 @@ _WITH_BLOCK_0 = ("per_layer_model_proj.", "per_layer_proj_norm.")
 _WITH_OUTPUT_BY_ARCH = {"lfm2": ("token_embd_norm.",), "lfm2moe": ("token_embd_norm.",)}
 
 
-# Keyed by identity, not by value: ModelSpec is a frozen dataclass, so a value-keyed
-# (Weak)KeyDictionary would hash and compare thousands of TensorInfo on every lookup
-# (that was 70% of the time of ranking the catalog). The entry goes when the spec does.
-_cache: dict[int, LayerTable] = {}
-
-
 def layer_table(spec: ModelSpec) -> LayerTable:
-    key = id(spec)
-    table = _cache.get(key)
-    if table is None:
-        table = _build(spec)
-        _cache[key] = table
-        weakref.finalize(spec, _cache.pop, key, None)
-    return table
+    """The spec's per-layer totals, computed once per spec (gguf/derived.py)."""
+    return derived(spec, "layer_table", _build)
 
 
 def _build(spec: ModelSpec) -> LayerTable:

@@ -38,6 +38,7 @@ from rooflight.estimate.network import step_cost
 from rooflight.estimate.placement import CPU, device_runs, gpu_name
 from rooflight.estimate.probe import MachineProbe
 from rooflight.estimate.tensor_rates import matmul_tflops
+from rooflight.gguf.quant_recipe import type_block_size
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
 from rooflight.hardware.remote import is_remote, remote_device
@@ -306,12 +307,7 @@ def _decode_fixed(
 def cpu_table_matvec_s(hardware: HardwareProfile, cfg: RunConfig, ggml_type: str, elements: float) -> float:
     """The table roofline for one CPU matrix-vector product over `elements` weights of a
     type: the longer of reading them and multiplying them."""
-    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
-
-    try:
-        block, size = GGML_QUANT_SIZES[GGMLQuantizationType[ggml_type.upper()]]
-    except KeyError:
-        block, size = 1, 2
+    block, size = type_block_size(ggml_type)
     t_mem = elements * size / block / (_device_bandwidth_gbs(hardware, CPU) * 1e9 * _CPU.decode_efficiency)
     t_cmp = elements * cpu_cycles_per_weight(ggml_type) / (_cpu_threads(hardware, cfg) * _cpu_hz(hardware))
     return max(t_mem, t_cmp)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
 
 # A figure's repeats may disagree by this much (max - min over median) and still count as
 # one clean measurement; beyond it something else was running.
@@ -171,8 +172,15 @@ class MachineProbe:
     notes: tuple[str, ...] = field(default=())
 
     def kernel(self, weight_type: str) -> KernelFigure | None:
-        name = weight_type.upper()
-        return next((k for k in self.kernels if k.weight_type == name), None)
+        return self._kernels_by_type.get(weight_type.upper())
+
+    @cached_property
+    def _kernels_by_type(self) -> dict[str, KernelFigure]:
+        # asked per weight type of every layer of every plan: tens of thousands per ranking
+        by_type: dict[str, KernelFigure] = {}
+        for k in self.kernels:
+            by_type.setdefault(k.weight_type, k)
+        return by_type
 
     def attention_for(self, flash_attn: bool) -> AttentionCost | None:
         return next((a for a in self.attention if a.flash_attn == bool(flash_attn)), None)

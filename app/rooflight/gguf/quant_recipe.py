@@ -143,6 +143,20 @@ class TensorPlan:
         return tensor_nbytes(self.n_elements, self.qtype)
 
 
+def type_block_size(type_name: str) -> tuple[int, int]:
+    """(elements, bytes) per block of a ggml type by name; (1, 2) for a name ggml lacks.
+    The recipe's own types need no import of the gguf package (and numpy, yaml under it)."""
+    name = type_name.upper()
+    if name in GGMLType.__members__:
+        return GGML_BLOCK_SIZES[GGMLType[name]]
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    try:
+        return GGML_QUANT_SIZES[GGMLQuantizationType[name]]
+    except KeyError:
+        return 1, 2
+
+
 def tensor_nbytes(n_elements: int, qtype: GGMLType) -> int:
     """Bytes a tensor of n_elements takes in the file (without alignment padding)."""
     block_size, type_size = GGML_BLOCK_SIZES[qtype]

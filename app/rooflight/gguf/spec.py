@@ -6,8 +6,11 @@ that the estimator stays a set of pure functions.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
+
+from rooflight.gguf.derived import derived
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,58 @@ class TensorInfo:
         return "_exps" in self.name
 
 
+class LazyTensors(Sequence[TensorInfo]):
+    """A spec's tensor list, built on first use. A spec restored from the catalog's spec
+    cache carries every figure a ranking derives from its tensors (gguf/derived.py), so the
+    list (hundreds of objects per spec) is built only when something else reads it. Equal
+    to, and hashed like, the tuple it builds; pickles as that tuple."""
+
+    __slots__ = ("_build", "_tensors")
+
+    def __init__(self, build: Callable[[], Iterable[TensorInfo]]) -> None:
+        self._build: Callable[[], Iterable[TensorInfo]] | None = build
+        self._tensors: tuple[TensorInfo, ...] | None = None
+
+    def _all(self) -> tuple[TensorInfo, ...]:
+        tensors = self._tensors
+        if tensors is None:
+            assert self._build is not None
+            tensors = self._tensors = tuple(self._build())
+            self._build = None
+        return tensors
+
+    @property
+    def built(self) -> bool:
+        return self._tensors is not None
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    @overload
+    def __getitem__(self, i: int) -> TensorInfo: ...
+    @overload
+    def __getitem__(self, i: slice) -> tuple[TensorInfo, ...]: ...
+    def __getitem__(self, i):
+        return self._all()[i]
+
+    def __iter__(self) -> Iterator[TensorInfo]:
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LazyTensors):
+            other = other._all()
+        return self._all() == other
+
+    def __hash__(self) -> int:
+        return hash(self._all())
+
+    def __reduce__(self):
+        return (tuple, (self._all(),))
+
+    def __repr__(self) -> str:
+        return f"LazyTensors({len(self)} tensors)" if self.built else "LazyTensors(not built)"
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     name: str
@@ -46,7 +101,7 @@ class ModelSpec:
     n_ff: tuple[int, ...]  # per layer
     n_vocab: int
     context_length: int  # training context (n_ctx_train)
-    tensors: tuple[TensorInfo, ...]
+    tensors: Sequence[TensorInfo]  # a tuple, or LazyTensors for a restored catalog spec
     sliding_window: int = 0  # 0 = no sliding-window attention
     swa_layers: tuple[bool, ...] = ()  # per layer: True where the layer uses the window
     n_expert: int = 0
@@ -103,10 +158,7 @@ class ModelSpec:
         return int(total)
 
     def tensor(self, name: str) -> TensorInfo | None:
-        for t in self.tensors:
-            if t.name == name:
-                return t
-        return None
+        return derived(self, ("tensor", name), lambda spec: next((t for t in spec.tensors if t.name == name), None))
 
     @property
     def active_params(self) -> int:

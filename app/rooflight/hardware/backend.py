@@ -167,7 +167,70 @@ def detect_backend(
     lib_dir: Path | None = None,
 ) -> tuple[str, list[str]]:
     """What llama.cpp would use here: "cuda" | "rocm" | "metal" | "vulkan" | "sycl" | "cpu"."""
+    if importer is importlib.import_module and lib_dir is None:
+        return choose_backend(gpus, installed_build())
     return choose_backend(gpus, inspect_build(importer, lib_dir))
+
+
+def installed_build() -> BuildInfo:
+    """inspect_build() of the installed llama-cpp-python, without importing it when its files
+    are as they were last time and it has no GPU backend library.
+
+    Importing llama_cpp loads its shared libraries and costs ~0.15 s, most of what
+    `rooflight rank` spends detecting the machine. A CPU-only build's answer is fixed by its
+    files (names, sizes, times, and LLAMA_CPP_LIB_PATH, which picks another build), so it is
+    kept in the cache dir under that stamp; a GPU build is always asked, because whether it
+    can offload also depends on the driver, which can change under the same files.
+    """
+    import importlib.util
+    import json
+    import os
+    import sys
+
+    if "llama_cpp" in sys.modules:
+        return inspect_build()
+    try:
+        found = importlib.util.find_spec("llama_cpp")
+    except (ImportError, ValueError):
+        found = None
+    if found is None or not found.submodule_search_locations:
+        return inspect_build()
+    pkg = Path(next(iter(found.submodule_search_locations)))
+    override = os.environ.get("LLAMA_CPP_LIB_PATH", "")
+    stamp: list[list] = [[str(pkg), override]]
+    for d in [pkg / "lib", pkg] + ([Path(override)] if override else []):
+        try:
+            entries = sorted(os.scandir(d), key=lambda e: e.name)
+        except OSError:
+            continue
+        for e in entries:
+            if e.name.endswith((".so", ".dylib", ".dll", ".py")) or ".so." in e.name:
+                st = e.stat()
+                stamp.append([e.path, st.st_size, st.st_mtime_ns])
+    if backends_from_libraries(str(p[0]) for p in stamp[1:]):
+        return inspect_build()  # a GPU build: ask it
+    from .bandwidth import cache_dir
+
+    path = cache_dir() / "llama_build.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        if doc.get("stamp") == stamp:
+            b = doc["build"]
+            return BuildInfo(bool(b["importable"]), frozenset(b["backends"]), b["gpu_offload"],
+                             tuple(b["libraries"]), str(b["error"]))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    build = inspect_build()
+    from rooflight.atomic import write_text_atomic
+
+    doc = {"stamp": stamp, "build": {"importable": build.importable, "backends": sorted(build.backends),
+                                     "gpu_offload": build.gpu_offload, "libraries": list(build.libraries),
+                                     "error": build.error}}
+    try:
+        write_text_atomic(path, json.dumps(doc), make_parent=True)
+    except OSError:
+        pass  # a read-only cache dir costs only speed
+    return build
 
 
 def backend_for_vendors(vendors: Iterable[str]) -> str:

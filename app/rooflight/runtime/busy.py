@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import psutil
 
-# Others may use this share of the machine's total CPU time during a measurement (10% is a
-# fifth of one core on two: a desktop's idle background, not a compile or a second model).
-DEFAULT_BUSY_THRESHOLD = 0.10
+from rooflight.runtime.probe_defaults import DEFAULT_BUSY_THRESHOLD
+
+__all__ = ["DEFAULT_BUSY_THRESHOLD"]  # re-exported: callers import it from here
 
 
 def _busy_seconds() -> float:

@@ -45,10 +45,8 @@ from rooflight.estimate.probe import (
 )
 from rooflight.runtime.build import llama_build
 from rooflight.runtime.busy import DEFAULT_BUSY_THRESHOLD, Watch, load_now
+from rooflight.runtime.probe_defaults import ALL_TYPES, BUDGET_S
 
-# Weight types the probe measures where this llama.cpp build and the writer support them.
-ALL_TYPES = ("F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS", "MXFP4", "NVFP4")
-BUDGET_S = 30.0  # the whole probe, generation of its models included (issue 14)
 MIN_RUN_S = 0.15  # shorter runs are dominated by the 10 ms ticks of the busy watch
 REPEATS = 3  # clean runs wanted per figure
 VOCAB_SMALL, VOCAB_LARGE = 260, 32000

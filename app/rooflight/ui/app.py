@@ -20,6 +20,7 @@ from rooflight.ui.context import AppContext
 from rooflight.ui.window import MainWindow
 
 APP_NAME = "Rooflight"
+STARTUP_GATE_MS = 3000  # the latest the held start-up tasks wait (AppContext.after_startup)
 ORG_NAME = "Rooflight"
 
 
@@ -96,14 +97,18 @@ def main(argv: list[str] | None = None) -> int:
     apply_offline(settings.offline)
     theme.apply(app, settings.theme)
     ctx = AppContext(settings)
+    ctx.hold_startup_tasks()  # the ranking first (AppContext.after_startup)
     window = build_window(ctx)
     follower = theme.SystemThemeFollower(app, lambda: ctx.settings.theme, ctx.theme_changed.emit)
     window.show()
     if warning:
         ctx.show_warning(warning)
 
+    models = window.pages.get("models")
+    if models is not None:
+        models.ranked.connect(ctx.startup_done)
+    QTimer.singleShot(STARTUP_GATE_MS, ctx.startup_done)  # whatever happens to the ranking
     if args.quit_when_ready:
-        models = window.pages.get("models")
 
         def ready() -> None:
             app.processEvents()  # the ranking painted

@@ -175,6 +175,27 @@ class AppContext(QObject):
             ui_state = QSettings(str(data_dir() / "window.ini"), QSettings.Format.IniFormat, self)
         self.ui_state = ui_state
         self.runner.error.connect(self.show_error)
+        self._after_startup: list | None = None  # None: started (no gate armed)
+
+    # -- start-up order -------------------------------------------------------------
+    # A cold start shows the ranking first. Work no first screen needs (the download list,
+    # the llama.cpp build card, the token's source) would compete with it for the GIL and
+    # the CPU; app.main arms this gate, and the first ranking on screen (or a timer) opens it.
+    def hold_startup_tasks(self) -> None:
+        if self._after_startup is None:
+            self._after_startup = []
+
+    def after_startup(self, fn) -> None:
+        """fn() now, or once the first screen is up when the app is starting."""
+        if self._after_startup is None:
+            fn()
+        else:
+            self._after_startup.append(fn)
+
+    def startup_done(self) -> None:
+        waiting, self._after_startup = self._after_startup, None
+        for fn in waiting or ():
+            fn()
 
     # -- messages -----------------------------------------------------------------
     def show_error(self, text: str) -> None:

@@ -337,14 +337,22 @@ class DownloadsPage(Page):
         self.queue = None  # download.DownloadQueue, once opened
         self._waiting: list[tuple[str, str, str | None]] = []  # asked for before it was open
         self._opened: list = []
-        self._opening = ctx.runner.run(open_queue, self._events.event.emit, self._opened,
-                                       on_done=self._queue_opened, on_error=self._queue_failed,
-                                       what="opening the list of downloads")
+        self._opening = None
+        self._open_asked = False
+        ctx.after_startup(self._open_queue)
         ctx.actions.set_download_handler(self.enqueue)
         ctx.actions.changed.connect(self._refresh_rows)
         ctx.settings_changed.connect(self._settings_changed)
         self.offline_note.setVisible(ctx.settings.offline)
         self._update_status()
+
+    def _open_queue(self) -> None:
+        if self._open_asked:
+            return  # once: a download asked for it before start-up did
+        self._open_asked = True
+        self._opening = self.ctx.runner.run(open_queue, self._events.event.emit, self._opened,
+                                            on_done=self._queue_opened, on_error=self._queue_failed,
+                                            what="opening the list of downloads")
 
     # -- public ------------------------------------------------------------------------------
     def enqueue(self, repo: str, file: str, revision: str | None = None) -> str | None:
@@ -356,6 +364,8 @@ class DownloadsPage(Page):
                                 "Settings, then press Download again.")
             return None
         if self.queue is None:
+            if self._opening is None and not self._open_asked:
+                self._open_queue()  # asked before start-up opened it: open it now
             if self._opening is not None:  # a click in the first moments: queued once open
                 self._waiting.append((repo, file, revision))
                 self.ctx.show_page(self.key)

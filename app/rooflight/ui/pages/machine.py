@@ -152,13 +152,13 @@ def read_build() -> tuple[object, str | None]:
     """Worker side: what the installed llama-cpp-python can do, and its version."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from rooflight.hardware.backend import inspect_build
+    from rooflight.hardware.backend import installed_build
 
     try:
         v = version("llama-cpp-python")
     except PackageNotFoundError:
         v = None
-    return inspect_build(), v
+    return installed_build(), v
 
 
 def build_card(build, version: str | None) -> Card:
@@ -224,7 +224,8 @@ class MachinePage(Page):
         ctx.machine.changed.connect(self._show)
         ctx.machine.detecting_changed.connect(lambda _on: self._show(ctx.machine.profile))
         self._show(ctx.machine.profile)
-        ctx.runner.run(read_build, on_done=self._build_read, what="reading the llama.cpp build")
+        ctx.after_startup(lambda: ctx.runner.run(read_build, on_done=self._build_read,
+                                                 what="reading the llama.cpp build"))
 
     def _build_read(self, result) -> None:
         self._build = result

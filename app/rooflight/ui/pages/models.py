@@ -64,19 +64,13 @@ _warm_up = None  # the process's catalog warm-up task, if one was started
 
 
 def warm_catalog() -> None:
-    """Worker side: rank the catalog once for a placeholder machine, so that the model
-    specs rank_models caches for the process are built while this machine is still being
-    detected (they are most of a cold ranking: ~0.6 s of ~0.9 s here). The result is
-    thrown away; the ranking shown is made for the detected machine."""
-    from rooflight.catalog.rank import rank_models
-    from rooflight.hardware import profile_from_dict
+    """Worker side: build (or restore from the spec cache) the catalog specs rank_models
+    plans, while this machine is still being detected; the ranking itself waits for the
+    detected machine."""
+    from rooflight.catalog.rank import prepare_catalog_specs
 
-    placeholder = profile_from_dict(
-        {"cpu": {"name": "placeholder", "cores": 1, "threads": 1, "ram_total_bytes": 1 << 34,
-                 "ram_bandwidth_gbs": 10.0}},
-        detect_cpu_if_missing=False, measure_bandwidth=False, origin="the warm-up machine")
     with full_gc_paused():
-        rank_models(placeholder)
+        prepare_catalog_specs()
 
 
 def rank_catalog(hardware: HardwareProfile, n_ctx: int, use_case: str, calibration) -> tuple[list[RankedModel], float]:

@@ -174,7 +174,7 @@ class SettingsPage(Page):
         self.token_source: str | None = None
         self.remove_token.setEnabled(False)
         ctx.settings_changed.connect(self._settings_changed)
-        self._refresh_token_status()
+        ctx.after_startup(self._refresh_token_status)
 
     # -- models folder ---------------------------------------------------------------------
     def _folder_edited(self) -> None:
