@@ -8,8 +8,8 @@ finishes and is verified, one is paused part-way, one is refused (a gated reposi
 token), one is still arriving (the stand-in throttles it so speed and time left show).
 A banner in the picture says so.
 
-Source-tree tooling, not part of the installed package: bench/screenshots.py registers
-this shot with rooflight.ui.screenshots (an installed package shows the page as it is).
+Source-tree tooling, not part of the installed package: bench/page_shots.py lists this shot
+for the Downloads page of bench/screenshots.py.
 huggingface_hub is pointed at the stand-in, at a temporary cache and at no token only while
 the shot is prepared (the user's token is never sent), and everything is put back
 afterwards (as tests/conftest.py does for the tests).
@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rooflight.ui.pages.base import Shot
+from shot import Shot
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from hub_server import HubServer  # noqa: E402 - the test suite's Hub stand-in
@@ -83,7 +83,7 @@ def downloads_shot(page) -> Shot:
         from rooflight.download import JobState
         from rooflight.gguf.synthetic import write_model
 
-        wait(lambda: page.queue is not None or page._opening is None, 30)
+        wait(lambda: page.queue is not None or not page.opening, 30)
         if page.queue is None:
             return  # the queue could not open: the page as it is
         staging = state["staging"] = _Staging()
