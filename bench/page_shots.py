@@ -9,13 +9,17 @@ real downloads from the test suite's Hub stand-in (bench/downloads_shot.py).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from PySide6.QtWidgets import QAbstractItemView
 
-from downloads_shot import downloads_shot
-from rooflight.gguf.synthetic import gemma_270m_path
 from shot import Shot, Wait
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from downloads_shot import downloads_shot  # noqa: E402
+from gemma_model import gemma_270m_path  # noqa: E402 - the test suite's Gemma-3-270M
 
 CHAT_QUESTIONS = ("What is the capital of France?", "And what is the capital of Germany?")
 # the Stress tab: a real run of the catalog's Gemma 3 270M at four contexts
