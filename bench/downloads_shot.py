@@ -38,9 +38,9 @@ class _Staging:
     """The stand-in, the patched huggingface_hub settings, and how to put them back."""
 
     def __init__(self) -> None:
+        import huggingface_hub
         import huggingface_hub.hf_api
         from huggingface_hub import constants
-        from huggingface_hub.utils import _http
 
         self.tmp = Path(tempfile.mkdtemp(prefix="rooflight-downloads-shot-"))
         self.server = HubServer(self.tmp / "hub").start()
@@ -62,16 +62,16 @@ class _Staging:
         self._saved_endpoint = self._api.endpoint
         self._api.endpoint = url
         self._env = {k: os.environ.pop(k) for k in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN") if k in os.environ}
-        _http.close_session()  # no pooled connection to the real Hub
+        huggingface_hub.close_session()  # no pooled connection to the real Hub
 
     def restore(self) -> None:
-        from huggingface_hub.utils import _http
+        import huggingface_hub
 
         for k, v in self._saved.items():
             setattr(self._constants, k, v)
         self._api.endpoint = self._saved_endpoint
         os.environ.update(self._env)
-        _http.close_session()
+        huggingface_hub.close_session()
         self.server.stop()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
