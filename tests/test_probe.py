@@ -76,6 +76,19 @@ def test_kernel_figure_and_bounds():
     assert bounds == {"Q8_0": "memory", "Q6_K": "compute", "F16": "memory"}
 
 
+def test_a_kernel_figure_the_other_costs_swallow_is_disturbed_not_free():
+    # fixed costs timed during a stall "explain" 90% of the token (a clean probe: a few %)
+    k = kernel_figure("Q8_0", decode_token_s=5e-3, decode_other_s=4.5e-3, decode_weights=100_000_000,
+                      decode_bytes=106_250_000, prefill_s=0.5, prefill_other_s=0.1, prefill_weights=40_000_000,
+                      prompt_tokens=512)
+    assert k.disturbed
+    assert k.decode_s_per_weight == pytest.approx(2.5e-3 / 1e8)  # at least half the token: never ~0
+    clean = kernel_figure("Q8_0", decode_token_s=5e-3, decode_other_s=0.2e-3, decode_weights=100_000_000,
+                          decode_bytes=106_250_000, prefill_s=0.5, prefill_other_s=0.02, prefill_weights=40_000_000,
+                          prompt_tokens=512)
+    assert not clean.disturbed and clean.decode_s_per_weight == pytest.approx(4.8e-3 / 1e8)
+
+
 def test_attention_cost_per_unit():
     a = attention_cost(True, decode_short_s=1e-3, decode_long_s=3e-3, units_short=1e5, units_long=2.1e6,
                        prefill_s=0.3, prefill_other_s=0.1, prefill_flops=4e9)

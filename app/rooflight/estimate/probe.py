@@ -126,6 +126,10 @@ class KernelFigure:
     disturbed: bool = False
 
 
+# The largest share of a kernel model's time the probe's other figures may explain (see kernel_figure).
+MAX_OTHER_SHARE = 0.5
+
+
 def kernel_figure(
     weight_type: str, *, decode_token_s: float, decode_other_s: float, decode_weights: int,
     decode_bytes: int, prefill_s: float, prefill_other_s: float, prefill_weights: int,
@@ -135,8 +139,15 @@ def kernel_figure(
     """decode_token_s: seconds per generated token on the decode model; decode_other_s:
     the fixed and attention part of it (known from the other figures); likewise for the
     prompt. *_weights: weight elements of that type the token or prompt token multiplies."""
-    t_dec = max(decode_token_s - decode_other_s, 1e-9)
-    t_pp = max(prefill_s - prefill_other_s, 1e-9)
+    # In a clean probe the fixed and attention part is a few percent of the kernel models'
+    # times; more than MAX_OTHER_SHARE means those figures were timed during stalls, and the
+    # difference (down to zero) would price the weights as free: keep the share at most that,
+    # and mark the figure disturbed (a probe keeps it only when asked to).
+    inseparable = (decode_other_s > MAX_OTHER_SHARE * decode_token_s
+                   or prefill_other_s > MAX_OTHER_SHARE * prefill_s)
+    t_dec = max(decode_token_s - decode_other_s, (1 - MAX_OTHER_SHARE) * decode_token_s, 1e-9)
+    t_pp = max(prefill_s - prefill_other_s, (1 - MAX_OTHER_SHARE) * prefill_s, 1e-9)
+    disturbed = disturbed or inseparable
     return KernelFigure(
         weight_type=weight_type,
         decode_s_per_weight=t_dec / decode_weights,
