@@ -27,9 +27,12 @@ from pathlib import Path
 from rooflight.estimate import Wishes, plan
 from rooflight.gguf import load_model_spec
 from rooflight.gguf.from_hparams import spec_from_hparams
-from rooflight.gguf.synthetic import gemma_270m_path, write_model
+from rooflight.gguf.synthetic import write_model
 from rooflight.hardware import detect, profile_from_dict
 from rooflight.runtime.measure import measure
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from gemma_model import gemma_270m_path  # noqa: E402 - the test suite's Gemma-3-270M
 
 MIB = 1024 * 1024
 

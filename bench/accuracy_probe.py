@@ -27,10 +27,13 @@ from pathlib import Path
 
 from rooflight.estimate import Calibration, Wishes, plan
 from rooflight.gguf import load_model_spec
-from rooflight.gguf.synthetic import gemma_270m_path, write_model
+from rooflight.gguf.synthetic import write_model
 from rooflight.hardware import detect
 from rooflight.runtime.busy import Watch
 from rooflight.runtime.measure import measure
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from gemma_model import gemma_270m_path  # noqa: E402 - the test suite's Gemma-3-270M
 
 # name, write_model arguments: none uses the probe's widths (64, 256, 1024, 2048 with its layer counts)
 SHAPES = [

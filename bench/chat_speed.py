@@ -29,11 +29,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from rooflight.estimate import Wishes
-from rooflight.gguf.synthetic import gemma_270m_path
 from rooflight.runtime.chat import ChatSession
 from rooflight.runtime.engine import load_engine
 from rooflight.runtime.loader import plan_load
 from rooflight.store.chats import ChatStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from gemma_model import gemma_270m_path  # noqa: E402 - the test suite's Gemma-3-270M
 
 TARGET = 0.97
 PROMPT = "Continue the story: Once upon a time, in a quiet village by the sea, there lived an old clockmaker who"

@@ -8,8 +8,8 @@ finishes and is verified, one is paused part-way, one is refused (a gated reposi
 token), one is still arriving (the stand-in throttles it so speed and time left show).
 A banner in the picture says so.
 
-Source-tree tooling, not part of the installed package: bench/screenshots.py registers
-this shot with rooflight.ui.screenshots (an installed package shows the page as it is).
+Source-tree tooling, not part of the installed package: bench/page_shots.py lists this shot
+for the Downloads page of bench/screenshots.py.
 huggingface_hub is pointed at the stand-in, at a temporary cache and at no token only while
 the shot is prepared (the user's token is never sent), and everything is put back
 afterwards (as tests/conftest.py does for the tests).
@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rooflight.ui.pages.base import Shot
+from shot import Shot
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from hub_server import HubServer  # noqa: E402 - the test suite's Hub stand-in
@@ -38,9 +38,9 @@ class _Staging:
     """The stand-in, the patched huggingface_hub settings, and how to put them back."""
 
     def __init__(self) -> None:
+        import huggingface_hub
         import huggingface_hub.hf_api
         from huggingface_hub import constants
-        from huggingface_hub.utils import _http
 
         self.tmp = Path(tempfile.mkdtemp(prefix="rooflight-downloads-shot-"))
         self.server = HubServer(self.tmp / "hub").start()
@@ -62,16 +62,16 @@ class _Staging:
         self._saved_endpoint = self._api.endpoint
         self._api.endpoint = url
         self._env = {k: os.environ.pop(k) for k in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN") if k in os.environ}
-        _http.close_session()  # no pooled connection to the real Hub
+        huggingface_hub.close_session()  # no pooled connection to the real Hub
 
     def restore(self) -> None:
-        from huggingface_hub.utils import _http
+        import huggingface_hub
 
         for k, v in self._saved.items():
             setattr(self._constants, k, v)
         self._api.endpoint = self._saved_endpoint
         os.environ.update(self._env)
-        _http.close_session()
+        huggingface_hub.close_session()
         self.server.stop()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
@@ -83,7 +83,7 @@ def downloads_shot(page) -> Shot:
         from rooflight.download import JobState
         from rooflight.gguf.synthetic import write_model
 
-        wait(lambda: page.queue is not None or page._opening is None, 30)
+        wait(lambda: page.queue is not None or not page.opening, 30)
         if page.queue is None:
             return  # the queue could not open: the page as it is
         staging = state["staging"] = _Staging()

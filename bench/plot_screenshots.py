@@ -29,6 +29,7 @@ from pathlib import Path
 from PySide6.QtWidgets import QApplication
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the Gemma-3-270M test model: tests/gemma_model.py
 
 
 def _log(text: str) -> None:
@@ -52,9 +53,9 @@ def memory_plot(out: Path) -> None:
 
 
 def speed_plot(out: Path) -> None:
+    from gemma_model import gemma_270m_path
     from rooflight.estimate import Wishes
     from rooflight.gguf import load_model_spec
-    from rooflight.gguf.synthetic import gemma_270m_path
     from rooflight.hardware import detect
     from rooflight.runtime.stress import measured_speeds, run_stress
     from rooflight.ui.plots import SpeedContextPlot
@@ -102,10 +103,10 @@ def _generate(monitor, stop: threading.Event) -> None:
     the rates reported to the monitor as a chat engine would."""
     import llama_cpp
 
+    from gemma_model import gemma_270m_path
     from rooflight.estimate import Wishes
     from rooflight.estimate.sweep import plan_at
     from rooflight.gguf import load_model_spec
-    from rooflight.gguf.synthetic import gemma_270m_path
     from rooflight.hardware import detect
 
     path = gemma_270m_path()

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from gemma_model import gemma_270m_path
 from rooflight.cli import main
-from rooflight.gguf.synthetic import gemma_270m_path, write_model
+from rooflight.gguf.synthetic import write_model
 
 pytest.importorskip("llama_cpp")
 

@@ -15,11 +15,12 @@ from dataclasses import replace
 import pytest
 from gguf import GGUFWriter
 
+from gemma_model import gemma_270m_path
 from rooflight.estimate import Wishes, plan
 from rooflight.gguf import load_model_spec
 from rooflight.gguf.header import FIRST_CHUNK
 from rooflight.gguf.header_copy import header_copies
-from rooflight.gguf.synthetic import gemma_270m_path, write_model
+from rooflight.gguf.synthetic import write_model
 from rooflight.hardware.profile import CPUInfo, HardwareProfile
 from rooflight.runtime import noalloc_worker
 from rooflight.runtime.confirm import (

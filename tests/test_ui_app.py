@@ -5,10 +5,14 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from PySide6.QtGui import QImage
 
+from rooflight.ui import pages
 from test_ui_support import CPU
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _env(**extra):
@@ -39,11 +43,14 @@ def test_screenshots_one_png_per_page(tmp_path):
     profile = tmp_path / "machine.json"
     profile.write_text(json.dumps({"cpu": CPU, "gpus": [{"name": "RTX 3060"}]}))
     out = tmp_path / "shots"
-    r = subprocess.run([sys.executable, "-m", "rooflight.ui.screenshots", str(out), "--hardware", str(profile)],
+    # the source tree's tool (bench/screenshots.py: screenshot tooling is not in the package)
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "screenshots.py"), str(out), "--hardware", str(profile)],
                        capture_output=True, text=True, timeout=180, env=_env(QT_QPA_PLATFORM="offscreen"))
     assert r.returncode == 0, r.stderr
+    taken = {p.name for p in out.iterdir()}
+    # one per page of PAGES at least, staged by bench/page_shots.py or as it is
+    assert {f"{page.key}.png" for page in pages.page_classes()} <= taken
     names = {"machine.png", "models.png", "model_detail.png", "settings.png"}
-    assert names <= {p.name for p in out.iterdir()}
     for name in names:
         image = QImage(str(out / name))
         assert (image.width(), image.height()) == (1280, 800)

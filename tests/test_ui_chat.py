@@ -10,7 +10,8 @@ import time
 import pytest
 from PySide6.QtCore import Qt
 
-from rooflight.gguf.synthetic import gemma_270m_path, write_model
+from gemma_model import gemma_270m_path
+from rooflight.gguf.synthetic import write_model
 from rooflight.runtime.loader import refusal
 from rooflight.store.chats import ChatStore
 from rooflight.ui.chat_load import FORCE_HINT

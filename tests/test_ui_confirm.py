@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from rooflight.gguf.synthetic import gemma_270m_path
+from gemma_model import gemma_270m_path
 from rooflight.runtime import noalloc_worker
 from test_ui_support import cpu_box, make_window, wait_ranked
 

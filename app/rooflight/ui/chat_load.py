@@ -268,6 +268,11 @@ class LoadPanel(QFrame):
         self.refresh_models()
         self._update_buttons()
 
+    @property
+    def planning(self) -> bool:
+        """A plan for the chosen model is being made in a worker."""
+        return self._task is not None
+
     # -- the model list ---------------------------------------------------------------------
     @property
     def path(self) -> str | None:

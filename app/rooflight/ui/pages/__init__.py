@@ -3,7 +3,7 @@
 Adding a page is one module and one line: write `pages/NAME.py` with a `Page` subclass
 (pages/base.py: class attributes key, title, icon; __init__(self, ctx)) and add its
 "module:Class" to PAGES below. The window builds the navigation, the stack, the
-remembered state and the screenshots (screenshots.py) from this list.
+remembered state from this list, and bench/screenshots.py takes a picture of each page.
 """
 
 from __future__ import annotations

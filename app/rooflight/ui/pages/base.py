@@ -1,9 +1,7 @@
-"""The base class of every page, and what a page may tell the screenshot tool."""
+"""The base class of every page."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from PySide6.QtCore import QSettings
@@ -13,23 +11,11 @@ if TYPE_CHECKING:
     from rooflight.ui.context import AppContext
 
 
-@dataclass(frozen=True)
-class Shot:
-    """One screenshot of a page: `prepare(wait_until)` puts the page in the state to show
-    (select a row, open a chat...) and may wait for workers with
-    wait_until(predicate, timeout_s); the window is grabbed afterwards, then `after(wait_until)`
-    undoes what later shots should not see."""
-
-    file: str
-    prepare: Callable[[Callable[..., None]], None] | None = None
-    after: Callable[[Callable[..., None]], None] | None = None
-
-
 class Page(QWidget):
     """A page of the main window. Subclasses set the class attributes and build their
     widgets in __init__(ctx); everything long runs through ctx.runner."""
 
-    key: ClassVar[str] = ""  # stable id: QSettings keys, ctx.show_page(key), screenshots
+    key: ClassVar[str] = ""  # stable id: QSettings keys, ctx.show_page(key), screenshot names
     title: ClassVar[str] = ""  # shown in the navigation
     icon: ClassVar[str] = ""  # resources/icon-<icon>.svg
 
@@ -55,10 +41,6 @@ class Page(QWidget):
     def theme_changed(self) -> None:
         """The palette changed: repaint anything drawn with theme colours."""
         self.update()
-
-    def screenshots(self) -> list[Shot]:
-        """What screenshots.py saves for this page (default: the page as it is)."""
-        return [Shot(f"{self.key}.png")]
 
     def shutdown(self) -> None:
         """The window is closing: stop this page's work (workers are cancelled after)."""

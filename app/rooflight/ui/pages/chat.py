@@ -30,11 +30,10 @@ from rooflight.ui.chat_model import ModelSlot
 from rooflight.ui.chat_monitor import MonitorTab
 from rooflight.ui.chat_settings import SamplingPanel
 from rooflight.ui.chat_turns import TurnsPane
-from rooflight.ui.pages.base import Page, Shot
+from rooflight.ui.pages.base import Page
 from rooflight.ui.widgets import label
 
 SHUTDOWN_WAIT_S = 10.0
-SCREENSHOT_QUESTIONS = ("What is the capital of France?", "And what is the capital of Germany?")
 
 
 class ChatPage(Page):
@@ -422,33 +421,3 @@ class ChatPage(Page):
         if self.store is not None:
             self.store.close()
             self.store = None
-
-    def screenshots(self) -> list[Shot]:
-        def conversation(wait) -> None:
-            from rooflight.gguf.synthetic import gemma_270m_path
-
-            wait(lambda: self.ctx.machine.detected is not None, 120)
-            self.load_panel.select_path(str(gemma_270m_path()))
-            wait(lambda: self.load_panel.lp is not None and self.load_panel._task is None, 60)
-            self.load(self.load_panel.lp)
-            wait(lambda: self.session is not None or not self.loading, 120)
-            if self.session is None:
-                raise RuntimeError("the Gemma-3-270M model did not load")
-            # greedy (shown in the settings): a 270M base model answers best that way,
-            # and the screenshot shows the same replies every run
-            self.sampling.temperature.setValue(0.0)
-            for question in SCREENSHOT_QUESTIONS:
-                self.composer.setPlainText(question)
-                self.send()
-                wait(lambda: not self.generating, 120)
-
-        def monitor(wait) -> None:
-            if self.engine is None:
-                conversation(wait)
-            self.tabs.setCurrentWidget(self.monitor_tab)
-            wait(lambda: len(self.monitor.samples()) >= 10, 30)  # a few seconds of history
-
-        def back(_wait) -> None:
-            self.tabs.setCurrentIndex(0)
-
-        return [Shot("chat.png", conversation), Shot("chat_monitor.png", monitor, back)]

@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 )
 
 from rooflight.errors import RooflightError
-from rooflight.ui.pages.base import Page, Shot
+from rooflight.ui.pages.base import Page
 from rooflight.ui.widgets import Note, label
 
 log = logging.getLogger(__name__)
@@ -355,6 +355,11 @@ class DownloadsPage(Page):
                                             what="opening the list of downloads")
 
     # -- public ------------------------------------------------------------------------------
+    @property
+    def opening(self) -> bool:
+        """The list of downloads is being opened in a worker (queue is None until it is)."""
+        return self._opening is not None
+
     def enqueue(self, repo: str, file: str, revision: str | None = None) -> str | None:
         """The download handler: queue (repo, file) and show this page. Returns its id;
         None if refused, or while the queue is still being opened (it is queued then)."""
@@ -603,8 +608,3 @@ class DownloadsPage(Page):
                 queue.shutdown(SHUTDOWN_WAIT_S)
             finally:
                 self._events.event.disconnect(self._on_event)
-
-    def screenshots(self) -> list[Shot]:
-        # the page as it is; bench/screenshots.py swaps in real downloads from the test
-        # suite's Hub stand-in (bench/downloads_shot.py), which only the source tree has
-        return [Shot("downloads.png")]

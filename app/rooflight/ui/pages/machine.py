@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 from rooflight.hardware import GPUInfo, HardwareProfile
 from rooflight.hardware.remote import RemoteDevice, remote_devices
 from rooflight.ui.gpu_build_panel import add_gpu_build_action, gpu_needing_build
-from rooflight.ui.pages.base import Page, Shot
+from rooflight.ui.pages.base import Page
 from rooflight.ui.probe_panel import ProbePanel
 from rooflight.ui.remote_panel import RemotePanel
 from rooflight.ui.whatif import LINKS, WhatIf, link_name, short_gpu, table_gpu_names
@@ -386,14 +386,6 @@ class MachinePage(Page):
 
     def cards(self) -> list[Card]:
         return list(self._cards)
-
-    def screenshots(self) -> list[Shot]:
-        def what_if(wait) -> None:
-            wait(lambda: self.ctx.machine.profile is not None)
-            self.set_what_if(WhatIf(gpu="NVIDIA GeForce RTX 4090"))
-
-        return [Shot("machine.png", lambda wait: wait(lambda: self.ctx.machine.profile is not None)),
-                Shot("what_if.png", what_if, lambda wait: self.reset_what_if())]
 
 
 def _discard(w: QWidget) -> None:

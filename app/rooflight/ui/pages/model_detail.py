@@ -17,7 +17,6 @@ from dataclasses import replace
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QCheckBox,
     QFrame,
     QHBoxLayout,
@@ -45,7 +44,6 @@ from rooflight.ui.confirm_row import ConfirmRow, model_source
 from rooflight.ui.detail_plots import DetailPlots
 from rooflight.ui.experts_control import ExpertsInRam
 from rooflight.ui.latest import LatestTask
-from rooflight.ui.pages.base import Shot
 from rooflight.ui.stack_page import StackPage
 from rooflight.ui.stress_panel import StressPanel
 from rooflight.ui.widgets import (
@@ -65,8 +63,6 @@ DEBOUNCE_MS = 60  # re-plan once a slider stops for a moment, not on every pixel
 MIN_CTX = 512
 NO_DOWNLOADS = "Downloading needs the Downloads page, which this build does not have."
 NO_CHAT = "Chatting needs the Chat page, which this build does not have."
-STRESS_SHOT_MODEL, STRESS_SHOT_QUANT = "gemma-3-270m", "Q4_K_M"
-STRESS_SHOT_CONTEXTS = (512, 1024, 2048, 4096)
 
 
 # -- worker side (plain functions over the core) ------------------------------------------
@@ -679,93 +675,3 @@ class ModelDetail(QWidget):
 
     def shutdown(self) -> None:
         self.stress.shutdown()
-
-    # -- screenshots -------------------------------------------------------------------------
-    def screenshots(self, page) -> list[Shot]:
-        """The Advice and Plots tabs of the Models page's detail: a 14B model at 32K context on
-        an RTX 3060 (a what-if machine, where the advisor has GPU levers to show)."""
-        from rooflight.ui.whatif import WhatIf
-
-        state: dict = {}
-
-        def open_tab(tab: int, wait) -> None:
-            wait(lambda: bool(page.model.rows) and self.ctx.machine.profile is not None)
-            if "sizes" not in state:
-                state["sizes"] = page.splitter.sizes()
-                state["what_if"] = self.ctx.machine.what_if
-                self.ctx.machine.set_what_if(WhatIf(gpu="NVIDIA GeForce RTX 3060"))
-                wait(lambda: page._rank_task is None and bool(page.model.rows))
-                page.select_model("qwen3-14b")
-                wait(lambda: self.estimate is not None)
-                self.set_context(32768)
-                wait(lambda: self.n_ctx == 32768 and self.estimate is not None
-                     and self.estimate.config.n_ctx == 32768 and self.ctx.runner.active == 0)
-                self.select_quant("Q4_K_M")  # the file most people download
-                wait(lambda: self.current is not None and self.current.quant == "Q4_K_M")
-            page.splitter.setSizes([110, 2000])
-            rows = page.table.selectionModel().selectedRows()
-            if rows:  # the model's own row in the little table left above the detail
-                page.table.scrollTo(rows[0], QAbstractItemView.ScrollHint.PositionAtTop)
-            if tab == 2:  # two charts side by side: the whole plot on screen
-                self.plots.kind_buttons["speed"].setChecked(True)
-            self.tabs.setCurrentIndex(tab)
-            panel = self.advice if tab == 1 else self.plots
-            wait(lambda: not panel.busy and self.ctx.runner.active == 0)
-
-        def done(wait) -> None:
-            self.plots.kind_buttons["memory"].setChecked(True)
-            self.tabs.setCurrentIndex(0)
-            page.splitter.setSizes(state.pop("sizes"))
-            self.ctx.machine.set_what_if(state.pop("what_if"))
-            wait(lambda: page._rank_task is None)
-
-        def stress(wait) -> None:
-            # a real run on this machine: the Gemma 3 270M file the tests use (the base
-            # model) stands in for the catalog's instruction-tuned file of the same size,
-            # and the picture says so
-            from rooflight.catalog import find_model
-            from rooflight.gguf.synthetic import gemma_270m_path
-
-            wait(lambda: bool(page.model.rows) and self.ctx.machine.detected is not None
-                 and page._rank_task is None)
-            repo, file = find_model(STRESS_SHOT_MODEL).file_for(STRESS_SHOT_QUANT)
-            state["installed"] = (repo, file, self.ctx.installed.path_for(repo, file))
-            state["sizes"] = page.splitter.sizes()
-            state["intro"] = self.stress.intro.text()
-            self.ctx.installed.add(repo, file, str(gemma_270m_path()))
-            page.select_model(STRESS_SHOT_MODEL)
-            wait(lambda: self.estimate is not None)
-            self.select_quant(STRESS_SHOT_QUANT)
-            wait(lambda: self.current is not None and self.current.quant == STRESS_SHOT_QUANT
-                 and self.ctx.runner.active == 0)
-            # one thread: this 2-vCPU machine's second core is shared (two threads measured
-            # anywhere from 0.6 to 84 tok/s decode in a row; one thread, a steady ~75)
-            self.apply_settings(STRESS_SHOT_QUANT, self.n_ctx, Wishes(n_threads=1))
-            wait(lambda: self.estimate is not None and self.ctx.runner.active == 0)
-            page.splitter.setSizes([110, 2000])
-            rows = page.table.selectionModel().selectedRows()
-            if rows:
-                page.table.scrollTo(rows[0], QAbstractItemView.ScrollHint.PositionAtTop)
-            self.tabs.setCurrentIndex(3)
-            self.stress.intro.setText(f"Screenshot: {gemma_270m_path().name} (Gemma 3 270M base, bundled for "
-                                      "the tests) stands in for the instruction-tuned file of the same size, "
-                                      "measured on this machine at four contexts with one thread.")
-            self.stress.contexts = list(STRESS_SHOT_CONTEXTS)
-            self.stress.start()
-            wait(lambda: not self.stress.running, 900)
-
-        def stress_done(wait) -> None:
-            self.reset_tuning()
-            self.stress.contexts = None
-            self.stress.intro.setText(state.pop("intro"))
-            self.tabs.setCurrentIndex(0)
-            page.splitter.setSizes(state.pop("sizes"))
-            repo, file, before = state.pop("installed")
-            if before is None:
-                self.ctx.installed.remove(repo, file)
-            else:
-                self.ctx.installed.add(repo, file, before)
-
-        return [Shot("model_detail_advice.png", lambda wait: open_tab(1, wait)),
-                Shot("model_detail_plots.png", lambda wait: open_tab(2, wait), done),
-                Shot("model_detail_stress.png", stress, stress_done)]

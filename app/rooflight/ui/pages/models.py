@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 from rooflight.catalog.rank import USE_CASES, RankedModel
 from rooflight.format import FIT_LABELS
 from rooflight.hardware import HardwareProfile
-from rooflight.ui.pages.base import Page, Shot
+from rooflight.ui.pages.base import Page
 from rooflight.ui.pages.model_detail import NO_DOWNLOADS, ModelDetail
 from rooflight.ui.pages.rank_table import (
     COL_CTX,
@@ -271,6 +271,16 @@ class ModelsPage(Page):
     def n_ctx(self) -> int:
         return int(self.context.currentData() or self.ctx.settings.default_ctx)
 
+    @property
+    def ranking(self) -> bool:
+        """A ranking is being made in a worker (the table shows the previous one)."""
+        return self._rank_task is not None
+
+    @property
+    def top_pick(self) -> RankedModel | None:
+        """The model the "top pick" box offers: the best-ranked one that fits."""
+        return self._pick
+
     def visible_rows(self) -> list[RankedModel]:
         return [self.proxy.ranked(i) for i in range(self.proxy.rowCount())]
 
@@ -470,7 +480,7 @@ class ModelsPage(Page):
     def shutdown(self) -> None:
         self.detail.shutdown()  # a stress test ends after the context being measured
 
-    # -- state and screenshots -------------------------------------------------------------------
+    # -- state -----------------------------------------------------------------------------
     def save_state(self, state) -> None:
         state.setValue("models/splitter", self.splitter.saveState())
         state.setValue("models/header", self.table.horizontalHeader().saveState())
@@ -489,17 +499,4 @@ class ModelsPage(Page):
             self.use_case.blockSignals(True)
             self.use_case.setCurrentIndex(i)
             self.use_case.blockSignals(False)
-
-    def screenshots(self) -> list[Shot]:
-        def ranked(wait) -> None:
-            wait(lambda: bool(self.model.rows))
-            self.table.clearSelection()
-
-        def detail(wait) -> None:
-            wait(lambda: bool(self.model.rows))
-            pick = self._pick or self.model.rows[0]
-            self.select_model(pick.model.id)
-            wait(lambda: self.detail.estimate is not None)
-
-        return [Shot("models.png", ranked), Shot("model_detail.png", detail), *self.detail.screenshots(self)]
 
