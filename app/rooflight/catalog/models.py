@@ -315,15 +315,16 @@ def _parse_entry(raw: Any, index: int) -> CatalogModel:
             prior = q.get("prior", "size")
             if not isinstance(prior, str) or not (prior == "size" or prior.startswith("successor:")):
                 raise BadInputError(f"Catalog entry {where}: quality prior must be 'size' or 'successor:ID'.")
-            index = None
+            quality_index = None
             if q.get("index") is not None:
                 ix = q["index"]
                 if not isinstance(ix, dict) or isinstance(ix.get("score"), bool) \
                         or not isinstance(ix.get("score"), num):
                     raise BadInputError(f"Catalog entry {where}: quality index must be an object with a number score.")
-                index = QualityIndex(_need(ix, "name", str, where), float(ix["score"]), _need(ix, "source", str, where))
+                quality_index = QualityIndex(_need(ix, "name", str, where), float(ix["score"]),
+                                             _need(ix, "source", str, where))
             quality = Quality(None if score is None else float(score), _need(q, "benchmark", str, where),
-                              _need(q, "source", str, where), prior, str(q.get("note", "")), index)
+                              _need(q, "source", str, where), prior, str(q.get("note", "")), quality_index)
         sources = []
         for s in _need(raw, "gguf", list, where):
             if not isinstance(s, dict):

@@ -486,7 +486,7 @@ def probe_machine(
                 "the machine is too busy. Close other programs and measure again.")), progress)
 
         # 3. kernels per weight type (a new type is not begun in the image part's last seconds)
-        kernel_raw = []
+        kernel_raw: list[tuple] = []
         reserve = IMAGE_RESERVE_S if image else 0.0
         for wt in types:
             ftype = {"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M"}.get(wt, wt)

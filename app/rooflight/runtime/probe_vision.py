@@ -20,13 +20,14 @@ import ctypes
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 from rooflight.errors import OperationFailedError
 
 # the probe projector (write_projector arguments) and its language model
-PROJECTOR_SHAPE = dict(n_embd=512, n_ff=2048, n_layer=2, n_head=8, image_size=256, patch_size=16, n_merge=2)
+PROJECTOR_SHAPE: dict[str, Any] = dict(n_embd=512, n_ff=2048, n_layer=2, n_head=8, image_size=256, patch_size=16, n_merge=2)
 PROJECTOR_TYPE = "F16"  # the variant vision repositories publish first (mmproj-...-f16.gguf)
-_LM_SHAPE = dict(arch="gemma3", n_layer=1, n_embd=64, n_head=4, n_head_kv=2, n_ff=128, n_vocab=800,
+_LM_SHAPE: dict[str, Any] = dict(arch="gemma3", n_layer=1, n_embd=64, n_head=4, n_head_kv=2, n_ff=128, n_vocab=800,
                  context_length=512)
 MAX_ENCODES_PER_RUN = 64
 
