@@ -244,8 +244,8 @@ for i in range(3):
     for k in range(20):
         store.append_to_message(reply, f"a{i}.{k} ")
     store.finish_message(reply, {"decode_tok_s": 10.0 + i})
+reply = store.add_message(chat, "assistant", "")  # committed before the first line: the kill may come then
 print("chat", chat, flush=True)
-reply = store.add_message(chat, "assistant", "")
 for k in range(100000):  # a long reply, streamed as fast as the store takes it
     store.append_to_message(reply, f"<{k}>")
     print(k, flush=True)
