@@ -48,6 +48,18 @@ def test_repeats_use_clean_runs_and_report_their_spread():
     assert busy.value == 2.5 and busy.disturbed
 
 
+def test_repeats_stand_on_the_closest_clean_runs_when_one_was_a_hiccup():
+    # three clean runs, one of them slowed by a hiccup of the VM: disturbed (they disagree)...
+    hiccup = Repeats((1.0, 1.02, 1.5), (True, True, True))
+    assert hiccup.disturbed
+    # ...and once the probe has run it again, the three closest agree: the hiccup is left out
+    again = Repeats((1.0, 1.02, 1.5, 0.99), (True, True, True, True))
+    assert again.used == (1.0, 1.02, 0.99) and not again.disturbed
+    assert again.value == pytest.approx(1.0)
+    # runs that keep disagreeing stay disturbed
+    assert Repeats((1.0, 1.4, 2.0, 2.8, 4.0), (True,) * 5).disturbed
+
+
 def test_fixed_costs_from_two_layer_counts_and_two_vocabularies():
     # made-up machine: 60 us per token, 25 us per layer, 2 ns per vocabulary entry
     t = lambda layers, vocab: 60e-6 + 25e-6 * layers + 2e-9 * vocab  # noqa: E731

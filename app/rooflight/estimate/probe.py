@@ -30,6 +30,10 @@ MAX_CLEAN_SPREAD = 0.25
 MEMORY_BOUND_WITHIN = 0.8
 
 
+# The clean runs a figure stands on, at most (Repeats.used).
+KEEP = 3
+
+
 @dataclass(frozen=True)
 class Repeats:
     """The runs of one measurement: durations (s), and for each whether the machine was
@@ -40,9 +44,18 @@ class Repeats:
 
     @property
     def used(self) -> tuple[float, ...]:
-        """The clean runs, or all of them when none was clean."""
-        kept = tuple(s for s, ok in zip(self.seconds, self.clean, strict=True) if ok)
-        return kept or self.seconds
+        """The clean runs (the KEEP closest of them when there are more), or all runs when
+        none was clean. A hiccup of the machine makes a run slow, so of more than KEEP clean
+        runs the tightest KEEP are the undisturbed figure and the others are left out."""
+        kept = [(s, i) for i, (s, ok) in enumerate(zip(self.seconds, self.clean, strict=True)) if ok]
+        if not kept:
+            return self.seconds
+        if len(kept) > KEEP:
+            kept.sort()
+            start = min(range(len(kept) - KEEP + 1),
+                        key=lambda j: (kept[j + KEEP - 1][0] - kept[j][0]) / kept[j + KEEP // 2][0])
+            kept = sorted(kept[start:start + KEEP], key=lambda x: x[1])
+        return tuple(s for s, _ in kept)
 
     @property
     def value(self) -> float:

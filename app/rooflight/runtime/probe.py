@@ -250,16 +250,18 @@ class _Runner:
     measured: int = 0
 
     def measure(self, name: str, fn: Callable[[], float]) -> Repeats:
-        """Run fn until `repeats` clean runs, at most 3 x repeats tries. Each figure gets an
-        equal share of the budget still left, so a busy machine cannot spend it all on the
-        first figures: past two runs (one when far over its share) it stops at its share."""
+        """Run fn until `repeats` clean runs agree (Repeats: the closest of them within
+        MAX_CLEAN_SPREAD), at most 3 x repeats tries. Each figure gets an equal share of the
+        budget still left, so a busy machine cannot spend it all on the first figures: past
+        two runs (one when far over its share) it stops at its share."""
         secs: list[float] = []
         clean: list[bool] = []
         shares: list[float] = []
         repeats = self.repeats
         share = self.clock.left / max(1, self.figures - self.measured)
         t0 = time.perf_counter()
-        while sum(clean) < repeats and len(secs) < 3 * repeats:
+        while (sum(clean) < repeats or Repeats(tuple(secs), tuple(clean)).spread > MAX_CLEAN_SPREAD) \
+                and len(secs) < 3 * repeats:
             spent = time.perf_counter() - t0
             if self.clock.left <= 0:
                 if not secs:
