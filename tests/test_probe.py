@@ -101,6 +101,20 @@ def test_a_kernel_figure_the_other_costs_swallow_is_disturbed_not_free():
     assert not clean.disturbed and clean.decode_s_per_weight == pytest.approx(4.8e-3 / 1e8)
 
 
+def test_a_large_vocabulary_costs_more_per_entry_past_the_knee():
+    # made-up machine: 3 ns per entry up to 32000, 12 ns beyond; 1 ms of extra output matrix
+    t_small, t_large = 100e-6, 100e-6 + 3e-9 * (32000 - 260)
+    t_huge = t_large + 12e-9 * (262144 - 32000) + 1e-3
+    f = fixed_costs((1, 8), (t_small, t_small + 7e-6), (260, 32000), (t_small, t_large),
+                    huge=(262144, t_huge, 1e-3))
+    assert f.vocab_s == pytest.approx(3e-9) and f.vocab_large_s == pytest.approx(12e-9)
+    assert f.vocab_cost_s(262144) == pytest.approx(3e-9 * 32000 + 12e-9 * (262144 - 32000))
+    assert f.vocab_cost_s(32000) == pytest.approx(3e-9 * 32000)
+    # a probe stored before the third vocabulary was measured: one slope throughout
+    old = FixedCosts(70e-6, 25e-6, 3e-9)
+    assert old.vocab_large_s is None and old.vocab_cost_s(262144) == pytest.approx(3e-9 * 262144)
+
+
 def test_attention_cost_per_unit():
     a = attention_cost(True, decode_short_s=1e-3, decode_long_s=3e-3, units_short=1e5, units_long=2.1e6,
                        prefill_s=0.3, prefill_other_s=0.1, prefill_flops=4e9)

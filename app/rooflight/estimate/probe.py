@@ -87,21 +87,42 @@ def slope_intercept(xs: list[float], ys: list[float]) -> tuple[float, float]:
 class FixedCosts:
     token_s: float  # per generated token, whatever the model (Python, graph build, sampler)
     layer_s: float  # per layer per token (kernel launches, thread barriers)
-    vocab_s: float  # per vocabulary entry per token (logits copy-out and sampling)
+    vocab_s: float  # per vocabulary entry per token up to VOCAB_KNEE (logits copy-out and sampling)
     spread: float = 0.0
+    # per entry beyond VOCAB_KNEE: the logits and the sampler's candidates leave the caches
+    # there (measured 9-14 ns at 262144 entries against 2-3 ns up to 32000 on the project's
+    # VM); None for a probe taken before it was measured: vocab_s throughout
+    vocab_large_s: float | None = None
+
+    def vocab_cost_s(self, n_vocab: int) -> float:
+        """Per-token cost of a vocabulary of n_vocab entries."""
+        large = self.vocab_s if self.vocab_large_s is None else self.vocab_large_s
+        return self.vocab_s * min(n_vocab, VOCAB_KNEE) + large * max(0, n_vocab - VOCAB_KNEE)
+
+
+# The probe's vocabularies: 260 (specials and bytes) and 32000 give the slope of small
+# vocabularies; 262144 (Gemma 3 / 3n / 4, the largest the catalog holds) the slope beyond 32000.
+VOCAB_SMALL, VOCAB_KNEE, VOCAB_HUGE = 260, 32000, 262144
 
 
 def fixed_costs(
     layers: tuple[int, int], per_token_s: tuple[float, float], vocab: tuple[int, int],
     per_token_vocab_s: tuple[float, float], output_s: float = 0.0, spread: float = 0.0,
+    huge: tuple[int, float, float] | None = None,
 ) -> FixedCosts:
     """From two tiny models that differ only in layer count (per-token times) and two that
     differ only in vocabulary size; output_s: the larger vocabulary's extra output-matrix
-    time (from the kernel figures), which is not a fixed cost."""
+    time (from the kernel figures), which is not a fixed cost. huge: (vocabulary,
+    per-token seconds, extra output-matrix seconds over the larger one) of a third model
+    with a much larger vocabulary, for the slope beyond it."""
     layer_s, token_s = slope_intercept([float(n) for n in layers], list(per_token_s))
     vocab_s = (per_token_vocab_s[1] - per_token_vocab_s[0] - output_s) / (vocab[1] - vocab[0])
+    large = None
+    if huge is not None:  # (vocabulary, per-token seconds, its extra output-matrix seconds)
+        n_huge, t_huge, out_huge = huge
+        large = max((t_huge - per_token_vocab_s[1] - out_huge) / (n_huge - vocab[1]), 0.0)
     # noise can push a tiny difference below zero; a cost is never negative
-    return FixedCosts(max(token_s, 0.0), max(layer_s, 0.0), max(vocab_s, 0.0), spread)
+    return FixedCosts(max(token_s, 0.0), max(layer_s, 0.0), max(vocab_s, 0.0), spread, large)
 
 
 @dataclass(frozen=True)

@@ -62,4 +62,4 @@ def covered_share(probe: MachineProbe, by_type: Iterable[dict[str, float]]) -> f
 def fixed_s(probe: MachineProbe, n_layers: int, n_vocab: int) -> float:
     """Per-token fixed cost: graph and Python per token, per layer, per vocabulary entry."""
     f = probe.fixed
-    return f.token_s + f.layer_s * n_layers + f.vocab_s * n_vocab
+    return f.token_s + f.layer_s * n_layers + f.vocab_cost_s(n_vocab)

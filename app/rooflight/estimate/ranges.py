@@ -23,16 +23,17 @@ COVERAGE = 0.8
 MIN_RESIDUALS = 5
 
 # Out-of-sample measured / predicted quantiles of the probe-based roofline (10th, 90th):
-# what bench/accuracy_probe.py measures on shapes the probe never ran (25M-1.5B parameters,
+# what bench/accuracy_probe.py measured on shapes the probe never ran (25M-1.5B parameters,
 # F16/Q8_0/Q4_0/Q4_K_M/Q6_K, with and without GQA, and Gemma-3-270M at 512 and 4096
-# positions). Not yet measured on a quiet machine: the project's 2-core VM was shared with
-# seven busy processes while this was written (others used 50-90% of the CPU during every
-# probe run), so until a clean run replaces it the band is the CPU backend's table band,
-# and range_basis says so.
-PROBE_DECODE_BAND = (0.54, 1.07)
-PROBE_PREFILL_BAND = (0.26, 1.24)
-PROBE_BAND_BASIS = ("the CPU table band (the probe model's own out-of-sample band is not measured yet: "
-                    "bench/accuracy_probe.py)")
+# positions) on the project's 2-core EPYC VM, quiet (others used 0-2% of the CPU), right
+# after a probe with its decode models at 8x the last-level cache (2026-12-01 11:19 UTC):
+# decode ratios 0.72-1.37, prompt 0.66-0.96 (quantile_band of the nine of each). Checked
+# on a later run with a new probe (README "This machine after a probe").
+PROBE_DECODE_BAND = (0.80, 1.30)
+PROBE_PREFILL_BAND = (0.78, 1.0)
+PROBE_BAND_BASIS = ("the probe model's out-of-sample band on the machine it was checked on (bench/accuracy_probe.py: "
+                    "shapes the probe never ran, measured against llama.cpp)")
+
 
 @dataclass(frozen=True)
 class Band:

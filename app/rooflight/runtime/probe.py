@@ -29,12 +29,15 @@ import math
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rooflight.errors import OperationFailedError
 from rooflight.estimate.probe import (
     MAX_CLEAN_SPREAD,
+    VOCAB_HUGE,
+    VOCAB_KNEE,
+    VOCAB_SMALL,
     AttentionCost,
     EncodeFigure,
     FixedCosts,
@@ -53,7 +56,7 @@ from rooflight.runtime.probe_defaults import ALL_TYPES, BUDGET_S
 
 MIN_RUN_S = 0.15  # shorter runs are dominated by the 10 ms ticks of the busy watch
 REPEATS = 3  # clean runs wanted per figure
-VOCAB_SMALL, VOCAB_LARGE = 260, 32000
+VOCAB_LARGE = VOCAB_KNEE  # the second vocabulary: the slope of small ones ends there
 ATTN_PROMPT = 1024  # cached positions for the long-cache decode and the attention prompt
 DECODE_MIN_BYTES = 64 << 20
 
@@ -63,7 +66,12 @@ _DECODE_SHAPE = dict(n_embd=2048, n_head=16, n_head_kv=4, head_dim=128, n_ff=563
 _PREFILL_SHAPE = dict(n_embd=1024, n_head=8, n_head_kv=8, head_dim=128, n_ff=2816)
 _TINY_SHAPE = dict(n_embd=64, n_head=2, n_head_kv=2, head_dim=32, n_ff=64)
 _ATTN_SHAPE = dict(n_layer=2, n_embd=256, n_head=16, n_head_kv=4, head_dim=128, n_ff=256)
-DECODE_CACHE_FACTOR = 2
+# 8, not 2: at twice the cache part of the decode model stayed cached here (a 32 MiB L3):
+# its per-weight figures came out 16-34% faster than at 8x, and the probe-based decode of
+# nine generated and real models 0.65-0.90x of measured (median error 20.5%); at 8x, three
+# minutes later, 0.72-1.37x (median 12.7%, five of nine within 3%). The probe then takes
+# ~24 s here.
+DECODE_CACHE_FACTOR = 8
 PREFILL_LAYERS = 3  # ~38M weights: a 512-token prompt takes ~0.1 s here, long enough to watch
 # the image part (writing, loading, a warm-up and 2-3 runs of encodes) takes about 1 s here:
 # the kernels begin no new weight type in the budget's last IMAGE_RESERVE_S, and the image
@@ -142,7 +150,10 @@ class ProbeRun:
                     "spread": round(a.spread, 4),
                 } for a in p.attention],
                 "fixed": {"token_us": round(p.fixed.token_s * 1e6, 3), "layer_us": round(p.fixed.layer_s * 1e6, 3),
-                          "vocab_ns": round(p.fixed.vocab_s * 1e9, 4), "spread": round(p.fixed.spread, 4)},
+                          "vocab_ns": round(p.fixed.vocab_s * 1e9, 4),
+                          "vocab_large_ns": (None if p.fixed.vocab_large_s is None
+                                             else round(p.fixed.vocab_large_s * 1e9, 4)),
+                          "spread": round(p.fixed.spread, 4)},
                 "not_measured": self.skipped,
                 "image_encode": _encode_dict(p.encode),
             }],
@@ -452,6 +463,13 @@ def probe_machine(
                 vocab_out_weights = VOCAB_LARGE * _TINY_SHAPE["n_embd"]
             finally:
                 m.close()
+            m = _Model(write("vocab-huge", n_layer=1, ftype="F16", n_vocab=VOCAB_HUGE, **_TINY_SHAPE),
+                       n_threads, 512, True, n_ubatch)
+            try:
+                n = _tokens_for(m)
+                huge_run = runner.measure(f"fixed/vocab-{VOCAB_HUGE}", _decode_run(m, n))
+            finally:
+                m.close()
 
             # 2. attention, flash on and off (decode short/long, a long prompt)
             attn_raw = []
@@ -551,19 +569,25 @@ def probe_machine(
             encode_raw = _measure_encode(runner, d, n_threads, n_ubatch)
 
     # ---- arithmetic (pure; estimate/probe.py) ----
-    fixed = fixed_costs(layer_counts, (per_layers[0].value, per_layers[1].value),
-                        (VOCAB_SMALL, VOCAB_LARGE), (per_layers[0].value, vocab_run.value),
-                        spread=max(r.spread for r in (*per_layers, vocab_run)))
-    # the large vocabulary's output matrix is weights, not fixed cost: price it with the
-    # F16 decode figure once known (tiny: 2M elements), first pass without
+    fixed_runs = (*per_layers, vocab_run, huge_run)
+
+    def fixed_with(s_per_weight: float) -> FixedCosts:
+        # the vocabularies' output matrices are weights, not fixed cost: priced with the F16
+        # decode figure once known (tiny: 2M and 17M elements), a first pass without
+        return fixed_costs(
+            layer_counts, (per_layers[0].value, per_layers[1].value), (VOCAB_SMALL, VOCAB_LARGE),
+            (per_layers[0].value, vocab_run.value), output_s=s_per_weight * vocab_out_weights,
+            spread=max(r.spread for r in fixed_runs),
+            huge=(VOCAB_HUGE, huge_run.value, s_per_weight * (VOCAB_HUGE - VOCAB_LARGE) * _TINY_SHAPE["n_embd"]))
+
+    fixed = fixed_with(0.0)
     kernels, attention = _derive(fixed, attn_raw, kernel_raw, n_ubatch, n_threads)
     f16 = next((k for k in kernels if k.weight_type == "F16"), None)
     if f16 is not None:
-        fixed = replace(fixed, vocab_s=max(0.0, fixed.vocab_s - f16.decode_s_per_weight * vocab_out_weights
-                                          / (VOCAB_LARGE - VOCAB_SMALL)))
+        fixed = fixed_with(f16.decode_s_per_weight)
         kernels, attention = _derive(fixed, attn_raw, kernel_raw, n_ubatch, n_threads)
 
-    fixed_disturbed = any(r.disturbed for r in (*per_layers, vocab_run))
+    fixed_disturbed = any(r.disturbed for r in fixed_runs)
     attn_disturbed = any(r.disturbed for raw in attn_raw for r in raw[3:])
     disturbed_types = [k.weight_type for k in kernels if k.disturbed]
     refused = _refusal(fixed_disturbed, attn_disturbed, busy_threshold)
@@ -652,7 +676,7 @@ def _derive(fixed: FixedCosts, attn_raw, kernel_raw, n_ubatch: int, n_threads: i
 
     def other_decode(spec, n_tokens_before: float, att: AttentionCost | None) -> float:
         units = cpu_attention_units(spec, cfg(True), n_tokens_before)
-        return (fixed.token_s + fixed.layer_s * spec.n_layer + fixed.vocab_s * spec.n_vocab
+        return (fixed.token_s + fixed.layer_s * spec.n_layer + fixed.vocab_cost_s(spec.n_vocab)
                 + (att.decode_s_per_unit * units if att else 0.0))
 
     def kernels_with(att_on: AttentionCost | None) -> tuple[KernelFigure, ...]:
