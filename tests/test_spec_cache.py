@@ -53,15 +53,18 @@ def test_a_restored_spec_plans_exactly_as_a_built_one_without_building_its_tenso
 
 def test_a_file_from_other_code_or_garbage_is_ignored(tmp_path):
     model = load_catalog()[0]
-    path = tmp_path / "catalog-specs.json"
+    path = tmp_path / "catalog-specs.jsonl"
     key = f"{model.id}|{model.quants[0]}|"
-    path.write_text(json.dumps({"fingerprint": "other", "specs": {key: {"fields": {}, "derived": {}}}}))
+    path.write_text(json.dumps({"fingerprint": "other"}) + "\n"
+                    + json.dumps({"part": "specs", "key": key, "doc": {"fields": {}, "derived": {}}}) + "\n")
     spec = SpecCache(path).get(key, lambda: model.spec(model.quants[0]))
     assert spec == model.spec(model.quants[0]) and not isinstance(spec.tensors, LazyTensors)
     path.write_text("{not json")
     cache = SpecCache(path)
     assert cache.get(key, lambda: model.spec(model.quants[0])) == model.spec(model.quants[0])
-    assert cache.save() and json.loads(path.read_text())["specs"][key]["fields"]["name"] == model.id
+    assert cache.save()
+    entries = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    assert next(e for e in entries if e["key"] == key)["doc"]["fields"]["name"] == model.id
     assert not SpecCache(path).save()  # nothing new: not rewritten
 
 
@@ -77,7 +80,7 @@ def test_rank_output_is_the_same_from_the_cache_as_built(tmp_path):
     hardware_file.write_text(json.dumps({**GPU, "cpu": {**GPU["cpu"], "ram_bandwidth_gbs": 60}}))
     env = {**os.environ, "ROOFLIGHT_CACHE_DIR": str(tmp_path / "cache")}
     first = _rank(env, hardware_file)
-    assert (tmp_path / "cache" / "catalog-specs.json").is_file()
+    assert (tmp_path / "cache" / "catalog-specs.jsonl").is_file()
     assert _rank(env, hardware_file) == first
 
 

@@ -5,7 +5,7 @@ catalog.json and the code that sizes it. Building all of them (~350 specs of ~40
 with their per-layer tables costs most of a second of CPU in every process that ranks.
 This cache keeps, per spec, its scalar fields and the figures the estimator derives from
 its tensors (gguf/derived.py: the layer and expert tables, a few named tensors), in one
-JSON file in the cache dir. A restored spec's tensor list is a LazyTensors that rebuilds
+file of JSON lines in the cache dir. A restored spec's tensor list is a LazyTensors that rebuilds
 it with the same code the first time anything else reads it, so nothing can differ from a
 spec built now.
 
@@ -31,7 +31,7 @@ from typing import Any
 from rooflight.gguf import derived
 from rooflight.gguf.spec import LazyTensors, ModelSpec, TensorInfo
 
-FILE_NAME = "catalog-specs.json"
+FILE_NAME = "catalog-specs.jsonl"
 _VERSION = 1
 # what derived.known() may hold that is safe to store: the tables, widths, named tensors
 _TABLES: dict[str, type] = {}
@@ -153,15 +153,24 @@ class SpecCache:
     def _load(self) -> dict[str, dict[str, Any]]:
         if self._doc is None:
             self._fingerprint = fingerprint()
-            doc: Any = None
+            self._doc = {"specs": {}, "values": {}}
             try:
-                doc = json.loads(self.path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                pass
-            ok = isinstance(doc, dict) and doc.get("fingerprint") == self._fingerprint
-            self._doc = {part: (doc.get(part) if ok and isinstance(doc.get(part), dict) else {})
-                         for part in ("specs", "values")}
+                self._read(self.path.read_text(encoding="utf-8"))
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                self._doc = {"specs": {}, "values": {}}  # another version's or a broken file
         return self._doc
+
+    def _read(self, text: str) -> None:
+        # One JSON document per line (header, then one per entry), parsed line by line: one
+        # json.loads of the whole ~2 MB would hold the GIL for tens of milliseconds, a stall
+        # of the window when a worker loads the cache while it paints.
+        lines = text.splitlines()
+        if not lines or json.loads(lines[0]).get("fingerprint") != self._fingerprint:
+            return
+        assert self._doc is not None
+        for line in lines[1:]:
+            entry = json.loads(line)
+            self._doc[entry["part"]][entry["key"]] = entry["doc"]
 
     def get(self, key: str, build: Callable[[], ModelSpec]) -> ModelSpec:
         with self._lock:
@@ -205,7 +214,10 @@ class SpecCache:
             if not self._dirty:
                 return False
             self._dirty = False
-            text = json.dumps({"fingerprint": self._fingerprint, **doc}, separators=(",", ":"))
+            lines = [json.dumps({"fingerprint": self._fingerprint})]
+            lines += [json.dumps({"part": part, "key": key, "doc": value}, separators=(",", ":"))
+                      for part in ("specs", "values") for key, value in doc[part].items()]
+            text = "\n".join(lines) + "\n"
         from rooflight.atomic import write_text_atomic
 
         try:
