@@ -2,6 +2,7 @@
 (hardware/backend.installed_build): start-up speed that changes no figure."""
 
 import json
+import marshal
 import os
 import subprocess
 import sys
@@ -41,7 +42,7 @@ def test_a_restored_spec_plans_exactly_as_a_built_one_without_building_its_tenso
         quant = model.quants[len(model.quants) // 2]
         built = model.spec(quant)
         expected = _plans(built, hw)  # derives what a ranking derives
-        doc = json.loads(json.dumps(spec_doc(built)))  # through the file's form
+        doc = marshal.loads(marshal.dumps(spec_doc(built)))  # through the file's form
         restored = restore_spec(doc, lambda m=model, q=quant: m.spec(q))
         assert isinstance(restored.tensors, LazyTensors)
         got = _plans(restored, hw)
@@ -53,18 +54,15 @@ def test_a_restored_spec_plans_exactly_as_a_built_one_without_building_its_tenso
 
 def test_a_file_from_other_code_or_garbage_is_ignored(tmp_path):
     model = load_catalog()[0]
-    path = tmp_path / "catalog-specs.jsonl"
+    path = tmp_path / "catalog-specs.marshal"
     key = f"{model.id}|{model.quants[0]}|"
-    path.write_text(json.dumps({"fingerprint": "other"}) + "\n"
-                    + json.dumps({"part": "specs", "key": key, "doc": {"fields": {}, "derived": {}}}) + "\n")
+    path.write_bytes(marshal.dumps({"fingerprint": "other", "specs": {key: {"fields": {}, "derived": {}}}}))
     spec = SpecCache(path).get(key, lambda: model.spec(model.quants[0]))
     assert spec == model.spec(model.quants[0]) and not isinstance(spec.tensors, LazyTensors)
-    path.write_text("{not json")
+    path.write_bytes(b"\x00not marshal")
     cache = SpecCache(path)
     assert cache.get(key, lambda: model.spec(model.quants[0])) == model.spec(model.quants[0])
-    assert cache.save()
-    entries = [json.loads(line) for line in path.read_text().splitlines()[1:]]
-    assert next(e for e in entries if e["key"] == key)["doc"]["fields"]["name"] == model.id
+    assert cache.save() and marshal.loads(path.read_bytes())["specs"][key]["fields"]["name"] == model.id
     assert not SpecCache(path).save()  # nothing new: not rewritten
 
 
@@ -80,7 +78,7 @@ def test_rank_output_is_the_same_from_the_cache_as_built(tmp_path):
     hardware_file.write_text(json.dumps({**GPU, "cpu": {**GPU["cpu"], "ram_bandwidth_gbs": 60}}))
     env = {**os.environ, "ROOFLIGHT_CACHE_DIR": str(tmp_path / "cache")}
     first = _rank(env, hardware_file)
-    assert (tmp_path / "cache" / "catalog-specs.jsonl").is_file()
+    assert (tmp_path / "cache" / "catalog-specs.marshal").is_file()
     assert _rank(env, hardware_file) == first
 
 
