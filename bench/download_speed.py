@@ -46,9 +46,10 @@ def point_huggingface_hub_at(url: str, home: Path) -> None:
     os.environ.update(env)
     for k in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
         os.environ.pop(k, None)
+    import huggingface_hub
     import huggingface_hub.hf_api
     from huggingface_hub import constants
-    from huggingface_hub.utils import _http, disable_progress_bars
+    from huggingface_hub.utils import disable_progress_bars
 
     constants.ENDPOINT = url
     constants.HUGGINGFACE_CO_URL_TEMPLATE = url + "/{repo_id}/resolve/{revision}/{filename}"
@@ -57,7 +58,7 @@ def point_huggingface_hub_at(url: str, home: Path) -> None:
     constants.HF_TOKEN_PATH = str(home / "token")
     constants.HF_HUB_OFFLINE = False
     huggingface_hub.hf_api.api.endpoint = url
-    _http.close_session()
+    huggingface_hub.close_session()
     disable_progress_bars()
 
 

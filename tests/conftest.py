@@ -31,7 +31,6 @@ def hub_server(tmp_path, monkeypatch):
     import huggingface_hub
     import huggingface_hub.hf_api  # lazily imported by the package: load it to patch it
     from huggingface_hub import constants
-    from huggingface_hub.utils import _http
 
     from hub_server import HubServer
 
@@ -63,10 +62,10 @@ def hub_server(tmp_path, monkeypatch):
         if hasattr(constants, k):
             monkeypatch.setattr(constants, k, v)
     monkeypatch.setattr(huggingface_hub.hf_api.api, "endpoint", server.url)
-    _http.close_session()  # a fresh client: no pooled connection to an earlier server
+    huggingface_hub.close_session()  # a fresh client: no pooled connection to an earlier server
     try:
         yield server
     finally:
-        _http.close_session()
+        huggingface_hub.close_session()
         server.stop()
     assert not server.errors, f"the Hub stand-in crashed: {server.errors!r}"

@@ -12,9 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import huggingface_hub
 import pytest
 from huggingface_hub import constants
-from huggingface_hub.utils import _http
 
 from rooflight.catalog import hub, hub_cache
 from rooflight.catalog.hub import list_gguf_files, refresh_catalog_files, search_hub
@@ -258,7 +258,7 @@ def test_unreachable_hub_falls_back_to_the_cache(hub_server, tiny):
     search_hub("tiny")
     list_gguf_files(REPO)
     hub_server.stop()  # the network goes away, pooled connections too
-    _http.close_session()
+    huggingface_hub.close_session()
     found = search_hub("tiny", max_age=0)
     assert found.offline and [r.repo_id for r in found.repos] == [REPO]
     assert list_gguf_files(REPO, max_age=0).offline
