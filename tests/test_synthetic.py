@@ -328,12 +328,14 @@ def test_pure_files_load_and_their_weights_decode_back(llama_cpp: Any, tmp_path:
     # the intended size (std 0.02), not noise bytes
     values = gguf.quants.dequantize(q.data, q.tensor_type).ravel()
     assert 0.015 < float(values.std()) < 0.025
-    with loaded(llama_cpp, path) as llm:
+    # logits_all: without it llama-cpp-python 0.3.36 never writes llm.scores (its eval leaves
+    # the row to the sampler), and the row read back is uninitialised memory: the "non-finite
+    # logits" this test once reported in about one full-suite run in four, never alone
+    with loaded(llama_cpp, path, logits_all=True) as llm:
         llm.eval([1, 5, 6, 7])
-        if not np.isfinite(llm.scores[llm.n_tokens - 1]).all():
-            # seen in about one of four clean full-suite runs, for IQ4_XS once and NVFP4 once, and
-            # in none of 12 runs of the test alone: not understood yet, so not counted as a pass
-            pytest.xfail("llama.cpp returned non-finite logits for this random pure-type model")
+        last = np.asarray(llm.scores[llm.n_tokens - 1])
+        assert np.isfinite(last).all()
+        assert last.std() > 1e-3  # the weights reach the output
 
 
 @pytest.mark.parametrize("ftype", ["IQ4_XS", "MXFP4"])
