@@ -5,11 +5,11 @@ catalog.json and the code that sizes it. Building all of them (~350 specs of ~40
 with their per-layer tables costs most of a second of CPU in every process that ranks.
 This cache keeps, per spec, its scalar fields and the figures the estimator derives from
 its tensors (gguf/derived.py: the layer and expert tables, a few named tensors), in one
-file in the cache dir, in marshal's format (the one
-Python's own __pycache__ files use: builtins only, read in ~15 ms where JSON took ~45 ms and
-held the GIL that long in a worker while the window paints). A restored spec's tensor list is a LazyTensors that rebuilds
-it with the same code the first time anything else reads it, so nothing can differ from a
-spec built now.
+file in the cache dir in marshal's format: the one Python's own __pycache__ files use,
+builtins only, read in ~15 ms where JSON took ~45 ms (and held the GIL that long in a
+worker while the window paints). A restored spec's tensor list is a LazyTensors that
+rebuilds it with the same code the first time anything else reads it, so nothing can
+differ from a spec built now.
 
 The file is keyed by a fingerprint of catalog.json and of the package's code (every
 module's size and modification time, and the version), so any change rebuilds it. Only
