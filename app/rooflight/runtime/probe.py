@@ -59,6 +59,9 @@ REPEATS = 3  # clean runs wanted per figure
 VOCAB_LARGE = VOCAB_KNEE  # the second vocabulary: the slope of small ones ends there
 ATTN_PROMPT = 1024  # cached positions for the long-cache decode and the attention prompt
 DECODE_MIN_BYTES = 64 << 20
+# and at most this: a CPU with a very large last-level cache (96 MiB on an X3D part) would
+# otherwise write and read ~10 decode models of 768 MiB each inside the probe's 30 s
+DECODE_MAX_BYTES = 512 << 20
 
 # shapes (write_model arguments): the decode model's layers are repeated until its weights
 # are DECODE_CACHE_FACTOR x the last-level cache; the prompt model is one layer
@@ -524,7 +527,8 @@ def probe_machine(
                     for p in plan_tensors(arch="llama", ftype=ftype, n_layer=1, n_vocab=VOCAB_SMALL, pure=True,
                                           **_DECODE_SHAPE)
                     if p.name.startswith("blk."))
-                n_layer = max(1, math.ceil(max(DECODE_MIN_BYTES, DECODE_CACHE_FACTOR * llc) / layer_bytes))
+                target = min(max(DECODE_MIN_BYTES, DECODE_CACHE_FACTOR * llc), DECODE_MAX_BYTES)
+                n_layer = max(1, math.ceil(target / layer_bytes))
                 dec_path = write(f"decode-{wt}", n_layer=n_layer, ftype=ftype, pure=True, **_DECODE_SHAPE)
                 m = _Model(dec_path, n_threads, 512, True, n_ubatch)
             except (OperationFailedError, ValueError) as exc:
