@@ -43,15 +43,14 @@ class LazyTensors(Sequence[TensorInfo]):
     __slots__ = ("_build", "_tensors")
 
     def __init__(self, build: Callable[[], Iterable[TensorInfo]]) -> None:
-        self._build: Callable[[], Iterable[TensorInfo]] | None = build
+        self._build = build
         self._tensors: tuple[TensorInfo, ...] | None = None
 
     def _all(self) -> tuple[TensorInfo, ...]:
+        # Workers may ask at once: each may build (the same tuple), none sees a half-built one
         tensors = self._tensors
         if tensors is None:
-            assert self._build is not None
             tensors = self._tensors = tuple(self._build())
-            self._build = None
         return tensors
 
     @property
