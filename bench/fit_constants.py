@@ -93,8 +93,15 @@ def is_moe(row: dict) -> bool:
 
 
 def prefill_class(row: dict) -> str:
-    """float | quant | moe: the efficiency a prompt row's time depends on."""
-    return "float" if is_float(row) else "moe" if is_moe(row) else "quant"
+    """float | quant | moe: the efficiency a prompt row's time depends on (a quantized model
+    whose GPU dequantizes for the F16 GEMM at this micro-batch runs at the float one)."""
+    from rooflight.estimate.tensor_rates import dequantizes_for_gemm
+
+    hw = hardware(row)
+    gpu = hw.gpus[0] if hw.gpus else None
+    if is_float(row) or dequantizes_for_gemm(gpu, row["backend"], min(row["n_ubatch"], row["n_prompt"])):
+        return "float"
+    return "moe" if is_moe(row) else "quant"
 
 
 @contextlib.contextmanager
@@ -134,7 +141,7 @@ def coefficients(row: dict) -> tuple[float, float, float]:
         a = t2 - t1
         return a, (t3 - t1) / 1e-4, t1 - a
     # MoE rows: the time follows prefill_efficiency_quant / moe_prefill_slowdown
-    key = "prefill_efficiency_float" if is_float(row) else "prefill_efficiency_quant"
+    key = "prefill_efficiency_float" if prefill_class(row) == "float" else "prefill_efficiency_quant"
     t_slow1 = _seconds(row, **{key: 0.01, "moe_prefill_slowdown": 1.0})  # compute-bound
     t_slow2 = _seconds(row, **{key: 0.005, "moe_prefill_slowdown": 1.0})
     t_fast = _seconds(row, **{key: 1e6, "moe_prefill_slowdown": 1.0})  # memory-bound

@@ -155,3 +155,29 @@ def test_prefill_attention_of_sliding_window_layers_stops_at_the_window():
         return plan(spec, hw, Wishes(n_ctx=8192, n_threads=2, prompt_tokens=n)).performance.prefill_tok_s
 
     assert prefill(4096) > 0.6 * prefill(512)
+
+
+def test_volta_runs_quantized_prompts_as_float_gemms_from_batch_64():
+    # llama.cpp's ggml_cuda_should_use_mmq: FP16 tensor cores but no int8 MMA (Volta) means
+    # dp4a MMQ below 64 tokens, dequantize + F16 GEMM from 64 on; Turing and Pascal keep MMQ
+    from rooflight.estimate.tensor_rates import dequantizes_for_gemm
+    from rooflight.hardware import profile_from_dict
+
+    def gpu(name):
+        return profile_from_dict({"gpus": [{"name": name}], "backend": "cuda"}, measure_bandwidth=False).gpus[0]
+
+    v100, t4, p40 = gpu("NVIDIA V100 PCIe 16GB"), gpu("NVIDIA Tesla T4"), gpu("NVIDIA Tesla P40")
+    assert dequantizes_for_gemm(v100, "cuda", 512) and dequantizes_for_gemm(v100, "cuda", 64)
+    assert not dequantizes_for_gemm(v100, "cuda", 63)
+    assert not dequantizes_for_gemm(v100, "vulkan", 512)  # only CUDA's MMQ rule
+    assert not dequantizes_for_gemm(t4, "cuda", 512) and not dequantizes_for_gemm(p40, "cuda", 512)
+
+    # the plan prices those prompts at the float efficiency: faster than the int8 path by
+    # the ratio of the two fitted efficiencies (both against the same 112 TFLOPS here)
+    hw = profile_from_dict({"gpus": [{"name": "NVIDIA V100 PCIe 16GB"}], "backend": "cuda",
+                            "cpu": {"ram_total_bytes": 64 * GiB}}, measure_bandwidth=False)
+    spec = llama("Q4_0")
+    big = plan(spec, hw, Wishes(n_ctx=4096, n_ubatch=512, prompt_tokens=512)).performance.prefill_tok_s
+    small = plan(spec, hw, Wishes(n_ctx=4096, n_ubatch=32, prompt_tokens=512)).performance.prefill_tok_s
+    cuda = BACKENDS["cuda"]
+    assert big / small > 0.8 * cuda.prefill_efficiency_float / cuda.prefill_efficiency_quant

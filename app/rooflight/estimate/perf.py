@@ -37,7 +37,7 @@ from rooflight.estimate.memory import MemoryPlan
 from rooflight.estimate.network import step_cost
 from rooflight.estimate.placement import CPU, device_runs, gpu_name
 from rooflight.estimate.probe import MachineProbe
-from rooflight.estimate.tensor_rates import matmul_tflops
+from rooflight.estimate.tensor_rates import dequantizes_for_gemm, matmul_tflops
 from rooflight.gguf.quant_recipe import type_block_size
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
@@ -554,16 +554,18 @@ def prefill_time_s(
         bound_times["compute"] += probe_s
         for dev, f in flops.items():
             c = _device_constants(hardware, dev)
+            as_float = float_model
             if _runs_on_cpu(hardware, dev):
                 eff = cpu_prefill_efficiency(spec.file_type)
             else:
-                eff = c.prefill_efficiency_float if float_model else c.prefill_efficiency_quant
-                # NVFP4 / MXFP4 weights on FP4 tensor cores (Blackwell CC 12.x): estimate/fp4.py
                 gpu = next((g for g in hardware.gpus if gpu_name(g.index) == dev), None)
+                as_float = float_model or dequantizes_for_gemm(gpu, hardware.backend, t)
+                eff = c.prefill_efficiency_float if as_float else c.prefill_efficiency_quant
+                # NVFP4 / MXFP4 weights on FP4 tensor cores (Blackwell CC 12.x): estimate/fp4.py
                 eff *= prefill_speed_factor(spec, gpu, hardware.backend)
             if spec.n_expert:
                 eff /= c.moe_prefill_slowdown  # expert matmuls see few tokens each (backend_constants.py)
-            t_compute = f / (_device_flops(hardware, dev, cfg, not float_model) * eff)
+            t_compute = f / (_device_flops(hardware, dev, cfg, not as_float) * eff)
             t_mem = reads.get(dev, 0.0) / (_device_bandwidth_gbs(hardware, dev) * 1e9 * c.decode_efficiency)
             step += max(t_compute, t_mem) + c.layer_overhead_s * layers.get(dev, 0)
             bound_times["compute" if t_compute >= t_mem else "memory"] += max(t_compute, t_mem)

@@ -41,6 +41,28 @@ def _ratios(name: str) -> tuple[float, float]:
 FLOAT_GEMM_BACKENDS = frozenset({"sycl"})
 
 
+# Micro-batches from this size up run quantized weights through cuBLAS on NVIDIA GPUs with
+# FP16 tensor cores but no int8 MMA: llama.cpp's ggml_cuda_should_use_mmq (ggml-cuda/mmq.cu,
+# llama-cpp-python 0.3.36) uses its dp4a MMQ kernels there only below MMQ_DP4A_MAX_BATCH_SIZE.
+MMQ_DP4A_MAX_BATCH_SIZE = 64
+
+
+def dequantizes_for_gemm(gpu: GPUInfo | None, backend: str | None, micro_batch: int) -> bool:
+    """Whether llama.cpp multiplies this GPU's quantized weights as F16 (dequantized, then
+    the F16 GEMM) for prompt micro-batches of this size, not with its int8 MMQ kernels.
+
+    CUDA on Volta (compute capability 7.0/7.2: FP16 tensor cores, no int8 MMA, which MMQ
+    needs from Turing, 7.5, on) at batches of 64 and more: the V100's prompts then run at
+    the float efficiency, 2.1x what the int8 one predicted for them."""
+    if backend != "cuda" or gpu is None or micro_batch < MMQ_DP4A_MAX_BATCH_SIZE:
+        return False
+    try:
+        major, minor = (int(x) for x in str(gpu.compute_capability).split(".")[:2])
+    except ValueError:
+        return False
+    return major == 7 and minor < 5
+
+
 def matmul_tflops(gpu: GPUInfo, quantized: bool, backend: str | None = None) -> float:
     """Peak matrix rate (T ops/s) of the kernels llama.cpp uses for this weight class."""
     base = gpu.fp16_tflops or DEFAULT_FP16_TFLOPS
