@@ -94,12 +94,16 @@ def test_bench_of_one_model_improves_estimates_of_it_and_of_another_size(tmp_pat
             runs[k]["decode"].append(got.decode_tok_s)
             runs[k]["prefill"].append(got.prefill_tok_s)
 
+    def spread(k: str, metric: str) -> float:
+        xs = runs[k][metric]
+        return max(MIN_NOISE, math.log(max(xs) / min(xs)))
+
     report, checks = [], []
     for k in paths:
         for metric in ("decode", "prefill"):
             xs = runs[k][metric]
             measured = statistics.median(xs)
-            noise = max(MIN_NOISE, math.log(max(xs) / min(xs)))
+            noise = spread(k, metric)
             e_before = err(before[k][f"{metric}_tok_s"], measured)
             e_after = err(after[k][f"{metric}_tok_s"], measured)
             report.append(f"{k} {metric}: measured {measured:.0f}, uncalibrated off by {e_before:.2f}, "
@@ -108,7 +112,10 @@ def test_bench_of_one_model_improves_estimates_of_it_and_of_another_size(tmp_pat
                 # Prefill speed on a CPU depends on matrix shapes (how well each GEMM
                 # tiles), which the benched model of another width does not share: the
                 # correction must not hurt beyond noise, but it cannot be relied on to help.
-                checks.append(e_after <= e_before + noise)  # noise: this run's own spread, at least MIN_NOISE
+                # The correction carries A's measurement noise into B's estimate, so the bound
+                # is both spreads (each at least MIN_NOISE): one CI run measured 0.14 -> 0.24
+                # with B's spread alone at 0.10.
+                checks.append(e_after <= e_before + noise + spread("A", metric))
             elif e_before > noise:
                 checks.append(e_after < e_before)
             else:  # already right within noise: calibration must not push it out of it
