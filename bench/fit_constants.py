@@ -77,11 +77,18 @@ CHECK_ONLY = ("cpu",)
 
 
 def hardware(row: dict):
-    if row["backend"] == "cpu":
-        cpu = {k: v for k, v in load()["cpus"][row["device"]].items() if k != "source"}
+    return _hardware(row["device"], row["backend"])
+
+
+@cache
+def _hardware(device: str, backend: str):
+    """The profile a row of this device and backend is predicted on (built once: the fit
+    asks for it for every evaluation of every row)."""
+    if backend == "cpu":
+        cpu = {k: v for k, v in load()["cpus"][device].items() if k != "source"}
         return profile_from_dict({"cpu": cpu, "backend": "cpu"})
-    gpu = {"name": row["device"], **DEVICE_OVERRIDES.get(row["device"], {})}
-    return profile_from_dict({"gpus": [gpu], "backend": row["backend"]})
+    gpu = {"name": device, **DEVICE_OVERRIDES.get(device, {})}
+    return profile_from_dict({"gpus": [gpu], "backend": backend})
 
 
 def is_float(row: dict) -> bool:

@@ -100,9 +100,9 @@ def unavailable_reason(model) -> str | None:
         return refused
     if arch not in NOT_MODELED:
         return None
-    from rooflight.catalog.models import load_catalog
+    from rooflight.catalog.models import is_packaged
 
-    if any(m is model for m in load_catalog()):  # a packaged entry: the answer is kept on disk
+    if is_packaged(model):  # a packaged entry: the answer is kept on disk
         from rooflight.catalog.spec_cache import spec_cache
 
         error = spec_cache().value(f"build_error|{model.id}", lambda: _build_error(model))

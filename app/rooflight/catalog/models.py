@@ -393,6 +393,17 @@ def load_catalog() -> tuple[CatalogModel, ...]:
     return parse_catalog(doc)
 
 
+@functools.cache
+def _packaged_ids() -> frozenset[int]:
+    return frozenset(id(m) for m in load_catalog())
+
+
+def is_packaged(model: CatalogModel) -> bool:
+    """Whether this entry is the packaged catalog's own (not a caller's catalog of the
+    same ids): what the spec cache keeps on disk (catalog/spec_cache.py)."""
+    return id(model) in _packaged_ids()
+
+
 def find_model(model_id: str) -> CatalogModel | None:
     """The catalog entry with this id (case-insensitive), or None."""
     key = model_id.strip().lower()

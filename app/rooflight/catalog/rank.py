@@ -17,7 +17,13 @@ from typing import Any
 
 from rooflight.catalog import picks
 from rooflight.catalog.arch_support import unavailable_reason
-from rooflight.catalog.models import CatalogModel, load_catalog, proxy_quant, quant_order
+from rooflight.catalog.models import (
+    CatalogModel,
+    is_packaged,
+    load_catalog,
+    proxy_quant,
+    quant_order,
+)
 from rooflight.catalog.quality import quality_basis, quality_prior, quality_score
 from rooflight.catalog.spec_cache import spec_cache
 from rooflight.estimate import Calibration, Estimate, Wishes, plan
@@ -185,7 +191,7 @@ def _spec(model: CatalogModel, quant: str, file_bytes: int | None = None) -> Mod
             return resize_spec(base, file_bytes, quant=quant)
         return model.spec(quant)
 
-    if any(m is model for m in load_catalog()):  # the packaged catalog: its specs are kept on disk
+    if is_packaged(model):  # the packaged catalog: its specs are kept on disk
         spec = spec_cache().get(f"{model.id}|{quant}|{file_bytes or ''}", build)
     else:
         spec = build()

@@ -26,15 +26,14 @@ import argparse
 import copy
 import datetime
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rooflight.atomic import write_text_atomic
 from rooflight.catalog import hub
 from rooflight.catalog.models import is_quant_label, parse_catalog, quant_order
 from rooflight.errors import RooflightError
@@ -208,17 +207,7 @@ def _packaged_catalog() -> Path:
 
 
 def _write_atomic(path: Path, doc: Mapping[str, Any]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".catalog-", suffix=".json", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1, ensure_ascii=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
