@@ -34,6 +34,10 @@ from rooflight.estimate import backend_constants as bc
 from rooflight.gguf.from_hparams import spec_from_hparams
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware import profile_from_dict
+from rooflight.hardware.profile import PEAK_BANDWIDTH_SOURCE
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fit_cpu  # noqa: E402 - the CPU half, beside this file
 
 DATA = Path(__file__).resolve().parent / "data" / "llama_bench_rows.json"
 MXFP4_BYTES_PER_32 = 17  # 4.25 bits per weight
@@ -73,7 +77,8 @@ def model_spec(model: str, quant: str) -> ModelSpec:
 # Backends whose rows only check the constants: the CPU ones are fitted on this project's VM
 # (bench/accuracy.py) and depend on per-type tables and the CPU's own figures, which one
 # published CPU cannot refit; their rows are predicted with the constants as they are.
-CHECK_ONLY = ("cpu",)
+# backends fitted by their own model (bench/fit_cpu.py), not by the GPU backends' constants
+OWN_FIT = ("cpu",)
 
 
 def hardware(row: dict):
@@ -85,10 +90,14 @@ def _hardware(device: str, backend: str):
     """The profile a row of this device and backend is predicted on (built once: the fit
     asks for it for every evaluation of every row)."""
     if backend == "cpu":
-        cpu = {k: v for k, v in load()["cpus"][device].items() if k != "source"}
+        cpu = {k: v for k, v in load()["cpus"][device].items() if k in _CPU_FIELDS}
+        cpu["ram_bandwidth_source"] = PEAK_BANDWIDTH_SOURCE  # a datasheet figure
         return profile_from_dict({"cpu": cpu, "backend": "cpu"})
     gpu = {"name": device, **DEVICE_OVERRIDES.get(device, {})}
     return profile_from_dict({"gpus": [gpu], "backend": backend})
+
+
+_CPU_FIELDS = ("name", "cores", "threads", "max_freq_mhz", "isa", "ram_bandwidth_gbs", "ram_total_bytes")
 
 
 def is_float(row: dict) -> bool:
@@ -243,7 +252,7 @@ def _stats(ratios: list[float]) -> dict:
 
 def run(path: Path = DATA) -> dict:
     every = load(path)["rows"]
-    rows = [r for r in every if r["backend"] not in CHECK_ONLY]
+    rows = [r for r in every if r["backend"] not in OWN_FIT]
     coef = {id(r): coefficients(r) for r in rows}
     backends = sorted({r["backend"] for r in rows})
     pooled = fit(rows, coef)
@@ -269,14 +278,15 @@ def run(path: Path = DATA) -> dict:
             lodo[b]["decode" if r["n_gen"] else "prefill"].append(ratio)
             per_row.append({"device": dev, "backend": b, "model": r["model"], "quant": r["quant"],
                             "test": r["test"], "measured": r["t_s"], "ratio": round(ratio, 4), "basis": basis})
-    for r in (r for r in every if r["backend"] in CHECK_ONLY):
-        b = r["backend"]
-        lodo.setdefault(b, {"decode": [], "prefill": []})
-        ratio = r["t_s"] * _seconds(r) / (1 if r["n_gen"] else r["n_prompt"])
-        lodo[b]["decode" if r["n_gen"] else "prefill"].append(ratio)
-        per_row.append({"device": r["device"], "backend": b, "model": r["model"], "quant": r["quant"],
+    cpu_rows = [r for r in every if r["backend"] == "cpu"]
+    cpu_coef = {id(r): fit_cpu.coefficients(r, _seconds) for r in cpu_rows}
+    fitted["cpu"], cpu_lodo = fit_cpu.leave_one_cpu_out(cpu_rows, cpu_coef, measured_seconds)
+    lodo["cpu"] = {"decode": [], "prefill": []}
+    for r, ratio in cpu_lodo:
+        lodo["cpu"]["decode" if r["n_gen"] else "prefill"].append(ratio)
+        per_row.append({"device": r["device"], "backend": "cpu", "model": r["model"], "quant": r["quant"],
                         "test": r["test"], "measured": r["t_s"], "ratio": round(ratio, 4),
-                        "basis": "current constants (not refitted)"})
+                        "basis": "other CPUs (fit_cpu.py)"})
     backends = sorted(lodo)
     table = {b: {k: _stats(v) for k, v in lodo[b].items()} for b in backends}
     all_d = [x for b in backends for x in lodo[b]["decode"]]
@@ -296,17 +306,14 @@ MIN_BAND_ROWS = 8
 def _bands(lodo: dict[str, dict[str, list]]) -> dict[str, dict[str, list[float]]]:
     """Per backend and kind, the measured/predicted ratios 8 of 10 rows fall inside (10th to
     90th percentile of the LODO ratios). Backends with fewer rows take the pooled band of the
-    GPU backends; check-only backends (CPU) widen that to cover their own ratios."""
+    GPU backends."""
     out: dict[str, dict[str, list[float]]] = {}
-    pooled = {k: [x for b, v in lodo.items() if b not in CHECK_ONLY for x in v[k]] for k in ("decode", "prefill")}
+    pooled = {k: [x for b, v in lodo.items() if b not in OWN_FIT for x in v[k]] for k in ("decode", "prefill")}
     for b, kinds in lodo.items():
         out[b] = {}
         for k, ratios in kinds.items():
-            base = ratios if len(ratios) >= MIN_BAND_ROWS and b not in CHECK_ONLY else pooled[k]
-            lo, hi = float(np.percentile(base, 10)), float(np.percentile(base, 90))
-            if b in CHECK_ONLY and ratios:
-                lo, hi = min(lo, min(ratios)), max(hi, max(ratios))
-            out[b][k] = [round(lo, 2), round(hi, 2)]
+            base = ratios if len(ratios) >= MIN_BAND_ROWS else pooled[k]
+            out[b][k] = [round(float(np.percentile(base, 10)), 2), round(float(np.percentile(base, 90)), 2)]
     return out
 
 
@@ -324,7 +331,7 @@ def markdown(res: dict) -> str:
         cell = lambda x, k: _pct(x[k]) if x["n"] else "-"  # noqa: E731
         band = res["bands"].get(b)
         band_txt = f"x{band['decode'][0]:.2f}-{band['decode'][1]:.2f}, x{band['prefill'][0]:.2f}-{band['prefill'][1]:.2f}" if band else "-"
-        name = "all (LODO)" if b == "all" else b + (" (check only)" if b in CHECK_ONLY else "")
+        name = "all (LODO)" if b == "all" else b
         lines.append(f"| {name} | {n_dev} | {d['n']} / {p['n']} | {cell(d, 'median_err')} | {cell(d, 'p90_err')} "
                      f"| {cell(p, 'median_err')} | {cell(p, 'p90_err')} | {band_txt} |")
     return "\n".join(lines)
@@ -346,6 +353,10 @@ def main() -> int:
     print(f"{res['rows']} rows, {res['devices']} devices")
     print("\n== fitted on all rows of the backend ==")
     for b, c in res["fitted"].items():
+        if b in OWN_FIT:
+            print(f"{b:7} peak read share {c['peak_read_share']:.2f}  clock share: decode {c['clock_share']:.3f}"
+                  f" prompt {c['matmul_clock_share']:.3f}")
+            continue
         print(f"{b:7} decode_eff {c['decode_efficiency']:.3f}  layer {1e6 * (c['layer_overhead_s'] or 0):6.1f} us"
               f"  prefill float {c['prefill_float']:.3f} quant {c['prefill_quant']:.3f}"
               f"  moe slowdown {c['moe_slowdown'] or float('nan'):.2f}")

@@ -89,7 +89,13 @@ def test_readme_holds_the_fit_tables(result):
 
 
 def test_backend_constants_are_the_fitted_ones(result):
+    cpu = result["fitted"]["cpu"]
+    assert bc.CPU_PEAK_READ_SHARE == pytest.approx(cpu["peak_read_share"], abs=6e-3)
+    assert bc.CPU_CLOCK_SHARE == pytest.approx(cpu["clock_share"], abs=6e-4)
+    assert bc.CPU_MATMUL_CLOCK_SHARE == pytest.approx(cpu["matmul_clock_share"], abs=6e-4)
     for b, c in result["fitted"].items():
+        if b == "cpu":
+            continue
         k = bc.BACKENDS[b]
         assert k.decode_efficiency == pytest.approx(c["decode_efficiency"], abs=6e-4), b
         assert k.layer_overhead_s == pytest.approx(c["layer_overhead_s"], abs=6e-8), b
@@ -157,3 +163,19 @@ def test_sycl_prices_quantized_prompts_at_its_fp16_gemm_rate():
     assert matmul_tflops(arc, True, "sycl") == pytest.approx(arc.fp16_tflops)
     assert matmul_tflops(arc, True, "vulkan") == pytest.approx(2 * arc.fp16_tflops)
     assert matmul_tflops(arc, False, "sycl") == pytest.approx(arc.fp16_tflops)
+
+
+def test_the_cpu_fit_decomposes_the_estimator_exactly():
+    """bench/fit_cpu.py prices a CPU row as max(M / read_share, C / clock_share) + F from
+    three runs of the estimator: at other shares that must be what the estimator says."""
+    import fit_cpu
+
+    rows = [r for r in ROWS if r["backend"] == "cpu"]
+    picked = [next(r for r in rows if r["n_gen"]), next(r for r in rows if not r["n_gen"]),
+              next(r for r in rows if r["n_gen"] and r["device"].startswith("Raspberry"))]
+    for r in picked:
+        coef = fit_cpu.coefficients(r, fit._seconds)
+        for read, clock in ((0.4, 0.7), (0.9, 2.5)):
+            with fit_cpu.shares(read, clock):
+                want = fit._seconds(r)
+            assert fit_cpu.predict_s(coef, read, clock) == pytest.approx(want, rel=1e-6), r["device"]

@@ -82,18 +82,25 @@ SYCL = BackendConstants(0.642, 90.0e-6, 0.594, 0.196, _FIT, moe_prefill_slowdown
 # Decode efficiency > 1: decode only reads, and the measured figure is a copy (read+write);
 # F16 models (bandwidth-bound) read at 42.5 GB/s against a measured 37.1 here. The fixed
 # cost (about 0.1 ms per token for 4-18 layers) is from the intercept of the same fit.
-# Prefill efficiencies are per weight type (perf.CPU_PREFILL_EFFICIENCY). Not refitted: the
-# two published CPUs in the fitting set (Ryzen 9 7950X and Threadripper PRO 5975WX, 2024
-# builds, memory speed unpublished) cannot refit per-type CPU tables; their 8 rows run
-# x0.45-0.64 (decode at 4-8 threads) and x0.26-1.92 (prefill) of the estimate, and the band
-# is widened to cover them.
-_CPU_BAND = ("constants fitted on the project's 2-core EPYC VM; band: the GPU backends' pooled "
-             "leave-one-device-out p10-p90, widened to the published Ryzen 9 7950X and "
-             "Threadripper PRO 5975WX rows")
+# Prefill efficiencies are per weight type (perf.CPU_PREFILL_EFFICIENCY). A CPU known by its
+# datasheet (a what-if profile, the published rows) is priced by the same tables through the
+# three shares below, fitted on 110 published rows of 10 CPUs; the band is their
+# leave-one-CPU-out 10th-90th percentile.
+_CPU_BAND = ("constants fitted on the project's 2-core EPYC VM, datasheet shares on 10 published CPUs; "
+             "band: leave-one-CPU-out p10-p90 of those CPUs' rows")
 CPU = BackendConstants(1.15, 10e-6, 0.38, 0.42, "fitted on a 2-core EPYC VM, bench/accuracy.py",
-                       decode_band=(0.45, 1.23), prefill_band=(0.26, 1.92), band_basis=_CPU_BAND)
+                       decode_band=(0.52, 1.5), prefill_band=(0.49, 1.88), band_basis=_CPU_BAND)
 
 BACKENDS = {"cuda": CUDA, "metal": METAL, "rocm": ROCM, "vulkan": VULKAN, "sycl": SYCL, "cpu": CPU}
+
+# CPUs given by their datasheet (what-if profiles, the published rows): the share of a peak
+# bandwidth (ram_bandwidth_source "peak") llama.cpp's decode reads at, and the shares of a
+# reported maximum (boost) clock at which the CPU cycle tables (fitted on a VM that reports
+# no clock) hold for decode and for prompts. Fitted by bench/fit_cpu.py on the published CPU
+# rows, each CPU weighted alike; leave-one-CPU-out error in README.
+CPU_PEAK_READ_SHARE = 0.49
+CPU_CLOCK_SHARE = 1.417
+CPU_MATMUL_CLOCK_SHARE = 0.302
 
 # Clock when the OS does not report one (VMs often don't): a typical all-core turbo.
 # An assumption, not a measurement (a probe of this machine replaces it where one exists).

@@ -40,7 +40,7 @@ from rooflight.estimate.probe import MachineProbe
 from rooflight.estimate.tensor_rates import dequantizes_for_gemm, matmul_tflops
 from rooflight.gguf.quant_recipe import type_block_size
 from rooflight.gguf.spec import ModelSpec
-from rooflight.hardware.profile import HardwareProfile
+from rooflight.hardware.profile import PEAK_BANDWIDTH_SOURCE, HardwareProfile
 from rooflight.hardware.remote import is_remote, remote_device
 
 # The table constants per backend live in backend_constants.py (re-exported here).
@@ -69,25 +69,24 @@ SAMPLING_S_PER_VOCAB = 1e-9
 
 # CPU arithmetic: llama.cpp multiplies quantized weights by int8-quantized activations
 # (AVX2 maddubs / AVX512-VNNI / NEON dotprod). Multiply-adds per cycle per core by ISA,
-# counted as 2 FLOPs each; prefill efficiency above is relative to this peak.
-# ASSUMPTIONS, not measurements: the per-cycle widths are nominal issue rates per ISA (a
-# core that splits 512-bit operations over 256-bit units, as Zen 4 does, reaches about half
-# the AVX-512 figure), and the clock is the reported maximum or DEFAULT_CPU_MHZ; the fitted
-# efficiencies absorb the difference only on the machine they were fitted on. A probe of the
-# machine (estimate/probe.py) replaces this peak with measured kernel rates.
+# counted as 2 FLOPs each; prefill efficiency above is relative to this rate. One rate for
+# every ISA with a wide int8 dot product: the published CPUs (bench/data/llama_bench_rows.json,
+# 2024-2026 builds) run prompts at 5-17 multiply-adds per core-GHz whether AVX2 (a
+# Threadripper PRO 5975WX: 8-10), AVX-512 VNNI (Ryzen 7950X / HX 370, a Xeon with AMX:
+# 5-12) or NEON dotprod (Apple M2/M4 Max, Grace: 6-28): the nominal issue widths (4x
+# between AVX2 and VNNI) are not what llama.cpp's kernels reach. NEON without dotprod (a
+# Raspberry Pi 4: ~1.3) a quarter of it (one multiply-add per lane, not four). The clock:
+# _cpu_hz. A probe of the machine (estimate/probe.py) replaces this with measured kernel rates.
 def cpu_peak_flops(hardware: HardwareProfile, n_threads: int) -> float:
     isa = set(hardware.cpu.isa)
-    if "avx512_vnni" in isa or "avx_vnni" in isa or "i8mm" in isa:
+    if isa & {"avx512_vnni", "avx_vnni", "i8mm", "avx512f", "avx2", "dotprod"}:
         per_cycle = 128  # int8 dot-product instructions
-    elif "avx512f" in isa:
-        per_cycle = 64
-    elif "avx2" in isa or "dotprod" in isa or "neon" in isa:
+    elif "neon" in isa:
         per_cycle = 32
     else:
         per_cycle = 8
-    ghz = (hardware.cpu.max_freq_mhz or DEFAULT_CPU_MHZ) / 1000.0
     cores = max(1, min(n_threads, hardware.cpu.cores or 1))
-    return cores * ghz * 1e9 * per_cycle
+    return cores * _cpu_hz(hardware, matmul=True) * per_cycle
 
 
 @dataclass(frozen=True)
@@ -234,6 +233,16 @@ def _device_bandwidth_gbs(hardware: HardwareProfile, device: str) -> float:
     return gpu.bandwidth_gbs or 100.0
 
 
+def _read_bytes_s(hardware: HardwareProfile, device: str) -> float:
+    """Bytes per second a device reads weights at by the table (decode, and the prompt's
+    memory floor): its bandwidth figure x its backend's decode efficiency."""
+    if is_remote(device):
+        return _read_bytes_s(*remote_device(hardware, device).local_view())
+    if device == CPU:
+        return cpu_bandwidth_bytes_s(hardware)
+    return _device_bandwidth_gbs(hardware, device) * 1e9 * _device_constants(hardware, device).decode_efficiency
+
+
 def _device_constants(hardware: HardwareProfile, device: str) -> BackendConstants:
     if is_remote(device):
         return _device_constants(*remote_device(hardware, device).local_view())
@@ -308,7 +317,7 @@ def cpu_table_matvec_s(hardware: HardwareProfile, cfg: RunConfig, ggml_type: str
     """The table roofline for one CPU matrix-vector product over `elements` weights of a
     type: the longer of reading them and multiplying them."""
     block, size = type_block_size(ggml_type)
-    t_mem = elements * size / block / (_device_bandwidth_gbs(hardware, CPU) * 1e9 * _CPU.decode_efficiency)
+    t_mem = elements * size / block / cpu_bandwidth_bytes_s(hardware)
     t_cmp = elements * cpu_cycles_per_weight(ggml_type) / (_cpu_threads(hardware, cfg) * _cpu_hz(hardware))
     return max(t_mem, t_cmp)
 
@@ -348,8 +357,7 @@ def decode_parts_s(
         parts["memory"] += fixed.cpu_weights["memory"]
         parts["compute"] += fixed.cpu_weights["compute"]
     for dev, nbytes in reads.items():
-        c = _device_constants(hardware, dev)
-        t_mem = nbytes / (_device_bandwidth_gbs(hardware, dev) * 1e9 * c.decode_efficiency)
+        t_mem = nbytes / _read_bytes_s(hardware, dev)
         # few CPU cores cannot dequantize and multiply as fast as RAM delivers, nor walk a
         # long cache one row at a time
         t_cmp = ((fixed.cpu_cycles + attention_cycles) / (_cpu_threads(hardware, cfg) * _cpu_hz(hardware))
@@ -404,8 +412,15 @@ def _cpu_attention_cycles(spec: ModelSpec, cfg: RunConfig, position: int, start:
     return cycles
 
 
-def _cpu_hz(hardware: HardwareProfile) -> float:
-    return (hardware.cpu.max_freq_mhz or DEFAULT_CPU_MHZ) * 1e6
+def _cpu_hz(hardware: HardwareProfile, matmul: bool = False) -> float:
+    """The clock the CPU tables' cycles are counted at: DEFAULT_CPU_MHZ where the OS reports
+    none (the clock the tables were fitted at, on a VM that reports none), else the reported
+    maximum (boost) clock x the share of it published CPUs reach for matrix-vector work
+    (decode) or, matmul, matrix-matrix work (prompts), fitted by bench/fit_cpu.py."""
+    if hardware.cpu.max_freq_mhz:
+        share = _bc.CPU_MATMUL_CLOCK_SHARE if matmul else _bc.CPU_CLOCK_SHARE
+        return hardware.cpu.max_freq_mhz * 1e6 * share
+    return DEFAULT_CPU_MHZ * 1e6
 
 
 def _cpu_threads(hardware: HardwareProfile, cfg: RunConfig) -> int:
@@ -566,7 +581,7 @@ def prefill_time_s(
             if spec.n_expert:
                 eff /= c.moe_prefill_slowdown  # expert matmuls see few tokens each (backend_constants.py)
             t_compute = f / (_device_flops(hardware, dev, cfg, not as_float) * eff)
-            t_mem = reads.get(dev, 0.0) / (_device_bandwidth_gbs(hardware, dev) * 1e9 * c.decode_efficiency)
+            t_mem = reads.get(dev, 0.0) / _read_bytes_s(hardware, dev)
             step += max(t_compute, t_mem) + c.layer_overhead_s * layers.get(dev, 0)
             bound_times["compute" if t_compute >= t_mem else "memory"] += max(t_compute, t_mem)
         if pcie_bytes:
@@ -601,9 +616,13 @@ def pcie_gbs(hardware: HardwareProfile, device: str | None = None) -> float:
 
 
 def cpu_bandwidth_bytes_s(hardware: HardwareProfile) -> float:
-    """Bytes per second the CPU's decode reaches by the table: measured RAM bandwidth x the
-    CPU backend's decode efficiency."""
-    return _device_bandwidth_gbs(hardware, CPU) * 1e9 * _CPU.decode_efficiency
+    """Bytes per second the CPU's decode reaches by the table: a measured RAM bandwidth (a
+    copy) x the CPU backend's decode efficiency, or a datasheet peak (ram_bandwidth_source
+    "peak": channels x 8 B x MT/s) x the share of it published CPUs read at."""
+    gbs = _device_bandwidth_gbs(hardware, CPU)
+    if hardware.cpu.ram_bandwidth_source == PEAK_BANDWIDTH_SOURCE:
+        return gbs * 1e9 * _bc.CPU_PEAK_READ_SHARE
+    return gbs * 1e9 * _CPU.decode_efficiency
 
 
 def cpu_matvec_hz(hardware: HardwareProfile, cfg: RunConfig) -> float:

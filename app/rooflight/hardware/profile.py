@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+# ram_bandwidth_source of a datasheet figure (a profile's or a published CPU's), not a measurement
+PEAK_BANDWIDTH_SOURCE = "peak"
+
 
 @dataclass(frozen=True)
 class CPUInfo:
@@ -17,8 +20,10 @@ class CPUInfo:
     isa: tuple[str, ...]  # llama.cpp-relevant flags: avx, avx2, fma, f16c, avx512f, ..., neon, dotprod
     ram_total_bytes: int
     ram_available_bytes: int
-    ram_bandwidth_gbs: float | None  # measured copy bandwidth (read+write bytes / s)
-    ram_bandwidth_source: str  # measured | cached | profile | table | assumed | unknown
+    ram_bandwidth_gbs: float | None  # measured copy bandwidth (read+write bytes / s), or see the source
+    # measured | cached | profile | table | assumed | unknown, or "peak": a datasheet figure
+    # (channels x 8 B x MT/s) that estimate/perf.py prices at the share published CPUs reach
+    ram_bandwidth_source: str
     max_freq_mhz: float | None = None
     arch: str = ""  # x86_64 | aarch64 | arm64 ...
 

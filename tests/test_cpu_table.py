@@ -1,0 +1,41 @@
+"""How the table prices a CPU known only by its datasheet (estimate/perf.py with the shares
+of estimate/backend_constants.py that bench/fit_cpu.py fits on published rows)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rooflight.estimate import backend_constants as bc
+from rooflight.estimate.perf import _cpu_hz, cpu_bandwidth_bytes_s, cpu_peak_flops
+from rooflight.hardware import profile_from_dict
+
+
+def _cpu(**cpu):
+    base = {"name": "some CPU", "cores": 8, "threads": 16, "isa": ["avx2"], "ram_bandwidth_gbs": 100.0,
+            "ram_total_bytes": 64 << 30}
+    return profile_from_dict({"cpu": {**base, **cpu}, "backend": "cpu"})
+
+
+def test_a_datasheet_bandwidth_is_read_at_the_fitted_share_a_measured_one_at_the_copy_efficiency():
+    assert cpu_bandwidth_bytes_s(_cpu(ram_bandwidth_source="peak")) == pytest.approx(100e9 * bc.CPU_PEAK_READ_SHARE)
+    assert cpu_bandwidth_bytes_s(_cpu(ram_bandwidth_source="measured")) == pytest.approx(100e9 * bc.CPU.decode_efficiency)
+    # a profile that does not say keeps the old meaning (an achieved figure)
+    assert cpu_bandwidth_bytes_s(_cpu()) == pytest.approx(100e9 * bc.CPU.decode_efficiency)
+
+
+def test_a_reported_clock_counts_at_the_fitted_shares_none_at_the_default():
+    hw = _cpu(max_freq_mhz=5000.0)
+    assert _cpu_hz(hw) == pytest.approx(5e9 * bc.CPU_CLOCK_SHARE)
+    assert _cpu_hz(hw, matmul=True) == pytest.approx(5e9 * bc.CPU_MATMUL_CLOCK_SHARE)
+    assert _cpu_hz(_cpu()) == _cpu_hz(_cpu(), matmul=True) == pytest.approx(bc.DEFAULT_CPU_MHZ * 1e6)
+
+
+def test_one_int8_rate_for_every_wide_dot_product_isa():
+    """The published CPUs run prompts at about the same multiply-adds per core-GHz on AVX2,
+    AVX-512 VNNI and NEON dotprod; NEON without dotprod a quarter of it."""
+    rates = {isa: cpu_peak_flops(_cpu(isa=list(isa), max_freq_mhz=4000.0), 8)
+             for isa in (("avx2",), ("avx2", "avx512f", "avx512_vnni"), ("neon", "dotprod"), ("neon", "dotprod", "i8mm"))}
+    assert len(set(rates.values())) == 1
+    neon = cpu_peak_flops(_cpu(isa=["neon"], max_freq_mhz=4000.0), 8)
+    assert neon == pytest.approx(rates[("avx2",)] / 4)
+    assert cpu_peak_flops(_cpu(isa=["sse3"], max_freq_mhz=4000.0), 8) < neon
