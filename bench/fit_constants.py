@@ -102,11 +102,13 @@ def is_moe(row: dict) -> bool:
 def prefill_class(row: dict) -> str:
     """float | quant | moe: the efficiency a prompt row's time depends on (a quantized model
     whose GPU dequantizes for the F16 GEMM at this micro-batch runs at the float one)."""
-    from rooflight.estimate.tensor_rates import dequantizes_for_gemm
+    from rooflight.estimate.tensor_rates import dequantizes_for_gemm, main_weight_type
 
     hw = hardware(row)
     gpu = hw.gpus[0] if hw.gpus else None
-    if is_float(row) or dequantizes_for_gemm(gpu, row["backend"], min(row["n_ubatch"], row["n_prompt"])):
+    spec = model_spec(row["model"], row["quant"])
+    if is_float(row) or dequantizes_for_gemm(gpu, row["backend"], min(row["n_ubatch"], row["n_prompt"]),
+                                             main_weight_type(spec), spec.n_expert):
         return "float"
     return "moe" if is_moe(row) else "quant"
 
