@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from rooflight.estimate.layers import layer_table
+from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.gpu_table import lookup_gpu
 from rooflight.hardware.profile import GPUInfo
 
@@ -138,13 +140,14 @@ def _rocm_dequantizes(gfx: str, ne11: int, wtype: str | None, n_expert: int) -> 
     return False  # RDNA1/2/4, gfx906: MMQ
 
 
-def main_weight_type(spec) -> str | None:
-    """The ggml type of most of a model's multiplied weight elements (2-D tensors other than
-    the token embeddings, which are looked up, not multiplied): "Q4_K" for a Q4_K_M file."""
-    count: dict[str, int] = {}
-    for t in spec.tensors:
-        if len(t.shape) >= 2 and t.name != "token_embd.weight":
-            count[t.ggml_type.upper()] = count.get(t.ggml_type.upper(), 0) + t.n_elements
+def main_weight_type(spec: ModelSpec) -> str | None:
+    """The ggml type of most of the weight elements a prompt token multiplies (the blocks'
+    matrices, routed experts at their active share): "Q4_K" for a Q4_K_M file. From the
+    spec's layer table, so a cached spec is priced without building its tensor list."""
+    count: dict[str, float] = {}
+    for kinds in layer_table(spec).active_by_type:
+        for kind, n in kinds.items():
+            count[kind] = count.get(kind, 0.0) + n
     return max(count, key=lambda k: count[k]) if count else None
 
 
