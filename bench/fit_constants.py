@@ -111,11 +111,13 @@ def is_moe(row: dict) -> bool:
 def prefill_class(row: dict) -> str:
     """float | quant | moe: the efficiency a prompt row's time depends on (a quantized model
     whose GPU dequantizes for the F16 GEMM at this micro-batch runs at the float one)."""
-    from rooflight.estimate.tensor_rates import dequantizes_for_gemm
+    from rooflight.estimate.tensor_rates import dequantizes_for_gemm, main_weight_type
 
     hw = hardware(row)
     gpu = hw.gpus[0] if hw.gpus else None
-    if is_float(row) or dequantizes_for_gemm(gpu, row["backend"], min(row["n_ubatch"], row["n_prompt"])):
+    spec = model_spec(row["model"], row["quant"])
+    if is_float(row) or dequantizes_for_gemm(gpu, row["backend"], min(row["n_ubatch"], row["n_prompt"]),
+                                             main_weight_type(spec), spec.n_expert):
         return "float"
     return "moe" if is_moe(row) else "quant"
 
@@ -292,9 +294,12 @@ def run(path: Path = DATA) -> dict:
     all_d = [x for b in backends for x in lodo[b]["decode"]]
     all_p = [x for b in backends for x in lodo[b]["prefill"]]
     table["all"] = {"decode": _stats(all_d), "prefill": _stats(all_p)}
+    gpu = [b for b in backends if b not in OWN_FIT]
+    table["gpu"] = {k: _stats([x for b in gpu for x in lodo[b][k]]) for k in ("decode", "prefill")}
     bands = _bands(lodo)
     devices = {b: len({r["device"] for r in every if r["backend"] == b}) for b in backends}
     devices["all"] = len({r["device"] for r in every})
+    devices["gpu"] = len({r["device"] for r in every if r["backend"] not in OWN_FIT})
     return {"rows": len(every), "devices": len({r["device"] for r in every}), "devices_by_backend": devices,
             "fitted": fitted, "pooled": pooled, "lodo": table, "bands": bands, "per_row": per_row}
 
@@ -331,7 +336,7 @@ def markdown(res: dict) -> str:
         cell = lambda x, k: _pct(x[k]) if x["n"] else "-"  # noqa: E731
         band = res["bands"].get(b)
         band_txt = f"x{band['decode'][0]:.2f}-{band['decode'][1]:.2f}, x{band['prefill'][0]:.2f}-{band['prefill'][1]:.2f}" if band else "-"
-        name = "all (LODO)" if b == "all" else b
+        name = {"all": "all (LODO)", "gpu": "GPU backends (LODO)"}.get(b, b)
         lines.append(f"| {name} | {n_dev} | {d['n']} / {p['n']} | {cell(d, 'median_err')} | {cell(d, 'p90_err')} "
                      f"| {cell(p, 'median_err')} | {cell(p, 'p90_err')} | {band_txt} |")
     return "\n".join(lines)

@@ -62,8 +62,8 @@ METAL = BackendConstants(0.919, 166.1e-6, 0.725, 0.623, _FIT, moe_prefill_slowdo
 # no F16 rows: pooled float efficiency. Strix Halo's 2025 ROCm prompts run x0.50-0.62 of the
 # estimate while the discrete cards run x0.74-1.78: one quantized efficiency cannot fit both
 # (the wide band).
-ROCM = BackendConstants(0.878, 137.8e-6, 0.594, 0.350, _FIT, moe_prefill_slowdown=2.01,
-    decode_band=(0.79, 1.23), prefill_band=(0.6, 1.68), band_basis=_ROCM_BAND)
+ROCM = BackendConstants(0.878, 137.8e-6, 0.594, 0.248, _FIT, moe_prefill_slowdown=2.01,
+    decode_band=(0.79, 1.23), prefill_band=(0.85, 1.67), band_basis=_ROCM_BAND)
 # Vulkan: 29 rows, 5 devices (Radeon 8060S / Strix Halo, RX 9070 XT, RX 5700 XT, RTX 3090,
 # RTX 5090); no F16 rows.
 VULKAN = BackendConstants(0.909, 87.9e-6, 0.594, 0.233, _FIT, moe_prefill_slowdown=2.17,
@@ -75,7 +75,7 @@ VULKAN = BackendConstants(0.909, 87.9e-6, 0.594, 0.233, _FIT, moe_prefill_slowdo
 # B580 (Xe2) runs prompts 1.8-2.0x faster than the A770 and 140V predict, the A770
 # (Alchemist) x0.37 of what the other two predict.
 SYCL = BackendConstants(0.642, 90.0e-6, 0.594, 0.196, _FIT, moe_prefill_slowdown=1.92,
-    decode_band=(0.79, 1.23), prefill_band=(0.66, 1.5), band_basis=_POOLED)
+    decode_band=(0.79, 1.23), prefill_band=(0.69, 1.46), band_basis=_POOLED)
 # CPU: fitted on this project's 2-core AMD EPYC VM with llama.cpp 0.3.36 against the
 # measured copy bandwidth (hardware/bandwidth.py) over generated llama models of 10-400 MB
 # and Gemma-3-270M (bench/accuracy.py prints the check).

@@ -37,7 +37,7 @@ from rooflight.estimate.memory import MemoryPlan
 from rooflight.estimate.network import step_cost
 from rooflight.estimate.placement import CPU, device_runs, gpu_name
 from rooflight.estimate.probe import MachineProbe
-from rooflight.estimate.tensor_rates import dequantizes_for_gemm, matmul_tflops
+from rooflight.estimate.tensor_rates import dequantizes_for_gemm, main_weight_type, matmul_tflops
 from rooflight.gguf.quant_recipe import type_block_size
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import PEAK_BANDWIDTH_SOURCE, HardwareProfile
@@ -522,6 +522,7 @@ def prefill_time_s(
     per_dev = _prefill_work(spec, devices)
     experts.shift_prefill(per_dev, spec, devices, mem.n_cpu_moe, lambda: _PrefillWork(params_by_type={}))
     att = probe.attention_for(cfg.flash_attn) if probe is not None else None
+    weight_type = None if float_model else main_weight_type(spec)  # MMQ or hipBLAS/cuBLAS (tensor_rates)
 
     total, bound_times = 0.0, {"compute": 0.0, "memory": 0.0, "pcie": 0.0, "network": 0.0}
     done = 0
@@ -574,7 +575,7 @@ def prefill_time_s(
                 eff = cpu_prefill_efficiency(spec.file_type)
             else:
                 gpu = next((g for g in hardware.gpus if gpu_name(g.index) == dev), None)
-                as_float = float_model or dequantizes_for_gemm(gpu, hardware.backend, t)
+                as_float = float_model or dequantizes_for_gemm(gpu, hardware.backend, t, weight_type, spec.n_expert)
                 eff = c.prefill_efficiency_float if as_float else c.prefill_efficiency_quant
                 # NVFP4 / MXFP4 weights on FP4 tensor cores (Blackwell CC 12.x): estimate/fp4.py
                 eff *= prefill_speed_factor(spec, gpu, hardware.backend)

@@ -16,20 +16,41 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from rooflight.estimate.layers import layer_table
+from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.gpu_table import lookup_gpu
 from rooflight.hardware.profile import GPUInfo
 
 DEFAULT_FP16_TFLOPS = 10.0  # a GPU with no figure at all (warned about where it is detected)
 
 
+# Vendors whose table `int8_tops` is the rate of one backend's kernels only. AMD's figure is
+# the instruction llama.cpp's HIP MMQ kernels multiply int8 with (ggml-cuda/common.cuh
+# ggml_cuda_dp4a, mmq.cuh: MFMA on CDNA, WMMA on RDNA3/4, v_dot4_i32_i8 on gfx906/RDNA2); its
+# Vulkan kernels on AMD are priced at the FP16 rate (README, "Prompt rates on AMD GPUs").
+INT8_BACKENDS_BY_VENDOR = {"amd": frozenset({"rocm"})}
+
+
 @lru_cache(maxsize=512)
-def _ratios(name: str) -> tuple[float, float]:
-    """(int8 / fp16, fp16-accumulate / fp16) from the table entry; 1.0 where not listed."""
+def _ratios(name: str, backend: str | None = None) -> tuple[float, float]:
+    """(int8 / fp16, fp16-accumulate / fp16) from the table entry for this backend; 1.0
+    where not listed."""
     entry = lookup_gpu(name)
     if not entry or not entry.get("fp16_tflops"):
         return 1.0, 1.0
     fp16 = entry["fp16_tflops"]
-    return (entry.get("int8_tops") or fp16) / fp16, (entry.get("fp16_acc16_tflops") or fp16) / fp16
+    int8 = entry.get("int8_tops") or fp16
+    only = INT8_BACKENDS_BY_VENDOR.get(entry.get("vendor", ""))
+    if only is not None and backend not in only:
+        int8 = fp16
+    return int8 / fp16, (entry.get("fp16_acc16_tflops") or fp16) / fp16
+
+
+@lru_cache(maxsize=512)
+def amd_gfx(name: str) -> str | None:
+    """The table's LLVM target ("gfx1100") of an AMD GPU, None where not listed."""
+    entry = lookup_gpu(name)
+    return entry.get("gfx") if entry else None
 
 
 # Backends whose quantized prompt matmuls run no int8 kernel: llama.cpp's SYCL backend
@@ -47,14 +68,36 @@ FLOAT_GEMM_BACKENDS = frozenset({"sycl"})
 MMQ_DP4A_MAX_BATCH_SIZE = 64
 
 
-def dequantizes_for_gemm(gpu: GPUInfo | None, backend: str | None, micro_batch: int) -> bool:
+# Quantized types llama.cpp's MMQ kernels implement (ggml_cuda_should_use_mmq); any other
+# (IQ1_M, TQ1_0, TQ2_0) is dequantized for the F16 GEMM on CUDA and ROCm alike.
+MMQ_TYPES = frozenset(
+    "Q1_0 Q2_0 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ1_S IQ2_XXS IQ2_XS IQ2_S "
+    "IQ3_XXS IQ3_S IQ4_XS IQ4_NL MXFP4 NVFP4".split())
+FLOAT_TYPES = frozenset({"F16", "BF16", "F32"})
+
+
+def dequantizes_for_gemm(
+    gpu: GPUInfo | None, backend: str | None, micro_batch: int,
+    weight_type: str | None = None, n_expert: int = 0,
+) -> bool:
     """Whether llama.cpp multiplies this GPU's quantized weights as F16 (dequantized, then
     the F16 GEMM) for prompt micro-batches of this size, not with its int8 MMQ kernels.
 
     CUDA on Volta (compute capability 7.0/7.2: FP16 tensor cores, no int8 MMA, which MMQ
     needs from Turing, 7.5, on) at batches of 64 and more: the V100's prompts then run at
-    the float efficiency, 2.1x what the int8 one predicted for them."""
-    if backend != "cuda" or gpu is None or micro_batch < MMQ_DP4A_MAX_BATCH_SIZE:
+    the float efficiency, 2.1x what the int8 one predicted for them. ROCm: the AMD rules of
+    ggml_cuda_should_use_mmq by the table's gfx target (_rocm_dequantizes). weight_type: the
+    model's main ggml type ("Q4_K"; main_weight_type); None keeps the type-blind rules.
+    n_expert: the model's experts (several AMD rules keep MMQ for big MoE models)."""
+    if backend not in ("cuda", "rocm") or gpu is None or micro_batch <= MMVQ_MAX_BATCH_SIZE:
+        return False
+    wtype = weight_type.upper() if weight_type else None
+    if wtype and wtype not in MMQ_TYPES and wtype not in FLOAT_TYPES:
+        return True  # no MMQ kernel for this type
+    if backend == "rocm":
+        gfx = amd_gfx(gpu.name)
+        return bool(gfx) and _rocm_dequantizes(gfx, micro_batch, wtype, n_expert)
+    if micro_batch < MMQ_DP4A_MAX_BATCH_SIZE:
         return False
     try:
         major, minor = (int(x) for x in str(gpu.compute_capability).split(".")[:2])
@@ -63,10 +106,55 @@ def dequantizes_for_gemm(gpu: GPUInfo | None, backend: str | None, micro_batch: 
     return major == 7 and minor < 5
 
 
+# llama.cpp multiplies batches of up to this many tokens with its MMVQ kernels, whatever the GPU
+MMVQ_MAX_BATCH_SIZE = 8
+# CDNA before CDNA3 keeps MMQ up to these batch sizes (ggml_cuda_should_use_mmq)
+CDNA_MMQ_MAX_BATCH = 128
+CDNA_MMQ_MAX_BATCH_K = 256  # Q4_K and Q5_K
+_CDNA_MMQ_ALWAYS = frozenset({"Q4_0", "Q4_1", "Q5_0", "Q5_1"})
+
+
+def _rocm_dequantizes(gfx: str, ne11: int, wtype: str | None, n_expert: int) -> bool:
+    """ggml_cuda_should_use_mmq's AMD branches (ggml-cuda/mmq.cu, llama-cpp-python 0.3.36),
+    negated: True where hipBLAS multiplies the dequantized weights."""
+    gfx = gfx.lower()
+    if gfx in ("gfx908", "gfx90a") or gfx.startswith("gfx95"):  # CDNA1/2/4: MFMA
+        if n_expert > 64 or ne11 <= CDNA_MMQ_MAX_BATCH or wtype is None or wtype in _CDNA_MMQ_ALWAYS:
+            return False
+        return not (ne11 <= CDNA_MMQ_MAX_BATCH_K and wtype in ("Q4_K", "Q5_K"))
+    if gfx.startswith("gfx94"):  # CDNA3: MMQ always (rocBLAS/Tensile is slow there)
+        return False
+    if gfx.startswith("gfx11"):  # RDNA3 (gfx110x) and RDNA3.5 (gfx115x): WMMA MMQ
+        if n_expert >= 64 or wtype is None:
+            return False
+        rdna3_5 = gfx.startswith("gfx115")
+        if wtype == "Q2_K":
+            return ne11 > 128
+        if wtype == "Q6_K":
+            return ne11 > (256 if rdna3_5 else 128)
+        if wtype in ("IQ2_XS", "IQ2_S"):
+            return not rdna3_5 and ne11 > 128
+        return False
+    if gfx in ("gfx900", "gfx909", "gfx90c"):  # Vega 10 / GCN APUs: no native dp4a
+        return n_expert == 0
+    return False  # RDNA1/2/4, gfx906: MMQ
+
+
+def main_weight_type(spec: ModelSpec) -> str | None:
+    """The ggml type of most of the weight elements a prompt token multiplies (the blocks'
+    matrices, routed experts at their active share): "Q4_K" for a Q4_K_M file. From the
+    spec's layer table, so a cached spec is priced without building its tensor list."""
+    count: dict[str, float] = {}
+    for kinds in layer_table(spec).active_by_type:
+        for kind, n in kinds.items():
+            count[kind] = count.get(kind, 0.0) + n
+    return max(count, key=lambda k: count[k]) if count else None
+
+
 def matmul_tflops(gpu: GPUInfo, quantized: bool, backend: str | None = None) -> float:
     """Peak matrix rate (T ops/s) of the kernels llama.cpp uses for this weight class."""
     base = gpu.fp16_tflops or DEFAULT_FP16_TFLOPS
-    int8, acc16 = _ratios(gpu.name)
+    int8, acc16 = _ratios(gpu.name, backend)
     if quantized and backend in FLOAT_GEMM_BACKENDS:
         return base * acc16  # dequantized to F16, then the F16 GEMM
     return base * (int8 if quantized else acc16)
