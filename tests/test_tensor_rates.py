@@ -105,3 +105,16 @@ def test_rdna3_plan_prices_q6_k_prompts_at_the_float_efficiency_above_128_tokens
     q6_k, q4_k = rate("Q6_K", 512) / rate("Q6_K", 128), rate("Q4_K_M", 512) / rate("Q4_K_M", 128)
     expected = rocm.prefill_efficiency_float / rocm.prefill_efficiency_quant
     assert q6_k / q4_k == pytest.approx(expected, rel=0.1)
+
+
+def test_hopper_quantized_prompts_run_at_the_mma_sync_share_of_its_int8_peak():
+    """llama.cpp's MMQ kernels issue mma.sync, which reaches ~65% of Hopper's tensor peak
+    (only wgmma reaches it); F16 weights go through cuBLAS (wgmma) and keep the full rate."""
+    from rooflight.estimate.tensor_rates import HOPPER_MMA_SYNC_SHARE
+
+    h100 = profile_from_dict({"gpus": [{"name": "H100 SXM"}], "backend": "cuda"}).gpus[0]
+    assert matmul_tflops(h100, True, "cuda") == pytest.approx(1979.0 * HOPPER_MMA_SYNC_SHARE, rel=1e-3)
+    assert matmul_tflops(h100, False, "cuda") == pytest.approx(989.4, rel=1e-3)
+    assert matmul_tflops(h100, True, "vulkan") == pytest.approx(1979.0, rel=1e-3)
+    ada = profile_from_dict({"gpus": [{"name": "L40S"}], "backend": "cuda"}).gpus[0]
+    assert matmul_tflops(ada, True, "cuda") == pytest.approx(733.0, rel=1e-3)  # not Hopper: unchanged

@@ -50,8 +50,8 @@ _ROCM_BAND = _FIT + "; band: prefill from its own 10 leave-one-device-out rows, 
 # CUDA: 32 rows, 7 devices (RTX 3060/3090/4090, V100, P40, DGX Spark GB10, L40S). Per-layer
 # cost 42 us from 13 decode rows (was 63 us from solving the 3090/3060 pair exactly); the
 # P40's 2024 decode rows run x0.79-0.83 of the estimate, the GB10's x1.0-1.12.
-CUDA = BackendConstants(0.834, 43.8e-6, 0.438, 0.184, _FIT, moe_prefill_slowdown=1.80,
-    decode_band=(0.82, 1.1), prefill_band=(0.61, 1.51), band_basis=_OWN)
+CUDA = BackendConstants(0.834, 43.8e-6, 0.438, 0.187, _FIT, moe_prefill_slowdown=1.80,
+    decode_band=(0.82, 1.1), prefill_band=(0.6, 1.48), band_basis=_OWN)
 # Metal: 20 rows, 6 devices (M1 Max, M2, M2 Max, M2 Ultra, M3 Max, M5); one MoE prompt row, no
 # dense one on the same device: pooled MoE slowdown. M1 Max's Qwen3-30B-A3B decode runs x0.63 of the
 # estimate (MoE decode on Metal is slower than its bytes say), the widest metal miss.
@@ -75,7 +75,7 @@ VULKAN = BackendConstants(0.918, 94.3e-6, 0.594, 0.233, _FIT, moe_prefill_slowdo
 # B580 (Xe2) runs prompts 1.8-2.0x faster than the A770 and 140V predict, the A770
 # (Alchemist) x0.37 of what the other two predict.
 SYCL = BackendConstants(0.642, 90.0e-6, 0.594, 0.196, _FIT, moe_prefill_slowdown=2.01,
-    decode_band=(0.81, 1.2), prefill_band=(0.69, 1.52), band_basis=_POOLED)
+    decode_band=(0.81, 1.2), prefill_band=(0.69, 1.49), band_basis=_POOLED)
 # CPU: fitted on this project's 2-core AMD EPYC VM with llama.cpp 0.3.36 against the
 # measured copy bandwidth (hardware/bandwidth.py) over generated llama models of 10-400 MB
 # and Gemma-3-270M (bench/accuracy.py prints the check).

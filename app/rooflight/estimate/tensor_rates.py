@@ -151,10 +151,27 @@ def main_weight_type(spec: ModelSpec) -> str | None:
     return max(count, key=lambda k: count[k]) if count else None
 
 
+# Hopper (compute capability 9.x) reaches its tensor peak only through the warpgroup wgmma
+# instructions; llama.cpp's MMQ kernels issue the per-warp mma.sync (ggml-cuda has no wgmma,
+# llama-cpp-python 0.3.36), which instruction-level microbenchmarks measure at 494 of 757
+# TFLOPS on an H800 (Luo et al., "Dissecting the NVIDIA Hopper Architecture through
+# Microbenchmarking", arXiv:2501.12084, as quoted by github.com/waynehacking8/
+# blackwell-tensorcore-kernels). F16 weights go through cuBLAS, which uses wgmma.
+HOPPER_MMA_SYNC_SHARE = 494 / 757
+
+
+def _mma_sync_share(gpu: GPUInfo, backend: str | None) -> float:
+    if backend != "cuda":
+        return 1.0
+    return HOPPER_MMA_SYNC_SHARE if str(gpu.compute_capability or "").split(".")[0] == "9" else 1.0
+
+
 def matmul_tflops(gpu: GPUInfo, quantized: bool, backend: str | None = None) -> float:
     """Peak matrix rate (T ops/s) of the kernels llama.cpp uses for this weight class."""
     base = gpu.fp16_tflops or DEFAULT_FP16_TFLOPS
     int8, acc16 = _ratios(gpu.name, backend)
     if quantized and backend in FLOAT_GEMM_BACKENDS:
         return base * acc16  # dequantized to F16, then the F16 GEMM
-    return base * (int8 if quantized else acc16)
+    if quantized:
+        return base * int8 * _mma_sync_share(gpu, backend)
+    return base * acc16
