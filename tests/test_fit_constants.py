@@ -123,7 +123,8 @@ def test_backend_constants_are_the_fitted_ones(result):
     ("AMD Radeon 780M Graphics", "AMD Radeon 780M"), ("AMD Radeon 890M", "AMD Radeon 890M"),
     ("Intel(R) Arc(TM) Pro B60 Graphics", "Intel Arc Pro B60"), ("Intel Arc Pro B50", "Intel Arc Pro B50"),
     ("Intel Arc 140V GPU", "Intel Arc 140V"),
-    ("Apple M5 Pro", "Apple M5 Pro"), ("Apple M5 Max", "Apple M5 Max")
+    ("Apple M5 Pro", "Apple M5 Pro"), ("Apple M5 Max", "Apple M5 Max"),
+    ("AMD Instinct MI300X VF", "AMD Instinct MI300X"),  # SR-IOV cloud instances
 ])
 def test_new_devices_are_found_by_name(name, expected):
     entry = lookup_gpu(name)
