@@ -96,7 +96,9 @@ def dequantizes_for_gemm(
         return True  # no MMQ kernel for this type
     if backend == "rocm":
         gfx = amd_gfx(gpu.name)
-        return bool(gfx) and _rocm_dequantizes(gfx, micro_batch, wtype, n_expert)
+        if not gfx:
+            return False
+        return _rocm_dequantizes(gfx, micro_batch, wtype, n_expert)
     if micro_batch < MMQ_DP4A_MAX_BATCH_SIZE:
         return False
     try:

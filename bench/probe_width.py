@@ -1,0 +1,124 @@
+"""Does a weight cost the same at every model width? The probe measures each weight type on
+one shape (decode: 2048 wide, prefill: 1024 wide) and prices every model's weights by it;
+this measures the same weight type at other widths, side by side, to show how far that
+holds on this machine.
+
+    python bench/probe_width.py [--types Q8_0,Q4_0,F16] [--rounds 5] [--mb 200]
+
+Decode: generated llama models of about --mb MB each at 512, 1024, 2048 and 4096 wide
+(layers chosen for equal bytes), 16 tokens after a 4-token prompt. Prefill: a 512-token
+prompt through models of 256-3072 wide. Models stay loaded and run interleaved round by
+round (the machine's speed drifts between seconds); the median of --rounds counts. Prints
+ns per weight (decode: per weight per token, after the probe's per-layer cost of this
+machine's stored probe where there is one) and the ratio to the probe's width.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from rooflight.gguf.synthetic import write_model
+
+DECODE_WIDTHS = (512, 1024, 2048, 4096)
+DECODE_PROBE_WIDTH = 2048  # runtime/probe.py _DECODE_SHAPE
+PREFILL_WIDTHS = (256, 512, 1024, 2048, 3072)
+PREFILL_PROBE_WIDTH = 1024  # runtime/probe.py _PREFILL_SHAPE
+BYTES_PER_WEIGHT = {"F16": 2.0, "BF16": 2.0, "Q8_0": 34 / 32, "Q4_0": 18 / 32}
+
+
+def shape(width: int) -> dict:
+    heads = max(2, width // 128)
+    return dict(n_embd=width, n_head=heads, n_head_kv=heads, head_dim=width // heads,
+                n_ff=int(width * 2.75) // 64 * 64)
+
+
+def weights_per_layer(s: dict) -> int:
+    return 4 * s["n_embd"] ** 2 + 3 * s["n_embd"] * s["n_ff"]
+
+
+def load(path: Path, n_ctx: int):
+    import llama_cpp
+
+    return llama_cpp.Llama(str(path), n_ctx=n_ctx, n_batch=512, n_ubatch=512, n_threads=2, n_threads_batch=2,
+                           flash_attn=True, verbose=False)
+
+
+def layer_cost_s() -> float:
+    """The stored probe's fixed cost per layer per token, 0 without one."""
+    from rooflight.hardware import detect
+    from rooflight.store.probes import probe_status
+
+    probe = probe_status(detect()).probe
+    return probe.fixed.layer_s if probe is not None else 0.0
+
+
+def decode_sweep(folder: Path, wt: str, rounds: int, mb: float, per_layer: float) -> None:
+    models = []
+    for width in DECODE_WIDTHS:
+        s = shape(width)
+        n_layer = max(1, round(mb * 1e6 / (weights_per_layer(s) * BYTES_PER_WEIGHT[wt])))
+        path = write_model(folder / f"d{width}-{wt}.gguf", tiled=True, context_length=4096, n_layer=n_layer,
+                           ftype=wt, pure=True, n_vocab=8000, **s)
+        models.append((width, n_layer, n_layer * weights_per_layer(s), load(path, 512)))
+    times: dict[int, list[float]] = {w: [] for w, *_ in models}
+    for _ in range(rounds):
+        for width, _, _, llm in models:
+            llm.reset()
+            llm.eval([5, 6, 7, 8])
+            t0 = time.perf_counter()
+            for i in range(16):
+                llm.eval([9 + i])
+            times[width].append((time.perf_counter() - t0) / 16)
+    per_weight = {w: (statistics.median(times[w]) - per_layer * n) / weights for w, n, weights, _ in models}
+    ref = per_weight[DECODE_PROBE_WIDTH]
+    print(f"decode {wt}: " + "  ".join(
+        f"{w} wide {per_weight[w] * 1e9:.4f} ns/weight x{per_weight[w] / ref:.2f}" for w in DECODE_WIDTHS))
+    for *_, llm in models:
+        llm.close()
+
+
+def prefill_sweep(folder: Path, wt: str, rounds: int) -> None:
+    models = []
+    for width in PREFILL_WIDTHS:
+        s = shape(width)
+        n_layer = max(2, round(3 * weights_per_layer(shape(PREFILL_PROBE_WIDTH)) / weights_per_layer(s)))
+        path = write_model(folder / f"p{width}-{wt}.gguf", tiled=True, context_length=4096, n_layer=n_layer,
+                           ftype=wt, pure=True, n_vocab=8000, **s)
+        models.append((width, n_layer * weights_per_layer(s), load(path, 1024)))
+    tokens = [(i * 7919) % 7000 + 10 for i in range(512)]
+    times: dict[int, list[float]] = {w: [] for w, *_ in models}
+    for _ in range(rounds):
+        for width, _, llm in models:
+            llm.reset()
+            t0 = time.perf_counter()
+            llm.eval(tokens)
+            times[width].append(time.perf_counter() - t0)
+    per_weight = {w: statistics.median(times[w]) / 512 / weights for w, weights, _ in models}
+    ref = per_weight[PREFILL_PROBE_WIDTH]
+    print(f"prefill {wt} (attention included): " + "  ".join(
+        f"{w} wide {per_weight[w] * 1e9:.4f} x{per_weight[w] / ref:.2f}" for w in PREFILL_WIDTHS))
+    for *_, llm in models:
+        llm.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--types", default="Q8_0,Q4_0,F16")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--mb", type=float, default=200.0, help="decode models' size")
+    args = ap.parse_args()
+    per_layer = layer_cost_s()
+    print(f"per-layer cost subtracted from decode: {per_layer * 1e6:.1f} us (the stored probe's; 0 without one)")
+    with tempfile.TemporaryDirectory(prefix="rooflight-width-") as tmp:
+        for wt in args.types.split(","):
+            decode_sweep(Path(tmp), wt.strip().upper(), args.rounds, args.mb, per_layer)
+            prefill_sweep(Path(tmp), wt.strip().upper(), args.rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
