@@ -97,7 +97,7 @@ def _hardware(device: str, backend: str):
     return profile_from_dict({"gpus": [gpu], "backend": backend})
 
 
-_CPU_FIELDS = ("name", "cores", "threads", "max_freq_mhz", "isa", "ram_bandwidth_gbs", "ram_total_bytes")
+_CPU_FIELDS = ("name", "cores", "threads", "max_freq_mhz", "isa", "ram_bandwidth_gbs", "ram_total_bytes", "arch")
 
 
 def is_float(row: dict) -> bool:
@@ -282,7 +282,7 @@ def run(path: Path = DATA) -> dict:
                             "test": r["test"], "measured": r["t_s"], "ratio": round(ratio, 4), "basis": basis})
     cpu_rows = [r for r in every if r["backend"] == "cpu"]
     cpu_coef = {id(r): fit_cpu.coefficients(r, _seconds) for r in cpu_rows}
-    fitted["cpu"], cpu_lodo = fit_cpu.leave_one_cpu_out(cpu_rows, cpu_coef, measured_seconds)
+    fitted["cpu"], cpu_lodo = fit_cpu.leave_one_cpu_out(cpu_rows, cpu_coef, measured_seconds, load(path)["cpus"])
     lodo["cpu"] = {"decode": [], "prefill": []}
     for r, ratio in cpu_lodo:
         lodo["cpu"]["decode" if r["n_gen"] else "prefill"].append(ratio)
@@ -359,8 +359,9 @@ def main() -> int:
     print("\n== fitted on all rows of the backend ==")
     for b, c in res["fitted"].items():
         if b in OWN_FIT:
-            print(f"{b:7} peak read share {c['peak_read_share']:.2f}  clock share: decode {c['clock_share']:.3f}"
-                  f" prompt {c['matmul_clock_share']:.3f}")
+            for fam, f in c.items():
+                print(f"{b:4} {fam:3} peak read share {f['peak_read_share']:.2f}  clock share: decode "
+                      f"{f['clock_share']:.3f} prompt {f['matmul_clock_share']:.3f}")
             continue
         print(f"{b:7} decode_eff {c['decode_efficiency']:.3f}  layer {1e6 * (c['layer_overhead_s'] or 0):6.1f} us"
               f"  prefill float {c['prefill_float']:.3f} quant {c['prefill_quant']:.3f}"

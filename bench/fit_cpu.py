@@ -1,5 +1,6 @@
 """The CPU half of bench/fit_constants.py: fit the three datasheet shares the table prices
-a CPU by (estimate/backend_constants.py), and say how good they are leaving one CPU out.
+a CPU by, per ISA family (estimate/backend_constants.py CPU_SHARES: x86, arm), and say how
+good they are leaving one CPU out of its family's fit.
 
 A published CPU is given by its datasheet: peak RAM bandwidth (channels x 8 B x MT/s,
 ram_bandwidth_source "peak") and its maximum (boost) clock. The estimator prices a row as
@@ -31,13 +32,13 @@ _HUGE = 1e6  # a share this large takes its term out of the max()
 
 @contextlib.contextmanager
 def shares(read: float, clock: float):
-    """Pin all three shares (both clock shares to `clock`: a row uses one of them)."""
-    old = bc.CPU_PEAK_READ_SHARE, bc.CPU_CLOCK_SHARE, bc.CPU_MATMUL_CLOCK_SHARE
-    bc.CPU_PEAK_READ_SHARE, bc.CPU_CLOCK_SHARE, bc.CPU_MATMUL_CLOCK_SHARE = read, clock, clock
+    """Pin every family's shares (both clock shares to `clock`: a row uses one of them)."""
+    old = bc.CPU_SHARES
+    bc.CPU_SHARES = {f: bc.CpuShares(peak_read=read, clock=clock, matmul_clock=clock) for f in old}
     try:
         yield
     finally:
-        bc.CPU_PEAK_READ_SHARE, bc.CPU_CLOCK_SHARE, bc.CPU_MATMUL_CLOCK_SHARE = old
+        bc.CPU_SHARES = old
 
 
 def coefficients(row: dict, seconds: Callable[[dict], float]) -> tuple[float, float, float]:
@@ -72,7 +73,7 @@ def fit(rows: list[dict], coef: dict[int, tuple], measured_s: Callable[[dict], f
     """{"peak_read_share", "clock_share", "matmul_clock_share"} for these rows."""
     tg = [r for r in rows if r["n_gen"]]
     pp = [r for r in rows if not r["n_gen"]]
-    read, clock = bc.CPU_PEAK_READ_SHARE, bc.CPU_CLOCK_SHARE
+    read, clock = 1.0, 1.0  # a family without decode rows: the datasheet itself
     if tg:
         m, c, f, meas, w = _arrays(tg, coef, measured_s)
         pred = np.maximum(m[:, None, None] / READ_SHARES[None, :, None],
@@ -80,7 +81,7 @@ def fit(rows: list[dict], coef: dict[int, tuple], measured_s: Callable[[dict], f
         loss = (w[:, None, None] * np.log(pred / meas[:, None, None]) ** 2).sum(axis=0)
         i, j = np.unravel_index(int(np.argmin(loss)), loss.shape)
         read, clock = float(READ_SHARES[i]), float(CLOCK_SHARES[j])
-    matmul = bc.CPU_MATMUL_CLOCK_SHARE
+    matmul = 1.0
     if pp:
         m, c, f, meas, w = _arrays(pp, coef, measured_s)
         pred = np.maximum((m / read)[:, None], c[:, None] / CLOCK_SHARES[None, :]) + f[:, None]
@@ -94,13 +95,20 @@ def row_share(row: dict, fitted: dict[str, float]) -> tuple[float, float]:
     return fitted["peak_read_share"], fitted["clock_share" if row["n_gen"] else "matmul_clock_share"]
 
 
-def leave_one_cpu_out(rows: list[dict], coef: dict[int, tuple], measured_s: Callable[[dict], float]
-                      ) -> tuple[dict[str, float], list[tuple[dict, float]]]:
-    """(shares fitted on every row, [(row, measured / predicted tokens/s with the row's CPU
-    held out of the fit)])."""
+def family(row: dict, cpus: dict) -> str:
+    spec = cpus[row["device"]]
+    return bc.cpu_family(spec["isa"], spec.get("arch", ""))
+
+
+def leave_one_cpu_out(rows: list[dict], coef: dict[int, tuple], measured_s: Callable[[dict], float],
+                      cpus: dict) -> tuple[dict, list[tuple[dict, float]]]:
+    """({family: shares fitted on its rows}, [(row, measured / predicted tokens/s with the
+    row's CPU held out of its family's fit)])."""
     out = []
     for cpu in sorted({r["device"] for r in rows}):
         held = [r for r in rows if r["device"] == cpu]
-        fitted = fit([r for r in rows if r["device"] != cpu], coef, measured_s)
+        fam = family(held[0], cpus)
+        fitted = fit([r for r in rows if r["device"] != cpu and family(r, cpus) == fam], coef, measured_s)
         out += [(r, predict_s(coef[id(r)], *row_share(r, fitted)) / measured_s(r)) for r in held]
-    return fit(rows, coef, measured_s), out
+    families = sorted({family(r, cpus) for r in rows})
+    return {f: fit([r for r in rows if family(r, cpus) == f], coef, measured_s) for f in families}, out

@@ -89,10 +89,12 @@ def test_readme_holds_the_fit_tables(result):
 
 
 def test_backend_constants_are_the_fitted_ones(result):
-    cpu = result["fitted"]["cpu"]
-    assert bc.CPU_PEAK_READ_SHARE == pytest.approx(cpu["peak_read_share"], abs=6e-3)
-    assert bc.CPU_CLOCK_SHARE == pytest.approx(cpu["clock_share"], abs=6e-4)
-    assert bc.CPU_MATMUL_CLOCK_SHARE == pytest.approx(cpu["matmul_clock_share"], abs=6e-4)
+    assert set(result["fitted"]["cpu"]) == set(bc.CPU_SHARES)
+    for family, cpu in result["fitted"]["cpu"].items():
+        shares = bc.CPU_SHARES[family]
+        assert shares.peak_read == pytest.approx(cpu["peak_read_share"], abs=6e-3), family
+        assert shares.clock == pytest.approx(cpu["clock_share"], abs=6e-4), family
+        assert shares.matmul_clock == pytest.approx(cpu["matmul_clock_share"], abs=6e-4), family
     for b, c in result["fitted"].items():
         if b == "cpu":
             continue

@@ -89,18 +89,37 @@ SYCL = BackendConstants(0.642, 90.0e-6, 0.594, 0.196, _FIT, moe_prefill_slowdown
 _CPU_BAND = ("constants fitted on the project's 2-core EPYC VM, datasheet shares on 10 published CPUs; "
              "band: leave-one-CPU-out p10-p90 of those CPUs' rows")
 CPU = BackendConstants(1.15, 10e-6, 0.38, 0.42, "fitted on a 2-core EPYC VM, bench/accuracy.py",
-                       decode_band=(0.52, 1.5), prefill_band=(0.49, 1.88), band_basis=_CPU_BAND)
+                       decode_band=(0.86, 1.5), prefill_band=(0.42, 1.91), band_basis=_CPU_BAND)
 
 BACKENDS = {"cuda": CUDA, "metal": METAL, "rocm": ROCM, "vulkan": VULKAN, "sycl": SYCL, "cpu": CPU}
 
-# CPUs given by their datasheet (what-if profiles, the published rows): the share of a peak
-# bandwidth (ram_bandwidth_source "peak") llama.cpp's decode reads at, and the shares of a
-# reported maximum (boost) clock at which the CPU cycle tables (fitted on a VM that reports
-# no clock) hold for decode and for prompts. Fitted by bench/fit_cpu.py on the published CPU
-# rows, each CPU weighted alike; leave-one-CPU-out error in README.
-CPU_PEAK_READ_SHARE = 0.49
-CPU_CLOCK_SHARE = 1.417
-CPU_MATMUL_CLOCK_SHARE = 0.302
+# CPUs given by their datasheet (what-if profiles, the published rows), per ISA family
+# (cpu_family: x86, or arm for NEON chips): the share of a peak bandwidth
+# (ram_bandwidth_source "peak") llama.cpp's decode reads at, and the shares of a reported
+# maximum (boost) clock at which the CPU cycle tables (fitted on a VM that reports no clock)
+# hold for decode and for prompts. Fitted by bench/fit_cpu.py on the published CPU rows of
+# each family, each CPU weighted alike; leave-one-CPU-out error in README. The families read
+# memory differently: x86 desktops, laptops and servers reach 0.53-0.83 of the datasheet
+# peak, the ARM chips in the set (Apple M2/M4 Max CPU clusters, a Raspberry Pi 4) 0.17-0.36.
+
+
+@dataclass(frozen=True)
+class CpuShares:
+    peak_read: float
+    clock: float  # decode (matrix-vector)
+    matmul_clock: float  # prompts (matrix-matrix)
+
+
+CPU_SHARES = {
+    "x86": CpuShares(peak_read=0.64, clock=0.618, matmul_clock=0.263),
+    "arm": CpuShares(peak_read=0.30, clock=1.554, matmul_clock=0.355),
+}
+
+
+def cpu_family(isa: tuple[str, ...] | list[str], arch: str = "") -> str:
+    """arm for NEON chips (or an aarch64/arm64 machine), else x86."""
+    return "arm" if "neon" in isa or arch.lower() in ("aarch64", "arm64") else "x86"
+
 
 # Clock when the OS does not report one (VMs often don't): a typical all-core turbo.
 # An assumption, not a measurement (a probe of this machine replaces it where one exists).

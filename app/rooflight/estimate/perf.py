@@ -415,12 +415,17 @@ def _cpu_attention_cycles(spec: ModelSpec, cfg: RunConfig, position: int, start:
 def _cpu_hz(hardware: HardwareProfile, matmul: bool = False) -> float:
     """The clock the CPU tables' cycles are counted at: DEFAULT_CPU_MHZ where the OS reports
     none (the clock the tables were fitted at, on a VM that reports none), else the reported
-    maximum (boost) clock x the share of it published CPUs reach for matrix-vector work
-    (decode) or, matmul, matrix-matrix work (prompts), fitted by bench/fit_cpu.py."""
+    maximum (boost) clock x the share of it the published CPUs of its ISA family reach for
+    matrix-vector work (decode) or, matmul, matrix-matrix work (prompts; bench/fit_cpu.py)."""
     if hardware.cpu.max_freq_mhz:
-        share = _bc.CPU_MATMUL_CLOCK_SHARE if matmul else _bc.CPU_CLOCK_SHARE
-        return hardware.cpu.max_freq_mhz * 1e6 * share
+        shares = _cpu_shares(hardware)
+        return hardware.cpu.max_freq_mhz * 1e6 * (shares.matmul_clock if matmul else shares.clock)
     return DEFAULT_CPU_MHZ * 1e6
+
+
+def _cpu_shares(hardware: HardwareProfile) -> _bc.CpuShares:
+    """The datasheet shares of this CPU's ISA family (backend_constants.CPU_SHARES)."""
+    return _bc.CPU_SHARES[_bc.cpu_family(hardware.cpu.isa, hardware.cpu.arch)]
 
 
 def _cpu_threads(hardware: HardwareProfile, cfg: RunConfig) -> int:
@@ -619,10 +624,11 @@ def pcie_gbs(hardware: HardwareProfile, device: str | None = None) -> float:
 def cpu_bandwidth_bytes_s(hardware: HardwareProfile) -> float:
     """Bytes per second the CPU's decode reaches by the table: a measured RAM bandwidth (a
     copy) x the CPU backend's decode efficiency, or a datasheet peak (ram_bandwidth_source
-    "peak": channels x 8 B x MT/s) x the share of it published CPUs read at."""
+    "peak": channels x 8 B x MT/s) x the share of it the published CPUs of its ISA family
+    read at."""
     gbs = _device_bandwidth_gbs(hardware, CPU)
     if hardware.cpu.ram_bandwidth_source == PEAK_BANDWIDTH_SOURCE:
-        return gbs * 1e9 * _bc.CPU_PEAK_READ_SHARE
+        return gbs * 1e9 * _cpu_shares(hardware).peak_read
     return gbs * 1e9 * _CPU.decode_efficiency
 
 
