@@ -136,7 +136,8 @@ def cpu_card(profile: HardwareProfile) -> Card:
     card.body.addWidget(label("RAM", "muted"))
     card.body.addWidget(bar)
     source = {"measured": "measured now", "cached": "measured earlier on this machine",
-              "profile": "from a profile", "table": "from a table", "assumed": "assumed"}
+              "profile": "from a profile", "table": "from a table", "assumed": "assumed",
+              "peak": "datasheet peak, from a profile"}
     bw = (f"{c.ram_bandwidth_gbs:.1f} GB/s ({source.get(c.ram_bandwidth_source, c.ram_bandwidth_source)})"
           if c.ram_bandwidth_gbs else "unknown")
     isa = [x for x in ISA_SHOWN if x in c.isa]
