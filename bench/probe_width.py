@@ -10,7 +10,8 @@ Decode: generated llama models of about --mb MB each at 512, 1024, 2048 and 4096
 prompt through models of 256-3072 wide. Models stay loaded and run interleaved round by
 round (the machine's speed drifts between seconds); the median of --rounds counts. Prints
 ns per weight (decode: per weight per token, after the probe's per-layer cost of this
-machine's stored probe where there is one) and the ratio to the probe's width.
+machine's stored probe where there is one; prefill: per weight that multiplies every
+prompt token, so without the last block's FFN) and the ratio to the probe's width.
 """
 
 from __future__ import annotations
@@ -88,7 +89,8 @@ def prefill_sweep(folder: Path, wt: str, rounds: int) -> None:
         n_layer = max(2, round(3 * weights_per_layer(shape(PREFILL_PROBE_WIDTH)) / weights_per_layer(s)))
         path = write_model(folder / f"p{width}-{wt}.gguf", tiled=True, context_length=4096, n_layer=n_layer,
                            ftype=wt, pure=True, n_vocab=8000, **s)
-        models.append((width, n_layer * weights_per_layer(s), load(path, 1024)))
+        # the last block's FFN multiplies the output row only (estimate/output_rows.py)
+        models.append((width, n_layer * weights_per_layer(s) - 3 * s["n_embd"] * s["n_ff"], load(path, 1024)))
     tokens = [(i * 7919) % 7000 + 10 for i in range(512)]
     times: dict[int, list[float]] = {w: [] for w, *_ in models}
     for _ in range(rounds):

@@ -30,6 +30,10 @@ class LayerTable:
     # what a machine probe's per-type kernel figures price (estimate/probe_roofline.py)
     active_by_type: tuple[dict[str, float], ...] = ()
     output_by_type: dict[str, float] | None = None
+    # the last block's FFN matrices other than routed experts (experts.ExpertTable holds
+    # those): {ggml type: active elements}; llama.cpp runs them for the output rows only
+    # in prompt processing (estimate/output_rows.py)
+    last_ffn_by_type: dict[str, float] | None = None
 
 
 # CPU cycles per weight for a matrix-vector product (decode), by weight type. On few cores
@@ -79,6 +83,10 @@ def _build(spec: ModelSpec) -> LayerTable:
     # cpu_cycles_per_weight and the upper-case name by type: ~100k tensors, ~10 types
     per_type: dict[str, tuple[float, str]] = {}
     with_output = _WITH_OUTPUT + _WITH_OUTPUT_BY_ARCH.get(spec.architecture, ())
+    from rooflight.estimate.experts import is_moved_by_n_cpu_moe  # both import this module
+    from rooflight.estimate.output_rows import is_last_ffn
+
+    last_ffn: dict[str, float] = {}
     for t in spec.tensors:
         layer = 0 if t.layer is None and n and t.name.startswith(_WITH_BLOCK_0) else t.layer
         if layer is not None and 0 <= layer < n:
@@ -95,6 +103,8 @@ def _build(spec: ModelSpec) -> LayerTable:
             if len(t.shape) >= 2:  # matrices; norms and biases are element-wise work
                 kinds = by_type[layer]
                 kinds[kind] = kinds.get(kind, 0.0) + e * r
+                if is_last_ffn(spec, t.name, layer) and not is_moved_by_n_cpu_moe(t.name):
+                    last_ffn[kind] = last_ffn.get(kind, 0.0) + e * r
         elif t.name.startswith(with_output):
             out_b += t.n_bytes
             out_p += t.n_elements
@@ -112,4 +122,4 @@ def _build(spec: ModelSpec) -> LayerTable:
             out_cycles += embd.n_elements * cpu_cycles_per_weight(embd.ggml_type)
             out_types[embd.ggml_type.upper()] = out_types.get(embd.ggml_type.upper(), 0.0) + embd.n_elements
     return LayerTable(tuple(nbytes), tuple(active_b), tuple(active_p), out_b, out_p, in_b, tied_b, tuple(cycles),
-                      out_cycles, tuple(by_type), out_types)
+                      out_cycles, tuple(by_type), out_types, last_ffn)

@@ -26,7 +26,7 @@ import statistics
 from dataclasses import dataclass, field, replace
 
 from rooflight.estimate import backend_constants as _bc
-from rooflight.estimate import experts, probe_roofline, ranges
+from rooflight.estimate import experts, output_rows, probe_roofline, ranges
 from rooflight.estimate.backend_constants import BACKENDS, DEFAULT_CPU_MHZ, BackendConstants  # noqa: F401 (re-exported)
 from rooflight.estimate.compute import micro_batch
 from rooflight.estimate.config import RunConfig
@@ -468,6 +468,9 @@ class _PrefillWork:
     n_layers: int = 0
     swa_width: float = 0.0  # the same over sliding-window layers (they see at most the window)
     params_by_type: dict[str, float] = field(default_factory=dict)  # active elements per weight type (a probe prices these)
+    # the last block's FFN: multiplied for the prompt's output rows only (output_rows.py)
+    out_params: float = 0.0
+    out_by_type: dict[str, float] = field(default_factory=dict)
 
 
 def _prefill_work(spec: ModelSpec, devices: tuple[str, ...]) -> dict[str, _PrefillWork]:
@@ -526,6 +529,7 @@ def prefill_time_s(
     t_ubatch = micro_batch(cfg)
     per_dev = _prefill_work(spec, devices)
     experts.shift_prefill(per_dev, spec, devices, mem.n_cpu_moe, lambda: _PrefillWork(params_by_type={}))
+    output_rows.crop_last_ffn(per_dev, spec, devices, mem.n_cpu_moe)
     att = probe.attention_for(cfg.flash_attn) if probe is not None else None
     weight_type = None if float_model else main_weight_type(spec)  # MMQ or hipBLAS/cuBLAS (tensor_rates)
 
@@ -562,15 +566,18 @@ def prefill_time_s(
             flops[run_on] = flops.get(run_on, 0.0) + t * (2 * w.params + attn_flops * attn_cost)
             reads[run_on] = reads.get(run_on, 0.0) + w.weight_bytes
             layers[run_on] = layers.get(run_on, 0) + int(w.n_layers)
-        # the output layer computes logits for the last token only
-        out_dev = devices[spec.n_layer]
-        if out_dev == CPU and probe is not None:
-            probe_s += sum(probe_roofline.decode_weights_s(
-                probe, [table.output_by_type or {}],
-                lambda kind, n: cpu_table_matvec_s(hardware, cfg, kind, n)).values())
-        else:
-            flops[out_dev] = flops.get(out_dev, 0.0) + 2 * table.output_params
-            reads[out_dev] = reads.get(out_dev, 0.0) + table.output_bytes
+        if done + t >= n_tokens:
+            # the prompt's output rows, in its last micro-batch: the last block's FFN and the
+            # output layer multiply the last token only (output_rows.py)
+            out_work = [(dev, w.out_params, w.out_by_type) for dev, w in per_dev.items() if w.out_params]
+            out_work.append((devices[spec.n_layer], table.output_params, table.output_by_type or {}))
+            for dev, params, by_type in out_work:
+                if dev == CPU and probe is not None:
+                    probe_s += output_rows.OUTPUT_ROWS * sum(probe_roofline.decode_weights_s(
+                        probe, [by_type], lambda kind, n: cpu_table_matvec_s(hardware, cfg, kind, n)).values())
+                else:
+                    flops[dev] = flops.get(dev, 0.0) + 2 * params * output_rows.OUTPUT_ROWS
+            reads[devices[spec.n_layer]] = reads.get(devices[spec.n_layer], 0.0) + table.output_bytes
         step = probe_s
         bound_times["compute"] += probe_s
         for dev, f in flops.items():

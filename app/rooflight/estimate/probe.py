@@ -34,6 +34,12 @@ MEMORY_BOUND_WITHIN = 0.8
 KEEP = 3
 
 
+
+# The arithmetic a stored probe's figures were derived by. 2: a prompt's weights exclude the
+# last block's FFN, which llama.cpp multiplies for the output rows only (output_rows.py);
+# figures of method 1 price prompts about a fifth fast and are measured again.
+PROBE_METHOD = 2
+
 @dataclass(frozen=True)
 class Repeats:
     """The runs of one measurement: durations (s), and for each whether the machine was
@@ -238,6 +244,11 @@ class MachineProbe:
     # image encode through a projector; None when not measured (or a probe stored before
     # the probe measured it): estimates then count the encoder's FLOPs at table efficiency
     encode: EncodeFigure | None = None
+    method: int = 0  # PROBE_METHOD of the arithmetic that derived the figures; 0: this one
+
+    def __post_init__(self) -> None:
+        if not self.method:
+            object.__setattr__(self, "method", PROBE_METHOD)
 
     def kernel(self, weight_type: str) -> KernelFigure | None:
         return self._kernels_by_type.get(weight_type.upper())
@@ -258,6 +269,8 @@ class MachineProbe:
 
     @classmethod
     def from_dict(cls, d: dict) -> MachineProbe:
+        if int(d.get("method", 1)) != PROBE_METHOD:
+            raise ValueError("a probe derived by other arithmetic than this version's: measure again")
         return cls(
             machine=d["machine"], build=d["build"], n_threads=int(d["n_threads"]),
             n_ubatch=int(d["n_ubatch"]),
@@ -266,5 +279,5 @@ class MachineProbe:
             fixed=FixedCosts(**d["fixed"]), spread=float(d["spread"]),
             disturbed=bool(d["disturbed"]), created_at=float(d.get("created_at", 0.0)),
             duration_s=float(d.get("duration_s", 0.0)), notes=tuple(d.get("notes", ())),
-            encode=EncodeFigure(**d["encode"]) if d.get("encode") else None,
+            encode=EncodeFigure(**d["encode"]) if d.get("encode") else None, method=PROBE_METHOD,
         )

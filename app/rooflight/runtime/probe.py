@@ -385,12 +385,15 @@ def _decode_run(model: _Model, n: int, prefix: int = 4) -> Callable[[], float]:
 
 def _weights_of(spec, weight_type: str, *, prompt: bool) -> tuple[int, int]:
     """(elements, bytes) of the 2-D weights of one type that a token multiplies; a prompt
-    token skips the output matrix (logits for the last token only)."""
+    token skips the output matrix and the last block's FFN (both for the last token only:
+    estimate/output_rows.py)."""
+    from rooflight.estimate.output_rows import multiplies_every_prompt_token
+
     n = b = 0
     for t in spec.tensors:
         if t.ggml_type.upper() != weight_type or len(t.shape) < 2 or t.name == "token_embd.weight":
             continue
-        if prompt and t.name.startswith("output."):
+        if prompt and (t.name.startswith("output.") or not multiplies_every_prompt_token(spec, t.name, t.layer)):
             continue
         n += t.n_elements
         b += t.n_bytes
