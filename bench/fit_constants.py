@@ -14,6 +14,8 @@ prefill: t = F/eff + D), and the fits are weighted least squares on relative tim
 (numpy only, deterministic). Accuracy is leave-one-device-out (LODO): each device's rows are
 predicted with constants fitted on the other devices of its backend (on all other rows where
 its backend has no other device); an error on the fitting points is not an accuracy.
+CPU rows (a CPU known by its datasheet) go through bench/fit_cpu.py: the datasheet shares
+per ISA family, each CPU held out of its family's fit.
 """
 
 from __future__ import annotations
