@@ -82,3 +82,4 @@ def test_a_probe_derived_by_the_old_arithmetic_is_measured_again():
     old = {k: v for k, v in d.items() if k != "method"}
     with pytest.raises(ValueError):
         MachineProbe.from_dict(old)
+

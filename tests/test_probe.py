@@ -372,3 +372,18 @@ def test_types_the_probe_did_not_measure_use_the_table(q8_model):
     attn = sum(cpu_attention_units(spec, est.config, int(x)) for x in positions) / 4 * 0.3e-9
     assert est.performance.basis == "probe"
     assert 1 / est.performance.decode_tok_s == pytest.approx(weights + fixed + attn, rel=1e-6)
+
+
+def test_a_probe_prices_q5_0_prompts_by_its_q8_0_figure_on_x86():
+    """llamafile_sgemm runs Q5_0 and Q8_0 through the same tinyBLAS_Q0_AVX kernel on x86;
+    on ARM the table prices Q5_0."""
+    from rooflight.estimate import probe_roofline
+    from rooflight.estimate.probe import FixedCosts, KernelFigure, MachineProbe
+
+    q8 = KernelFigure("Q8_0", decode_s_per_weight=3e-11, prefill_s_per_weight=1e-11, decode_gbs=30.0)
+    p = MachineProbe(machine="m", build="b", n_threads=2, n_ubatch=512, kernels=(q8,), attention=(),
+                     fixed=FixedCosts(0.0, 0.0, 0.0), spread=0.0, disturbed=False)
+    table = lambda kind, n: 99.0  # noqa: E731 - what the table would say
+    x86 = probe_roofline.prefill_weights_s(p, {"Q5_0": 1e6}, 512, table, ("avx", "avx2"))
+    assert x86 == pytest.approx(1e6 * 512 * 1e-11)
+    assert probe_roofline.prefill_weights_s(p, {"Q5_0": 1e6}, 512, table, ("neon", "dotprod")) == 99.0

@@ -554,7 +554,7 @@ def prefill_time_s(
             if run_on == CPU and probe is not None:
                 probe_s += probe_roofline.prefill_weights_s(
                     probe, w.params_by_type or {}, t,
-                    lambda kind, n: cpu_table_matmul_s(hardware, cfg, spec.file_type, n))
+                    lambda kind, n: cpu_table_matmul_s(hardware, cfg, spec.file_type, n), hardware.cpu.isa)
                 probe_s += (t * attn_flops * att.prefill_s_per_flop if att is not None
                             else cpu_table_matmul_s(hardware, cfg, spec.file_type,
                                                     t * attn_flops * CPU_ATTENTION_SLOWDOWN / 2))

@@ -31,16 +31,34 @@ def decode_weights_s(
     return out
 
 
+# Prompt kernels shared between weight types: on x86 with AVX, llama.cpp's llamafile_sgemm
+# multiplies Q5_0 weights with the same tinyBLAS_Q0_AVX template as Q8_0 (ggml-cpu/
+# llamafile/sgemm.cpp, llama-cpp-python 0.3.36), so a probe's Q8_0 prompt figure stands for
+# Q5_0, which the probe does not measure (Gemma 3's Q4_K_M files keep most blocks in Q5_0).
+# On ARM, Q5_0 has no tinyBLAS path: the table prices it.
+_X86_PROMPT_STAND_IN = {"Q5_0": "Q8_0"}
+
+
+def prompt_stand_in(kind: str, isa: Iterable[str]) -> str | None:
+    """The measured weight type whose prompt kernel a type shares on this CPU, if any."""
+    return _X86_PROMPT_STAND_IN.get(kind) if "avx" in set(isa) else None
+
+
 def prefill_weights_s(
-    probe: MachineProbe, counts: dict[str, float], n_tokens: int, table_s: Callable[[str, float], float]
+    probe: MachineProbe, counts: dict[str, float], n_tokens: int, table_s: Callable[[str, float], float],
+    isa: Iterable[str] = (),
 ) -> float:
     """Seconds a micro-batch of n_tokens spends in matrix-matrix products: per type,
-    elements x tokens x the probe's per-weight figure, never less than one matrix-vector
-    pass over the weights (a small batch still reads them all once); table_s(type,
-    elements x tokens) for types without a figure."""
+    elements x tokens x the probe's per-weight figure (or that of the type whose kernel it
+    shares on a CPU of this isa: prompt_stand_in), never less than one matrix-vector pass
+    over the weights (a small batch still reads them all once); table_s(type, elements x
+    tokens) for types without a figure."""
+    isa = tuple(isa)
     total = 0.0
     for kind, n in counts.items():
         k = probe.kernel(kind)
+        if k is None and (stand_in := prompt_stand_in(kind, isa)) is not None:
+            k = probe.kernel(stand_in)
         if k is None:
             total += table_s(kind, n * n_tokens)
         else:
