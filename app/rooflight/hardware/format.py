@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .profile import GPUInfo, HardwareProfile
+from .profile import PEAK_BANDWIDTH_SOURCE, GPUInfo, HardwareProfile
 
 GiB = 1 << 30
 
@@ -36,10 +36,11 @@ def format_profile(profile: HardwareProfile) -> str:
     freq = f", up to {c.max_freq_mhz / 1000:.2f} GHz" if c.max_freq_mhz else ""
     arch = f", {c.arch}" if c.arch else ""
     isa = " ".join(c.isa) if c.isa else "none detected"
+    source = "datasheet peak" if c.ram_bandwidth_source == PEAK_BANDWIDTH_SOURCE else c.ram_bandwidth_source
     bw = (
-        f"{c.ram_bandwidth_gbs:.1f} GB/s ({c.ram_bandwidth_source})"
+        f"{c.ram_bandwidth_gbs:.1f} GB/s ({source})"
         if c.ram_bandwidth_gbs
-        else f"unknown ({c.ram_bandwidth_source})"
+        else f"unknown ({source})"
     )
     lines = [
         f"CPU: {c.name} - {c.cores} cores, {c.threads} threads{arch}{freq}",

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from rooflight.hardware import GPUInfo, HardwareProfile
+from rooflight.hardware.profile import PEAK_BANDWIDTH_SOURCE
 from rooflight.hardware.remote import RemoteDevice, remote_devices
 from rooflight.ui.gpu_build_panel import add_gpu_build_action, gpu_needing_build
 from rooflight.ui.pages.base import Page
@@ -137,7 +138,7 @@ def cpu_card(profile: HardwareProfile) -> Card:
     card.body.addWidget(bar)
     source = {"measured": "measured now", "cached": "measured earlier on this machine",
               "profile": "from a profile", "table": "from a table", "assumed": "assumed",
-              "peak": "datasheet peak, from a profile"}
+              PEAK_BANDWIDTH_SOURCE: "datasheet peak, from a profile"}
     bw = (f"{c.ram_bandwidth_gbs:.1f} GB/s ({source.get(c.ram_bandwidth_source, c.ram_bandwidth_source)})"
           if c.ram_bandwidth_gbs else "unknown")
     isa = [x for x in ISA_SHOWN if x in c.isa]
