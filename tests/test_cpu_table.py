@@ -50,3 +50,9 @@ def test_one_int8_rate_for_every_wide_dot_product_isa():
     assert per_cycle(("neon",)) == pytest.approx(rates[("avx2",)] / 4)
     neon = cpu_peak_flops(_cpu(isa=["neon"], max_freq_mhz=4000.0), 8)
     assert cpu_peak_flops(_cpu(isa=["sse3"], max_freq_mhz=4000.0), 8) < neon
+
+
+def test_a_datasheet_figure_says_so_where_the_machine_is_printed():
+    from rooflight.hardware.format import format_profile
+
+    assert "100.0 GB/s (datasheet peak)" in format_profile(_cpu(ram_bandwidth_source="peak"))
