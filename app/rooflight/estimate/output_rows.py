@@ -12,6 +12,7 @@ figures, measured on 3-layer models, about a fifth too fast for real models of 1
 from __future__ import annotations
 
 from rooflight.estimate.layers import layer_table
+from rooflight.estimate.placement import CPU
 from rooflight.gguf.spec import ModelSpec
 
 # Architectures whose graph crops before the last FFN with llama.cpp's default context
@@ -50,7 +51,7 @@ def crop_last_ffn(per_dev: dict, spec: ModelSpec, devices, n_cpu_moe: int) -> No
         from rooflight.estimate.experts import expert_table
 
         experts = expert_table(spec).by_type
-        on = "cpu" if n_cpu_moe > last else devices[last]
+        on = CPU if n_cpu_moe > last else devices[last]  # --n-cpu-moe keeps blocks < N's experts there
         parts.append((on, experts[last] if experts else {}))
     for dev, by_type in parts:
         w = per_dev.get(dev)

@@ -101,11 +101,17 @@ def dequantizes_for_gemm(
         return _rocm_dequantizes(gfx, micro_batch, wtype, n_expert)
     if micro_batch < MMQ_DP4A_MAX_BATCH_SIZE:
         return False
+    cc = _compute_capability(gpu)
+    return cc is not None and cc[0] == 7 and cc[1] < 5
+
+
+def _compute_capability(gpu: GPUInfo) -> tuple[int, int] | None:
+    """(major, minor) of an NVIDIA GPU's compute capability ("8.9" -> (8, 9)), None unknown."""
     try:
         major, minor = (int(x) for x in str(gpu.compute_capability).split(".")[:2])
     except ValueError:
-        return False
-    return major == 7 and minor < 5
+        return None
+    return major, minor
 
 
 # llama.cpp multiplies batches of up to this many tokens with its MMVQ kernels, whatever the GPU
@@ -163,9 +169,8 @@ HOPPER_MMA_SYNC_SHARE = 494 / 757
 
 
 def _mma_sync_share(gpu: GPUInfo, backend: str | None) -> float:
-    if backend != "cuda":
-        return 1.0
-    return HOPPER_MMA_SYNC_SHARE if str(gpu.compute_capability or "").split(".")[0] == "9" else 1.0
+    cc = _compute_capability(gpu) if backend == "cuda" else None
+    return HOPPER_MMA_SYNC_SHARE if cc is not None and cc[0] == 9 else 1.0
 
 
 def matmul_tflops(gpu: GPUInfo, quantized: bool, backend: str | None = None) -> float:
