@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/fit_constants.py          # tables: fitted constants, LODO error
     .venv/bin/python bench/fit_constants.py --json   # the same as JSON
+    .venv/bin/python bench/fit_constants.py --write  # the fitted numbers into backend_constants.py
 
 Rows: bench/data/llama_bench_rows.json (each with its source). Every prediction is Rooflight's
 own estimator (estimate.plan on a ModelSpec from the model's published hyper-parameters and a
@@ -349,7 +350,14 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--rows", action="store_true", help="print every row's LODO ratio")
     ap.add_argument("--markdown", action="store_true", help="the README accuracy table")
+    ap.add_argument("--write", action="store_true",
+                    help="write the fitted constants into estimate/backend_constants.py (until stable)")
     args = ap.parse_args()
+    if args.write:
+        import write_constants
+
+        print(f"backend_constants.py: {write_constants.write_until_stable()} round(s) written")
+        return 0
     res = run()
     if args.markdown:
         print(markdown(res))

@@ -182,3 +182,11 @@ def test_the_cpu_fit_decomposes_the_estimator_exactly():
             with fit_cpu.shares(read, clock):
                 want = fit._seconds(r)
             assert fit_cpu.predict_s(coef, read, clock) == pytest.approx(want, rel=1e-6), r["device"]
+
+
+def test_backend_constants_file_is_what_write_would_write(result):
+    """`fit_constants.py --write` (bench/write_constants.py) leaves the file as it is."""
+    import write_constants
+
+    text = write_constants.PATH.read_text(encoding="utf-8")
+    assert write_constants.render(result, text) == text
