@@ -244,11 +244,7 @@ class MachineProbe:
     # image encode through a projector; None when not measured (or a probe stored before
     # the probe measured it): estimates then count the encoder's FLOPs at table efficiency
     encode: EncodeFigure | None = None
-    method: int = 0  # PROBE_METHOD of the arithmetic that derived the figures; 0: this one
-
-    def __post_init__(self) -> None:
-        if not self.method:
-            object.__setattr__(self, "method", PROBE_METHOD)
+    method: int = PROBE_METHOD  # the arithmetic that derived the figures (from_dict refuses others)
 
     def kernel(self, weight_type: str) -> KernelFigure | None:
         return self._kernels_by_type.get(weight_type.upper())
