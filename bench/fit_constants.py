@@ -151,24 +151,28 @@ def _seconds(row: dict, **changes) -> float:
     return row["n_prompt"] / perf.prefill_tok_s
 
 
-def coefficients(row: dict) -> tuple[float, float, float]:
-    """Decode: (A, B, C) of t = A/eff + B*layer_cost + C. Prefill: (F, D, M) of
-    t = max(F/eff, M) + D, M the time to read the weights once per micro-batch (the
-    estimator's memory floor), for the efficiency of the row's weight class."""
+def coefficients(row: dict) -> tuple[float, ...]:
+    """Decode: (A, B, C) of t = A/eff + B*layer_cost + C. Prefill: (F, D, M, G) of
+    t = max((F + G*overhead)/eff, M) + D, M the time to read the weights once per micro-batch
+    (the estimator's memory floor), for the efficiency of the row's weight class; G: what a
+    MoE row's moe_expert_overhead_tokens adds (0 for a dense model)."""
     if row["n_gen"]:
         t1 = _seconds(row, decode_efficiency=1.0, layer_overhead_s=0.0)
         t2 = _seconds(row, decode_efficiency=0.5, layer_overhead_s=0.0)
         t3 = _seconds(row, decode_efficiency=1.0, layer_overhead_s=1e-4)
         a = t2 - t1
         return a, (t3 - t1) / 1e-4, t1 - a
-    # MoE rows: the time follows prefill_efficiency_quant / moe_prefill_slowdown
     key = "prefill_efficiency_float" if prefill_class(row) == "float" else "prefill_efficiency_quant"
-    t_slow1 = _seconds(row, **{key: 0.01, "moe_prefill_slowdown": 1.0})  # compute-bound
-    t_slow2 = _seconds(row, **{key: 0.005, "moe_prefill_slowdown": 1.0})
-    t_fast = _seconds(row, **{key: 1e6, "moe_prefill_slowdown": 1.0})  # memory-bound
+    no_overhead = {"moe_expert_overhead_tokens": 0.0}
+    t_slow1 = _seconds(row, **{key: 0.01}, **no_overhead)  # compute-bound
+    t_slow2 = _seconds(row, **{key: 0.005}, **no_overhead)
+    t_fast = _seconds(row, **{key: 1e6}, **no_overhead)  # memory-bound
     f = (t_slow2 - t_slow1) / 100.0
     d = t_slow1 - 100.0 * f
-    return f, d, max(0.0, t_fast - d)
+    g = 0.0
+    if is_moe(row):
+        g = (_seconds(row, **{key: 0.01, "moe_expert_overhead_tokens": 100.0}) - t_slow1) / (100.0 * 100.0)
+    return f, d, max(0.0, t_fast - d), g
 
 
 def measured_seconds(row: dict) -> float:
@@ -197,13 +201,13 @@ def fit_decode(rows: list[dict], coef: dict[int, tuple], backend: str | None = N
 _INV_EFF = np.geomspace(0.5, 100.0, 800)
 
 
-def fit_prefill(rows: list[dict], coef: dict[int, tuple]) -> float | None:
+def fit_prefill(rows: list[dict], coef: dict[int, tuple], overhead: float = 0.0) -> float | None:
     """Prefill efficiency minimising the squared log error of the rows' times."""
     if not rows:
         return None
-    f, d, m = (np.array([coef[id(r)][i] for r in rows])[:, None] for i in range(3))
+    f, d, m, g = (np.array([coef[id(r)][i] for r in rows])[:, None] for i in range(4))
     meas = np.array([measured_seconds(r) for r in rows])[:, None]
-    pred = np.maximum(f * _INV_EFF[None, :], m) + d
+    pred = np.maximum((f + g * overhead) * _INV_EFF[None, :], m) + d
     loss = (np.log(pred / meas) ** 2).sum(axis=0)
     return float(1.0 / _INV_EFF[int(np.argmin(loss))])
 
@@ -213,10 +217,9 @@ def predict(row: dict, coef: tuple, c: dict) -> float:
     if row["n_gen"]:
         a, b, cc = coef
         return 1.0 / (a / c["decode_efficiency"] + b * c["layer_overhead_s"] + cc)
-    eff = {"float": c["prefill_float"], "quant": c["prefill_quant"],
-           "moe": c["prefill_quant"] / c["moe_slowdown"]}[prefill_class(row)]
-    f, d, m = coef
-    return row["n_prompt"] / (max(f / eff, m) + d)
+    eff = c["prefill_float"] if prefill_class(row) == "float" else c["prefill_quant"]
+    f, d, m, g = coef
+    return row["n_prompt"] / (max((f + g * c["moe_overhead_tokens"]) / eff, m) + d)
 
 
 def fit(rows: list[dict], coef: dict[int, tuple]) -> dict:
@@ -228,19 +231,28 @@ def fit(rows: list[dict], coef: dict[int, tuple]) -> dict:
     pq = fit_prefill([r for r in pp if prefill_class(r) == "quant"], coef)
     # a class without rows stays None: the caller fills it from other backends' rows
     return {"decode_efficiency": eff, "layer_overhead_s": layer, "prefill_float": pf, "prefill_quant": pq,
-            "moe_slowdown": moe_slowdown(pp, coef)}
+            "moe_overhead_tokens": moe_overhead_tokens(pp, coef)}
 
 
-def moe_slowdown(pp: list[dict], coef: dict[int, tuple]) -> float | None:
-    """Median over devices that have both dense-quantized and MoE prompt rows of the ratio of
-    their two fitted efficiencies: within one device the kernels' own speed cancels out."""
-    ratios = []
+# moe_expert_overhead_tokens candidates: 0, and 1 to 1000 tokens
+_OVERHEAD = np.concatenate([[0.0], np.geomspace(1.0, 1000.0, 400)])
+
+
+def moe_overhead_tokens(pp: list[dict], coef: dict[int, tuple]) -> float | None:
+    """Median over devices that have both dense-quantized and MoE prompt rows of the
+    overhead that best prices the device's MoE rows at its dense rows' efficiency: within
+    one device the kernels' own speed cancels out."""
+    per_device = []
     for dev in sorted({r["device"] for r in pp}):
         dense = fit_prefill([r for r in pp if r["device"] == dev and prefill_class(r) == "quant"], coef)
-        moe = fit_prefill([r for r in pp if r["device"] == dev and prefill_class(r) == "moe"], coef)
-        if dense and moe:
-            ratios.append(dense / moe)
-    return max(1.0, float(np.median(ratios))) if ratios else None
+        moe = [r for r in pp if r["device"] == dev and prefill_class(r) == "moe"]
+        if not dense or not moe:
+            continue
+        f, d, m, g = (np.array([coef[id(r)][i] for r in moe])[:, None] for i in range(4))
+        meas = np.array([measured_seconds(r) for r in moe])[:, None]
+        pred = np.maximum((f + g * _OVERHEAD[None, :]) / dense, m) + d
+        per_device.append(float(_OVERHEAD[int(np.argmin((np.log(pred / meas) ** 2).sum(axis=0)))]))
+    return float(np.median(per_device)) if per_device else None
 
 
 def fill(c: dict, other: dict) -> dict:
@@ -375,7 +387,7 @@ def main() -> int:
             continue
         print(f"{b:7} decode_eff {c['decode_efficiency']:.3f}  layer {1e6 * (c['layer_overhead_s'] or 0):6.1f} us"
               f"  prefill float {c['prefill_float']:.3f} quant {c['prefill_quant']:.3f}"
-              f"  moe slowdown {c['moe_slowdown'] or float('nan'):.2f}")
+              f"  moe overhead {c['moe_overhead_tokens'] or 0:.0f} tokens")
     print("\n== leave-one-device-out: |measured/predicted - 1| ==")
     print("backend  devices | decode n median p90 | prefill n median p90 | band (p10-p90 ratio) decode, prefill")
     for b, s in res["lodo"].items():

@@ -36,9 +36,9 @@ def render(res: dict, text: str) -> str:
         c, band = res["fitted"][b], res["bands"][b]
         new = (f"{name} = BackendConstants({c['decode_efficiency']:.3f}, {c['layer_overhead_s'] * 1e6:.1f}e-6, "
                f"{c['prefill_float']:.3f}, {c['prefill_quant']:.3f}, _FIT, "
-               f"moe_prefill_slowdown={c['moe_slowdown']:.2f},\n    decode_band=({band['decode'][0]}, "
+               f"moe_expert_overhead_tokens={c['moe_overhead_tokens']:.0f},\n    decode_band=({band['decode'][0]}, "
                f"{band['decode'][1]}), prefill_band=({band['prefill'][0]}, {band['prefill'][1]})")
-        text = _sub(rf"^{name} = BackendConstants\([^,]+, [^,]+, [^,]+, [^,]+, _FIT, moe_prefill_slowdown=[^,]+,\n"
+        text = _sub(rf"^{name} = BackendConstants\([^,]+, [^,]+, [^,]+, [^,]+, _FIT, moe_expert_overhead_tokens=[^,]+,\n"
                     r"    decode_band=\([^)]*\), prefill_band=\([^)]*\)", new.replace("\\", "\\\\"), text, name)
     for family, c in res["fitted"]["cpu"].items():
         new = (f'    "{family}": CpuShares(peak_read={c["peak_read_share"]:.2f}, clock={c["clock_share"]:.3f}, '

@@ -19,10 +19,11 @@ class BackendConstants:
     prefill_efficiency_float: float  # achieved / peak FP16 FLOPs, F16/BF16/F32 weights
     prefill_efficiency_quant: float  # same, quantized weights (MMQ / dequant kernels)
     source: str
-    # MoE models: expert FLOPs cost this many dense FLOPs in prompt processing. With a
-    # micro-batch of T tokens each expert multiplies only ~T x used/experts of them (Qwen3-30B-A3B
-    # at T=512: 32), far below the tile sizes the matmul kernels reach their rate at.
-    moe_prefill_slowdown: float = 1.0
+    # MoE prompts: each routed expert's matmul in a micro-batch costs as if it multiplied this
+    # many tokens more than the ~T x used/experts it gets (Qwen3-30B-A3B at T=512: 32; gpt-oss-20b
+    # at T=2048: 256): tiles the few tokens leave part empty, and a fixed cost per expert
+    # (estimate/moe_prompt.py). 0: priced like dense matmuls.
+    moe_expert_overhead_tokens: float = 0.0
     # measured / predicted ratio quantiles (10th, 90th percentile) out of sample:
     # 8 of 10 measurements fall inside [estimate x lo, estimate x hi]
     decode_band: tuple[float, float] = (0.6, 1.3)
@@ -35,9 +36,9 @@ class BackendConstants:
 # table's peak bandwidth and a cost per layer, weighted least squares on relative time error;
 # prefill: efficiency against the matrix rate llama.cpp's kernels use (estimate/tensor_rates.py:
 # int8 for quantized weights, FP16-accumulate for F16), a deterministic search on squared log
-# error; moe_prefill_slowdown: the median over devices with both dense and MoE prompt rows of
-# the ratio of their two efficiencies. Where a backend has no rows for a weight class, the
-# value is the one fitted on all rows ("pooled" below). Bands: the 10th-90th percentile of the
+# error; moe_expert_overhead_tokens: the median over devices with both dense and MoE prompt rows
+# of the overhead that prices its MoE rows at its dense efficiency. Where a backend has no rows
+# for a weight class, the value is the one fitted on all rows ("pooled" below). Bands: the 10th-90th percentile of the
 # leave-one-device-out measured/predicted ratios (README "Accuracy"), the backend's own when
 # it has 8 or more, else pooled over the GPU backends. Rerun the script after adding rows
 # and write its numbers back until they stop changing (a prompt's fixed part depends on the
@@ -50,32 +51,32 @@ _ROCM_BAND = _FIT + "; band: prefill from its own 10 leave-one-device-out rows, 
 # CUDA: 32 rows, 7 devices (RTX 3060/3090/4090, V100, P40, DGX Spark GB10, L40S). Per-layer
 # cost 42 us from 13 decode rows (was 63 us from solving the 3090/3060 pair exactly); the
 # P40's 2024 decode rows run x0.79-0.83 of the estimate, the GB10's x1.0-1.12.
-CUDA = BackendConstants(0.834, 43.8e-6, 0.427, 0.184, _FIT, moe_prefill_slowdown=1.77,
-    decode_band=(0.82, 1.1), prefill_band=(0.59, 1.48), band_basis=_OWN)
+CUDA = BackendConstants(0.834, 43.8e-6, 0.427, 0.184, _FIT, moe_expert_overhead_tokens=214,
+    decode_band=(0.82, 1.1), prefill_band=(0.7, 1.45), band_basis=_OWN)
 # Metal: 20 rows, 6 devices (M1 Max, M2, M2 Max, M2 Ultra, M3 Max, M5); one MoE prompt row, no
 # dense one on the same device: pooled MoE slowdown. M1 Max's Qwen3-30B-A3B decode runs x0.63 of the
 # estimate (MoE decode on Metal is slower than its bytes say), the widest metal miss.
-METAL = BackendConstants(0.919, 166.1e-6, 0.706, 0.606, _FIT, moe_prefill_slowdown=1.96,
-    decode_band=(0.9, 1.1), prefill_band=(0.93, 1.09), band_basis=_OWN)
+METAL = BackendConstants(0.919, 166.1e-6, 0.706, 0.606, _FIT, moe_expert_overhead_tokens=89,
+    decode_band=(0.9, 1.1), prefill_band=(0.93, 1.18), band_basis=_OWN)
 # ROCm: 15 rows, 7 devices (RX 6700 XT, RX 6800, RX 7900 XTX, MI50, MI100, MI300X, Radeon 8060S /
 # Strix Halo);
 # no F16 rows: pooled float efficiency. Strix Halo's 2025 ROCm prompts run x0.50-0.62 of the
 # estimate while the discrete cards run x0.74-1.78: one quantized efficiency cannot fit both
 # (the wide band).
-ROCM = BackendConstants(0.804, 143.7e-6, 0.579, 0.241, _FIT, moe_prefill_slowdown=1.96,
+ROCM = BackendConstants(0.804, 143.7e-6, 0.579, 0.241, _FIT, moe_expert_overhead_tokens=79,
     decode_band=(0.77, 1.17), prefill_band=(0.85, 1.66), band_basis=_ROCM_BAND)
 # Vulkan: 29 rows, 5 devices (Radeon 8060S / Strix Halo, RX 9070 XT, RX 5700 XT, RTX 3090,
 # RTX 5090); no F16 rows.
-VULKAN = BackendConstants(0.918, 94.3e-6, 0.579, 0.229, _FIT, moe_prefill_slowdown=2.16,
-    decode_band=(0.81, 1.24), prefill_band=(0.72, 1.16), band_basis=_OWN)
+VULKAN = BackendConstants(0.918, 94.3e-6, 0.579, 0.229, _FIT, moe_expert_overhead_tokens=58,
+    decode_band=(0.81, 1.24), prefill_band=(0.73, 1.37), band_basis=_OWN)
 # SYCL: 8 rows, 3 devices (Arc B580 with ggml-org's backend and Intel's IPEX-LLM build, Arc
 # A770 on a 2026 build, Lunar Lake's Arc 140V); per-layer cost: the 90 us prior; float
 # efficiency and MoE slowdown pooled; quantized prompts priced at the FP16 GEMM rate the
 # backend uses (tensor_rates.FLOAT_GEMM_BACKENDS). Still the weakest-founded backend: the
 # B580 (Xe2) runs prompts 1.8-2.0x faster than the A770 and 140V predict, the A770
 # (Alchemist) x0.37 of what the other two predict.
-SYCL = BackendConstants(0.642, 90.0e-6, 0.579, 0.191, _FIT, moe_prefill_slowdown=1.96,
-    decode_band=(0.81, 1.2), prefill_band=(0.69, 1.49), band_basis=_POOLED)
+SYCL = BackendConstants(0.642, 90.0e-6, 0.579, 0.191, _FIT, moe_expert_overhead_tokens=89,
+    decode_band=(0.81, 1.2), prefill_band=(0.71, 1.49), band_basis=_POOLED)
 # CPU: fitted on this project's 2-core AMD EPYC VM with llama.cpp 0.3.36 against the
 # measured copy bandwidth (hardware/bandwidth.py) over generated llama models of 10-400 MB
 # and Gemma-3-270M (bench/accuracy.py prints the check).

@@ -50,9 +50,11 @@ def crop_last_ffn(per_dev: dict, spec: ModelSpec, devices, n_cpu_moe: int) -> No
     if spec.n_expert:
         from rooflight.estimate.experts import expert_table
 
-        experts = expert_table(spec).by_type
+        table = expert_table(spec)
         on = CPU if n_cpu_moe > last else devices[last]  # --n-cpu-moe keeps blocks < N's experts there
-        parts.append((on, experts[last] if experts else {}))
+        parts.append((on, table.by_type[last] if table.by_type else {}))
+        if on in per_dev:  # the last block's routed experts multiply the output rows only
+            per_dev[on].routed_params -= table.active_params[last]
     for dev, by_type in parts:
         w = per_dev.get(dev)
         if w is None:

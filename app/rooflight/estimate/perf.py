@@ -26,7 +26,7 @@ import statistics
 from dataclasses import dataclass, field, replace
 
 from rooflight.estimate import backend_constants as _bc
-from rooflight.estimate import experts, output_rows, probe_roofline, ranges
+from rooflight.estimate import experts, moe_prompt, output_rows, probe_roofline, ranges
 from rooflight.estimate.backend_constants import BACKENDS, DEFAULT_CPU_MHZ, BackendConstants  # noqa: F401 (re-exported)
 from rooflight.estimate.compute import micro_batch
 from rooflight.estimate.config import RunConfig
@@ -468,6 +468,7 @@ class _PrefillWork:
     n_layers: int = 0
     swa_width: float = 0.0  # the same over sliding-window layers (they see at most the window)
     params_by_type: dict[str, float] = field(default_factory=dict)  # active elements per weight type (a probe prices these)
+    routed_params: float = 0.0  # the routed experts' share of params (moe_prompt.py prices their overhead)
     # the last block's FFN: multiplied for the prompt's output rows only (output_rows.py)
     out_params: float = 0.0
     out_by_type: dict[str, float] = field(default_factory=dict)
@@ -481,6 +482,8 @@ def _prefill_work(spec: ModelSpec, devices: tuple[str, ...]) -> dict[str, _Prefi
         w = per_dev.setdefault(dev, _PrefillWork(params_by_type={}))
         w.weight_bytes = sum(table.bytes[start:end], w.weight_bytes)
         w.params = sum(table.active_params[start:end], w.params)
+        if spec.n_expert:
+            w.routed_params = sum(experts.expert_table(spec).active_params[start:end], w.routed_params)
         for il in range(start, end):
             # a hybrid's recurrent and MLP-only layers attend to nothing (no KV heads)
             no_attention = bool(spec.recurrent_layers) and not spec.n_head_kv[il]
@@ -564,6 +567,8 @@ def prefill_time_s(
             # speed on CPUs; on GPUs its kernels keep up
             attn_cost = CPU_ATTENTION_SLOWDOWN if run_on == CPU else 1.0
             flops[run_on] = flops.get(run_on, 0.0) + t * (2 * w.params + attn_flops * attn_cost)
+            flops[run_on] += 2 * moe_prompt.overhead_multiply_adds(
+                spec, w.routed_params, t, _device_constants(hardware, run_on).moe_expert_overhead_tokens)
             reads[run_on] = reads.get(run_on, 0.0) + w.weight_bytes
             layers[run_on] = layers.get(run_on, 0) + int(w.n_layers)
         if done + t >= n_tokens:
@@ -591,8 +596,6 @@ def prefill_time_s(
                 eff = c.prefill_efficiency_float if as_float else c.prefill_efficiency_quant
                 # NVFP4 / MXFP4 weights on FP4 tensor cores (Blackwell CC 12.x): estimate/fp4.py
                 eff *= prefill_speed_factor(spec, gpu, hardware.backend)
-            if spec.n_expert:
-                eff /= c.moe_prefill_slowdown  # expert matmuls see few tokens each (backend_constants.py)
             t_compute = f / (_device_flops(hardware, dev, cfg, not as_float) * eff)
             t_mem = reads.get(dev, 0.0) / _read_bytes_s(hardware, dev)
             step += max(t_compute, t_mem) + c.layer_overhead_s * layers.get(dev, 0)
