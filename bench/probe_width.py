@@ -3,7 +3,7 @@ one shape (decode: 2048 wide, prefill: 1024 wide) and prices every model's weigh
 this measures the same weight type at other widths, side by side, to show how far that
 holds on this machine.
 
-    python bench/probe_width.py [--types Q8_0,Q4_0,F16] [--rounds 5] [--mb 200]
+    python bench/probe_width.py [--types Q8_0,Q4_0,F16] [--rounds 5] [--mb 200] [--fit-edges]
 
 Decode: generated llama models of about --mb MB each at 512, 1024, 2048 and 4096 wide
 (layers chosen for equal bytes), 16 tokens after a 4-token prompt. Prefill: a 512-token
@@ -12,11 +12,15 @@ round (the machine's speed drifts between seconds); the median of --rounds count
 ns per weight (decode: per weight per token, after the probe's per-layer cost of this
 machine's stored probe where there is one; prefill: per weight that multiplies every
 prompt token, so without the last block's FFN) and the ratio to the probe's width.
+--fit-edges: prompts only, then the estimate of each prompt on the stored probe and the
+matmul_shape.EDGE_ELEMENTS that makes measured / estimated flattest over the widths (the
+shapes here are not the ones bench/accuracy_probe.py checks the estimate on).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import tempfile
 import time
@@ -82,7 +86,10 @@ def decode_sweep(folder: Path, wt: str, rounds: int, mb: float, per_layer: float
         llm.close()
 
 
-def prefill_sweep(folder: Path, wt: str, rounds: int) -> None:
+def prefill_sweep(folder: Path, wt: str, rounds: int) -> list[tuple[int, object, float]]:
+    """[(width, spec, median seconds of a 512-token prompt)] for one weight type."""
+    from rooflight.gguf import load_model_spec
+
     models = []
     for width in PREFILL_WIDTHS:
         s = shape(width)
@@ -90,21 +97,63 @@ def prefill_sweep(folder: Path, wt: str, rounds: int) -> None:
         path = write_model(folder / f"p{width}-{wt}.gguf", tiled=True, context_length=4096, n_layer=n_layer,
                            ftype=wt, pure=True, n_vocab=8000, **s)
         # the last block's FFN multiplies the output row only (estimate/output_rows.py)
-        models.append((width, n_layer * weights_per_layer(s) - 3 * s["n_embd"] * s["n_ff"], load(path, 1024)))
-    tokens = [(i * 7919) % 7000 + 10 for i in range(512)]
+        models.append((width, n_layer * weights_per_layer(s) - 3 * s["n_embd"] * s["n_ff"], load(path, 1024),
+                       load_model_spec(str(path))))
+    tokens = [(i * 7919) % 7000 + 10 for i in range(PROMPT)]
     times: dict[int, list[float]] = {w: [] for w, *_ in models}
     for _ in range(rounds):
-        for width, _, llm in models:
+        for width, _, llm, _ in models:
             llm.reset()
             t0 = time.perf_counter()
             llm.eval(tokens)
             times[width].append(time.perf_counter() - t0)
-    per_weight = {w: statistics.median(times[w]) / 512 / weights for w, weights, _ in models}
+    per_weight = {w: statistics.median(times[w]) / PROMPT / weights for w, weights, *_ in models}
     ref = per_weight[PREFILL_PROBE_WIDTH]
     print(f"prefill {wt} (attention included): " + "  ".join(
         f"{w} wide {per_weight[w] * 1e9:.4f} x{per_weight[w] / ref:.2f}" for w in PREFILL_WIDTHS))
-    for *_, llm in models:
+    for _, _, llm, _ in models:
         llm.close()
+    return [(w, spec, statistics.median(times[w])) for w, _, _, spec in models]
+
+
+PROMPT = 512
+EDGE_GRID = [float(x) for x in range(0, 1001, 5)]
+
+
+def predicted_s(spec, probe, edge: float) -> float:
+    """The probe-based estimate of the sweep's prompt, with matmul_shape.EDGE_ELEMENTS = edge."""
+    from rooflight.estimate import Calibration, Wishes, matmul_shape, plan
+    from rooflight.hardware import detect
+
+    saved, matmul_shape.EDGE_ELEMENTS = matmul_shape.EDGE_ELEMENTS, edge
+    try:
+        w = Wishes(n_ctx=1024, n_gpu_layers=0, n_threads=2, flash_attn="on", n_batch=512, n_ubatch=512,
+                   prompt_tokens=PROMPT, gen_tokens=1)
+        perf = plan(spec, detect(), w, calibration=Calibration(probe=probe)).performance
+    finally:
+        matmul_shape.EDGE_ELEMENTS = saved
+    assert perf.basis == "probe", perf.basis
+    return PROMPT / perf.prefill_tok_s
+
+
+def fit_edges(sweeps: dict[str, list[tuple[int, object, float]]], probe) -> float:
+    """The EDGE_ELEMENTS that makes measured / probe-estimated prompt time flattest across
+    the widths (squared log deviation from each type's own mean: a type's level is the
+    probe's, its slope over width is what the constant models)."""
+    def loss(edge: float) -> float:
+        total = 0.0
+        for rows in sweeps.values():
+            logs = [math.log(meas / predicted_s(spec, probe, edge)) for _, spec, meas in rows]
+            mean = sum(logs) / len(logs)
+            total += sum((x - mean) ** 2 for x in logs)
+        return total
+
+    best = min(EDGE_GRID, key=loss)
+    for edge in sorted({0.0, best}):
+        for wt, rows in sweeps.items():
+            print(f"edge {edge:5.0f}  {wt}: measured / probe estimate " + "  ".join(
+                f"{w} wide x{meas / predicted_s(spec, probe, edge):.2f}" for w, spec, meas in rows))
+    return best
 
 
 def main() -> int:
@@ -112,13 +161,26 @@ def main() -> int:
     ap.add_argument("--types", default="Q8_0,Q4_0,F16")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--mb", type=float, default=200.0, help="decode models' size")
+    ap.add_argument("--fit-edges", action="store_true",
+                    help="prompts only: fit estimate/matmul_shape.py's EDGE_ELEMENTS on the sweep's shapes")
     args = ap.parse_args()
     per_layer = layer_cost_s()
     print(f"per-layer cost subtracted from decode: {per_layer * 1e6:.1f} us (the stored probe's; 0 without one)")
+    sweeps = {}
     with tempfile.TemporaryDirectory(prefix="rooflight-width-") as tmp:
         for wt in args.types.split(","):
-            decode_sweep(Path(tmp), wt.strip().upper(), args.rounds, args.mb, per_layer)
-            prefill_sweep(Path(tmp), wt.strip().upper(), args.rounds)
+            if not args.fit_edges:
+                decode_sweep(Path(tmp), wt.strip().upper(), args.rounds, args.mb, per_layer)
+            sweeps[wt.strip().upper()] = prefill_sweep(Path(tmp), wt.strip().upper(), args.rounds)
+    if args.fit_edges:
+        from rooflight.hardware import detect
+        from rooflight.store.probes import probe_status
+
+        probe = probe_status(detect()).probe
+        if probe is None:
+            print("no stored probe of this machine: run `rooflight probe` first")
+            return 1
+        print(f"EDGE_ELEMENTS fitted on these shapes: {fit_edges(sweeps, probe):.0f}")
     return 0
 
 

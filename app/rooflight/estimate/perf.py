@@ -26,7 +26,14 @@ import statistics
 from dataclasses import dataclass, field, replace
 
 from rooflight.estimate import backend_constants as _bc
-from rooflight.estimate import experts, moe_prompt, output_rows, probe_roofline, ranges
+from rooflight.estimate import (
+    experts,
+    matmul_shape,
+    moe_prompt,
+    output_rows,
+    probe_roofline,
+    ranges,
+)
 from rooflight.estimate.backend_constants import BACKENDS, DEFAULT_CPU_MHZ, BackendConstants  # noqa: F401 (re-exported)
 from rooflight.estimate.compute import micro_batch
 from rooflight.estimate.config import RunConfig
@@ -557,7 +564,8 @@ def prefill_time_s(
             if run_on == CPU and probe is not None:
                 probe_s += probe_roofline.prefill_weights_s(
                     probe, w.params_by_type or {}, t,
-                    lambda kind, n: cpu_table_matmul_s(hardware, cfg, spec.file_type, n), hardware.cpu.isa)
+                    lambda kind, n: cpu_table_matmul_s(hardware, cfg, spec.file_type, n), hardware.cpu.isa,
+                    matmul_shape.relative_cost(spec))
                 probe_s += (t * attn_flops * att.prefill_s_per_flop if att is not None
                             else cpu_table_matmul_s(hardware, cfg, spec.file_type,
                                                     t * attn_flops * CPU_ATTENTION_SLOWDOWN / 2))

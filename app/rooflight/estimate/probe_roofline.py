@@ -46,13 +46,14 @@ def prompt_stand_in(kind: str, isa: Iterable[str]) -> str | None:
 
 def prefill_weights_s(
     probe: MachineProbe, counts: dict[str, float], n_tokens: int, table_s: Callable[[str, float], float],
-    isa: Iterable[str] = (),
+    isa: Iterable[str] = (), shape_cost: float = 1.0,
 ) -> float:
     """Seconds a micro-batch of n_tokens spends in matrix-matrix products: per type,
     elements x tokens x the probe's per-weight figure (or that of the type whose kernel it
-    shares on a CPU of this isa: prompt_stand_in), never less than one matrix-vector pass
-    over the weights (a small batch still reads them all once); table_s(type, elements x
-    tokens) for types without a figure."""
+    shares on a CPU of this isa: prompt_stand_in) x shape_cost (what this model's matrix
+    shapes cost per weight against the probe's: matmul_shape.relative_cost), never less
+    than one matrix-vector pass over the weights (a small batch still reads them all
+    once); table_s(type, elements x tokens) for types without a figure."""
     isa = tuple(isa)
     total = 0.0
     for kind, n in counts.items():
@@ -62,7 +63,7 @@ def prefill_weights_s(
         if k is None:
             total += table_s(kind, n * n_tokens)
         else:
-            total += max(n * n_tokens * k.prefill_s_per_weight, n * k.decode_s_per_weight)
+            total += max(n * n_tokens * k.prefill_s_per_weight * shape_cost, n * k.decode_s_per_weight)
     return total
 
 

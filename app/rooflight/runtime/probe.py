@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rooflight.errors import OperationFailedError
+from rooflight.estimate.matmul_shape import PROBE_PROMPT_SHAPE
 from rooflight.estimate.probe import (
     MAX_CLEAN_SPREAD,
     VOCAB_HUGE,
@@ -66,7 +67,7 @@ DECODE_MAX_BYTES = 512 << 20
 # shapes (write_model arguments): the decode model's layers are repeated until its weights
 # are DECODE_CACHE_FACTOR x the last-level cache; the prompt model is one layer
 _DECODE_SHAPE = dict(n_embd=2048, n_head=16, n_head_kv=4, head_dim=128, n_ff=5632)
-_PREFILL_SHAPE = dict(n_embd=1024, n_head=8, n_head_kv=8, head_dim=128, n_ff=2816)
+_PREFILL_SHAPE = PROBE_PROMPT_SHAPE  # estimate/matmul_shape.py prices other shapes against it
 _TINY_SHAPE = dict(n_embd=64, n_head=2, n_head_kv=2, head_dim=32, n_ff=64)
 _ATTN_SHAPE = dict(n_layer=2, n_embd=256, n_head=16, n_head_kv=4, head_dim=128, n_ff=256)
 # 8, not 2: at twice the cache part of the decode model stayed cached here (a 32 MiB L3):
