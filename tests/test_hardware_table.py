@@ -184,6 +184,7 @@ def test_well_known_figures():
         ("NVIDIA H20", "NVIDIA H20"),
         ("NVIDIA H200", "NVIDIA H200"),
         ("NVIDIA B300 SXM6 AC", "NVIDIA B300"),
+        ("Meteor Lake", "Intel Arc Graphics (Meteor Lake)"),
     ],
 )
 def test_lookup_matches(query, expected):
@@ -200,6 +201,8 @@ def test_lookup_matches(query, expected):
         "NVIDIA GeForce RTX 5070 Ti Laptop GPU",  # not in the table: neither the 5070 Laptop nor the desktop 5070 Ti
         "NVIDIA GeForce RTX 5050 Laptop GPU",  # not the desktop RTX 5050 (GDDR7 on laptops)
         "NVIDIA RTX A2000 Laptop GPU",
+        "Intel(R) Arc(TM) Graphics",  # Meteor Lake's generic name: no alias, it would match any Arc
+        "Intel Arc A310",  # not in the table: must not fall back to an Arc iGPU
         "Apple M5 Ultra",  # not in the table: must not fall back to the M5 or M5 Max
         "Quadro RTX 8000",
         "",
