@@ -111,6 +111,7 @@ def test_no_alias_means_two_different_gpus():
         "RTX PRO 4000 Blackwell",
         "RTX 4000 Ada",
         "RTX A2000",
+        "RTX A5000",
         "A30",
         "H20",
         "B300",
@@ -181,6 +182,7 @@ def test_well_known_figures():
         ("NVIDIA RTX 4000 Ada Generation", "NVIDIA RTX 4000 Ada Generation"),
         ("NVIDIA RTX PRO 4000 Blackwell", "NVIDIA RTX PRO 4000 Blackwell"),
         ("NVIDIA RTX A2000 12GB", "NVIDIA RTX A2000 12GB"),
+        ("NVIDIA RTX A5000", "NVIDIA RTX A5000"),
         ("NVIDIA H20", "NVIDIA H20"),
         ("NVIDIA H200", "NVIDIA H200"),
         ("NVIDIA B300 SXM6 AC", "NVIDIA B300"),
@@ -201,6 +203,8 @@ def test_lookup_matches(query, expected):
         "NVIDIA GeForce RTX 5070 Ti Laptop GPU",  # not in the table: neither the 5070 Laptop nor the desktop 5070 Ti
         "NVIDIA GeForce RTX 5050 Laptop GPU",  # not the desktop RTX 5050 (GDDR7 on laptops)
         "NVIDIA RTX A2000 Laptop GPU",
+        "NVIDIA RTX A5000 Laptop GPU",  # GA104, 16 GB: not the desktop GA102 card
+        "NVIDIA RTX A5500",  # not in the table: must not fall back to the RTX A5000
         "Intel(R) Arc(TM) Graphics",  # Meteor Lake's generic name: no alias, it would match any Arc
         "Intel Arc A310",  # not in the table: must not fall back to an Arc iGPU
         "Apple M5 Ultra",  # not in the table: must not fall back to the M5 or M5 Max
