@@ -29,14 +29,14 @@ def test_every_entry_has_sane_figures():
         assert e["name"] not in names, f"duplicate {e['name']}"
         names.add(e["name"])
         assert e["vendor"] in {"nvidia", "amd", "intel", "apple"}
-        assert isinstance(e["memory_bytes"], int) and 4 * GiB <= e["memory_bytes"] <= 256 * GiB
+        assert isinstance(e["memory_bytes"], int) and 4 * GiB <= e["memory_bytes"] <= 320 * GiB  # 288 GB: B300, MI355X
         assert 60 <= e["bandwidth_gbs"] <= 8500, e["name"]
-        assert 2 <= e["fp16_tflops"] <= 2500, e["name"]
+        assert 2 <= e["fp16_tflops"] <= 3000, e["name"]  # MI355X: 2,517 dense
         assert e["aliases"] and all(isinstance(a, str) for a in e["aliases"])
         if e["vendor"] == "apple":
             assert isinstance(e["gpu_cores"], int) and 7 <= e["gpu_cores"] <= 80
         if e["vendor"] == "nvidia":
-            assert e["compute_capability"] in {"6.1", "7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "12.0", "12.1"}
+            assert e["compute_capability"] in {"6.1", "7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "12.0", "12.1"}
         variant = e.get("memory_variant_of")
         if variant:
             assert variant in {x["name"] for x in gpu_table()}
@@ -95,6 +95,27 @@ def test_no_alias_means_two_different_gpus():
         "M4",
         "M4 Pro",
         "M4 Max",
+        "Arc Pro B70",
+        "Arc 140T",
+        "Arc 130T",
+        "Arc 130V",
+        "Arc B390",
+        "RTX 5090 Laptop GPU",
+        "RTX 4060 Laptop GPU",
+        "RTX 3060 Laptop GPU",
+        "Radeon 8050S",
+        "Radeon 880M",
+        "Radeon 760M",
+        "MI355X",
+        "MI350X",
+        "RTX PRO 4000 Blackwell",
+        "RTX 4000 Ada",
+        "RTX A2000",
+        "RTX A5000",
+        "A30",
+        "H20",
+        "B300",
+        "RTX 5050",
     ],
 )
 def test_each_named_family_is_covered(name):
@@ -140,6 +161,32 @@ def test_well_known_figures():
         ("Apple M2 Max", "Apple M2 Max"),
         ("Apple M2", "Apple M2"),
         ("apple m3 ultra", "Apple M3 Ultra"),
+        # laptop boards by the names nvidia-smi reports, and their desktop namesakes unchanged
+        ("NVIDIA GeForce RTX 4070 Laptop GPU", "NVIDIA GeForce RTX 4070 Laptop GPU"),
+        ("RTX 4070 Laptop GPU", "NVIDIA GeForce RTX 4070 Laptop GPU"),
+        ("RTX 4070", "NVIDIA GeForce RTX 4070"),
+        ("NVIDIA GeForce RTX 5090 Laptop GPU", "NVIDIA GeForce RTX 5090 Laptop GPU"),
+        ("NVIDIA GeForce RTX 5090", "NVIDIA GeForce RTX 5090"),
+        ("NVIDIA GeForce RTX 3060 Laptop GPU", "NVIDIA GeForce RTX 3060 Laptop GPU"),
+        ("RTX 3060", "NVIDIA GeForce RTX 3060"),
+        ("NVIDIA GeForce RTX 5050", "NVIDIA GeForce RTX 5050"),
+        ("Intel(R) Arc(TM) Pro B70 Graphics", "Intel Arc Pro B70"),
+        ("Intel(R) Arc(TM) 140T GPU (16GB)", "Intel Arc 140T"),
+        ("Intel(R) Arc(TM) 130V GPU (16GB)", "Intel Arc 130V"),
+        ("Intel(R) Arc(TM) 140V GPU (16GB)", "Intel Arc 140V"),
+        ("Intel(R) Arc(TM) B390 GPU", "Intel Arc B390"),
+        ("AMD Radeon 8050S Graphics", "AMD Radeon 8050S"),
+        ("AMD Radeon 8060S Graphics", "AMD Radeon 8060S"),
+        ("AMD Radeon 880M Graphics", "AMD Radeon 880M"),
+        ("AMD Instinct MI355X", "AMD Instinct MI355X"),
+        ("NVIDIA RTX 4000 Ada Generation", "NVIDIA RTX 4000 Ada Generation"),
+        ("NVIDIA RTX PRO 4000 Blackwell", "NVIDIA RTX PRO 4000 Blackwell"),
+        ("NVIDIA RTX A2000 12GB", "NVIDIA RTX A2000 12GB"),
+        ("NVIDIA RTX A5000", "NVIDIA RTX A5000"),
+        ("NVIDIA H20", "NVIDIA H20"),
+        ("NVIDIA H200", "NVIDIA H200"),
+        ("NVIDIA B300 SXM6 AC", "NVIDIA B300"),
+        ("Meteor Lake", "Intel Arc Graphics (Meteor Lake)"),
     ],
 )
 def test_lookup_matches(query, expected):
@@ -153,6 +200,13 @@ def test_lookup_matches(query, expected):
         "NVIDIA GeForce RTX 4080 Max-Q",
         "AMD Radeon RX 7600M XT",
         "NVIDIA GeForce RTX 4050",  # not in the table; must not fall back to "RTX 40"-anything
+        "NVIDIA GeForce RTX 5070 Ti Laptop GPU",  # not in the table: neither the 5070 Laptop nor the desktop 5070 Ti
+        "NVIDIA GeForce RTX 5050 Laptop GPU",  # not the desktop RTX 5050 (GDDR7 on laptops)
+        "NVIDIA RTX A2000 Laptop GPU",
+        "NVIDIA RTX A5000 Laptop GPU",  # GA104, 16 GB: not the desktop GA102 card
+        "NVIDIA RTX A5500",  # not in the table: must not fall back to the RTX A5000
+        "Intel(R) Arc(TM) Graphics",  # Meteor Lake's generic name: no alias, it would match any Arc
+        "Intel Arc A310",  # not in the table: must not fall back to an Arc iGPU
         "Apple M5 Ultra",  # not in the table: must not fall back to the M5 or M5 Max
         "Quadro RTX 8000",
         "",
@@ -169,11 +223,37 @@ def test_lookup_does_not_confuse_ti_or_d_variants():
     assert lookup_gpu("M2")["name"] == "Apple M2"
 
 
+def test_laptop_boards_keep_their_own_figures():
+    # a laptop board is another chip, clock and memory than its desktop namesake (the 3060 Laptop even has
+    # more SMs than the desktop 3060), so a lookup must never hand one the other's figures
+    for name in ("RTX 4070", "RTX 4060", "RTX 3080", "RTX 3070", "RTX 3060", "RTX 5090", "RTX 5080", "RTX 5070",
+                 "RTX 5060"):
+        laptop, desktop = lookup_gpu(f"NVIDIA GeForce {name} Laptop GPU"), lookup_gpu(f"NVIDIA GeForce {name}")
+        assert laptop["name"].endswith("Laptop GPU") and not desktop["name"].endswith("Laptop GPU"), name
+        assert (laptop["bandwidth_gbs"], laptop["fp16_tflops"]) != (desktop["bandwidth_gbs"], desktop["fp16_tflops"])
+        assert laptop["bandwidth_gbs"] <= desktop["bandwidth_gbs"], name
+        assert "MHz" in laptop["source"] and "derived" in laptop["source"], name  # the clock its rates assume
+    # GeForce ratios hold on the new boards: FP16-accumulate 2x, int8 4x the FP32-accumulate rate
+    g = lookup_gpu("RTX 4070 Laptop GPU")
+    assert g["fp16_acc16_tflops"] == pytest.approx(2 * g["fp16_tflops"], abs=0.1)
+    assert g["int8_tops"] == pytest.approx(4 * g["fp16_tflops"], abs=0.2)
+
+
+def test_new_igpus_share_system_memory_and_cite_sources():
+    for name in ("Intel Arc 130V", "Intel Arc 140T", "Intel Arc 130T", "Intel Arc B390", "AMD Radeon 8050S",
+                 "AMD Radeon 880M", "AMD Radeon 760M"):
+        e = lookup_gpu(name)
+        assert e["unified_memory"] is True and e["source"], name
+    assert lookup_gpu("AMD Radeon 8050S")["gfx"] == lookup_gpu("AMD Radeon 8060S")["gfx"] == "gfx1151"
+
+
 def test_memory_resolves_boards_that_share_a_name():
     assert lookup_gpu("NVIDIA GeForce RTX 4060 Ti", 16 * GiB)["name"].endswith("16GB")
     assert lookup_gpu("NVIDIA GeForce RTX 4060 Ti", 8 * GiB)["name"].endswith("4060 Ti")
     assert lookup_gpu("NVIDIA GeForce RTX 3080", 12 * GiB - (300 << 20))["memory_bytes"] == 12 * GiB
     assert lookup_gpu("Intel Arc A770", 8 * GiB)["bandwidth_gbs"] == 512.0
+    assert lookup_gpu("NVIDIA RTX A2000", 12 * GiB)["name"] == "NVIDIA RTX A2000 12GB"
+    assert lookup_gpu("NVIDIA RTX A2000", 6 * GiB)["name"] == "NVIDIA RTX A2000"
 
 
 def test_pci_ids():
@@ -181,3 +261,4 @@ def test_pci_ids():
     assert names == {"AMD Radeon RX 7900 XTX", "AMD Radeon RX 7900 XT", "AMD Radeon RX 7900 GRE"}
     assert [e["name"] for e in lookup_pci_id("0x8086", "0x56a0")][0] == "Intel Arc A770"
     assert lookup_pci_id("0x10de", "0x744c") == []
+    assert [e["name"] for e in lookup_pci_id("0x8086", "0xE223")] == ["Intel Arc Pro B70"]
