@@ -153,7 +153,7 @@ def test_unknown_gpu_with_its_figures_is_accepted_with_a_warning():
             "cpu": CPU,
             "gpus": [
                 {
-                    "name": "NVIDIA GeForce RTX 4050 Laptop GPU",
+                    "name": "NVIDIA GeForce RTX 5070 Ti Laptop GPU",  # not in the table
                     "vram_total_bytes": 6 * GiB,
                     "bandwidth_gbs": 192.0,
                 }

@@ -187,6 +187,8 @@ def test_well_known_figures():
         ("NVIDIA H200", "NVIDIA H200"),
         ("NVIDIA B300 SXM6 AC", "NVIDIA B300"),
         ("Meteor Lake", "Intel Arc Graphics (Meteor Lake)"),
+        ("NVIDIA GeForce RTX 4080 Laptop GPU", "NVIDIA GeForce RTX 4080 Laptop GPU"),  # not the desktop RTX 4080
+        ("RTX 4050 Laptop GPU", "NVIDIA GeForce RTX 4050 Laptop GPU"),
     ],
 )
 def test_lookup_matches(query, expected):
@@ -196,8 +198,9 @@ def test_lookup_matches(query, expected):
 @pytest.mark.parametrize(
     "query",
     [
-        "NVIDIA GeForce RTX 4080 Laptop GPU",  # not the desktop card (the 4090 Laptop has its own entry)
         "NVIDIA GeForce RTX 4080 Max-Q",
+        "NVIDIA RTX PRO 4000 Blackwell SFF Edition",  # the 70 W small-form-factor board, not the full-size one
+        "NVIDIA RTX 4000 SFF Ada Generation",
         "AMD Radeon RX 7600M XT",
         "NVIDIA GeForce RTX 4050",  # not in the table; must not fall back to "RTX 40"-anything
         "NVIDIA GeForce RTX 5070 Ti Laptop GPU",  # not in the table: neither the 5070 Laptop nor the desktop 5070 Ti

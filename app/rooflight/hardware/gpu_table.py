@@ -22,7 +22,7 @@ _NOISE = frozenset(
 # Tokens that make a different product when added to a name ("RTX 4090" + "D" is another GPU,
 # "4060" + "Ti" is faster, "M2" + "Max" is bigger). A contained alias may not leave one over.
 _VARIANT_MARKERS = frozenset(
-    "ti super d laptop mobile max q xt xtx gre m pro ultra nvl s x mini xl se".split()
+    "ti super d laptop mobile max q xt xtx gre m pro ultra nvl s x mini xl se sff".split()
 )
 
 
