@@ -117,6 +117,19 @@ def test_expert_offload_for_qwen3_30b_a3b_on_12gb():
     assert plan(spec, hw, settings_wishes(card.settings)).config == cfg
 
 
+def test_a_larger_micro_batch_for_moe_prompts_on_a_gpu():
+    """MoE prompt matmuls pay a fixed cost per expert per micro-batch (estimate/moe_prompt.py):
+    on a 24 GB GPU the advisor offers a larger micro-batch for Qwen3-30B-A3B's prompts and
+    says why; for a dense model of the same size class the gain is too small to offer."""
+    a = _advise("qwen3-30b-a3b", "Q4_K_M", RTX_3090, n_ctx=8192, prompt_tokens=4096)
+    card = _card(a, "batch")
+    assert card.settings["n_ubatch"] > 512
+    assert card.after["prefill_tok_s"] > 1.5 * a.baseline.prefill
+    assert "128 experts" in card.detail
+    dense = _advise("llama-3.1-8b", "Q4_K_M", RTX_3090, n_ctx=8192, prompt_tokens=4096)
+    assert not [c for c in dense.cards if c.kind == "batch"]
+
+
 def test_experts_on_cpu_moves_exactly_the_expert_bytes():
     spec = find_model("qwen3-30b-a3b").spec("Q4_K_M")
     n = _min_experts_on_cpu(spec, RTX_3060, Wishes(n_ctx=8192))
