@@ -17,10 +17,10 @@ from rooflight.gguf.spec import ModelSpec
 
 def experts_touched(spec: ModelSpec, n_tokens: int) -> float:
     """Expected distinct routed experts a micro-batch of n_tokens reaches (uniform routing)."""
-    if not spec.n_expert:
+    if spec.n_expert <= 0 or spec.n_expert_used <= 0:
         return 0.0
-    miss = 1.0 - spec.n_expert_used / spec.n_expert
-    return spec.n_expert * (1.0 - miss ** n_tokens)
+    miss = 1.0 - min(1.0, spec.n_expert_used / spec.n_expert)  # a file may claim more used than there are
+    return spec.n_expert * (1.0 - miss ** max(0, n_tokens))
 
 
 def overhead_multiply_adds(spec: ModelSpec, routed_params: float, n_tokens: int, overhead_tokens: float) -> float:
