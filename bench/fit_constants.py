@@ -34,6 +34,7 @@ import numpy as np
 from rooflight.catalog.models import find_model
 from rooflight.estimate import Wishes, plan
 from rooflight.estimate import backend_constants as bc
+from rooflight.estimate.perf import prefill_time_s
 from rooflight.gguf.from_hparams import spec_from_hparams
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware import profile_from_dict
@@ -136,19 +137,23 @@ def constants(backend: str, **changes):
 
 
 def _seconds(row: dict, **changes) -> float:
-    """Rooflight's predicted seconds per token (tg rows) or for the prompt (pp rows)."""
+    """Rooflight's predicted seconds per token (tg rows) or for the prompt (pp rows; after
+    n_depth positions already in the cache where a row has them: llama-bench's -d)."""
     spec = model_spec(row["model"], row["quant"])
-    n_ctx = max(4096, row["n_prompt"] + row["n_gen"] + 256)
+    depth = row.get("n_depth") or 0
+    n_ctx = max(4096, depth + row["n_prompt"] + row["n_gen"] + 256)
     cpu = row["backend"] == "cpu"
     wishes = Wishes(n_ctx=n_ctx, n_gpu_layers=0 if cpu else spec.n_layer + 1, n_threads=row.get("n_threads"),
                     flash_attn="on" if row["fa"] == 1 else "auto",
                     n_batch=max(512, row["n_ubatch"]), n_ubatch=row["n_ubatch"],
                     prompt_tokens=max(1, row["n_prompt"]), gen_tokens=max(1, row["n_gen"]))
     with constants(row["backend"], **changes):
-        perf = plan(spec, hardware(row), wishes).performance
+        est = plan(spec, hardware(row), wishes)
+        if depth and not row["n_gen"]:
+            return prefill_time_s(spec, hardware(row), est.config, est.memory, row["n_prompt"], start=depth)[0]
     if row["n_gen"]:
-        return 1.0 / perf.decode_tok_s
-    return row["n_prompt"] / perf.prefill_tok_s
+        return 1.0 / est.performance.decode_tok_s
+    return row["n_prompt"] / est.performance.prefill_tok_s
 
 
 def coefficients(row: dict) -> tuple[float, ...]:

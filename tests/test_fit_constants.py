@@ -49,7 +49,9 @@ def test_every_row_is_sourced_and_complete():
         if "4167" in r["source"] or "15013" in r["source"]:
             assert "REFERENCE.md" in r["source"], where
         assert r["backend"] in BACKENDS, where
-        assert re.fullmatch(r"(pp|tg)\d+", r["test"]), where
+        assert re.fullmatch(r"(pp|tg)\d+(@d\d+)?", r["test"]), where
+        if "@d" in r["test"]:  # a prompt after cached positions (llama-bench -d)
+            assert r["n_depth"] == int(r["test"].split("@d")[1]) and r["n_prompt"] > 0, where
         assert (r["n_prompt"] > 0) != (r["n_gen"] > 0), where
         assert r["t_s"] > 0 and r["n_ubatch"] >= 1, where
         assert r["fa"] in (None, 0, 1), where

@@ -51,32 +51,32 @@ _ROCM_BAND = _FIT + "; band: prefill from its own 10 leave-one-device-out rows, 
 # CUDA: 32 rows, 7 devices (RTX 3060/3090/4090, V100, P40, DGX Spark GB10, L40S). Per-layer
 # cost 42 us from 13 decode rows (was 63 us from solving the 3090/3060 pair exactly); the
 # P40's 2024 decode rows run x0.79-0.83 of the estimate, the GB10's x1.0-1.12.
-CUDA = BackendConstants(0.834, 43.8e-6, 0.427, 0.184, _FIT, moe_expert_overhead_tokens=214,
-    decode_band=(0.82, 1.1), prefill_band=(0.7, 1.45), band_basis=_OWN)
+CUDA = BackendConstants(0.834, 43.8e-6, 0.427, 0.185, _FIT, moe_expert_overhead_tokens=214,
+    decode_band=(0.82, 1.1), prefill_band=(0.72, 1.46), band_basis=_OWN)
 # Metal: 20 rows, 6 devices (M1 Max, M2, M2 Max, M2 Ultra, M3 Max, M5); one MoE prompt row, no
 # dense one on the same device: pooled MoE slowdown. M1 Max's Qwen3-30B-A3B decode runs x0.63 of the
 # estimate (MoE decode on Metal is slower than its bytes say), the widest metal miss.
-METAL = BackendConstants(0.919, 166.1e-6, 0.706, 0.606, _FIT, moe_expert_overhead_tokens=89,
+METAL = BackendConstants(0.919, 166.1e-6, 0.706, 0.602, _FIT, moe_expert_overhead_tokens=89,
     decode_band=(0.9, 1.1), prefill_band=(0.93, 1.18), band_basis=_OWN)
 # ROCm: 15 rows, 7 devices (RX 6700 XT, RX 6800, RX 7900 XTX, MI50, MI100, MI300X, Radeon 8060S /
 # Strix Halo);
 # no F16 rows: pooled float efficiency. Strix Halo's 2025 ROCm prompts run x0.50-0.62 of the
 # estimate while the discrete cards run x0.74-1.78: one quantized efficiency cannot fit both
 # (the wide band).
-ROCM = BackendConstants(0.804, 143.7e-6, 0.579, 0.241, _FIT, moe_expert_overhead_tokens=79,
-    decode_band=(0.77, 1.17), prefill_band=(0.85, 1.66), band_basis=_ROCM_BAND)
+ROCM = BackendConstants(0.804, 143.7e-6, 0.583, 0.240, _FIT, moe_expert_overhead_tokens=79,
+    decode_band=(0.77, 1.17), prefill_band=(0.85, 1.63), band_basis=_ROCM_BAND)
 # Vulkan: 29 rows, 5 devices (Radeon 8060S / Strix Halo, RX 9070 XT, RX 5700 XT, RTX 3090,
 # RTX 5090); no F16 rows.
-VULKAN = BackendConstants(0.918, 94.3e-6, 0.579, 0.229, _FIT, moe_expert_overhead_tokens=58,
-    decode_band=(0.81, 1.24), prefill_band=(0.73, 1.37), band_basis=_OWN)
+VULKAN = BackendConstants(0.918, 94.3e-6, 0.583, 0.229, _FIT, moe_expert_overhead_tokens=58,
+    decode_band=(0.81, 1.24), prefill_band=(0.73, 1.36), band_basis=_OWN)
 # SYCL: 8 rows, 3 devices (Arc B580 with ggml-org's backend and Intel's IPEX-LLM build, Arc
 # A770 on a 2026 build, Lunar Lake's Arc 140V); per-layer cost: the 90 us prior; float
 # efficiency and MoE slowdown pooled; quantized prompts priced at the FP16 GEMM rate the
 # backend uses (tensor_rates.FLOAT_GEMM_BACKENDS). Still the weakest-founded backend: the
 # B580 (Xe2) runs prompts 1.8-2.0x faster than the A770 and 140V predict, the A770
 # (Alchemist) x0.37 of what the other two predict.
-SYCL = BackendConstants(0.642, 90.0e-6, 0.579, 0.191, _FIT, moe_expert_overhead_tokens=89,
-    decode_band=(0.81, 1.2), prefill_band=(0.71, 1.49), band_basis=_POOLED)
+SYCL = BackendConstants(0.642, 90.0e-6, 0.583, 0.190, _FIT, moe_expert_overhead_tokens=89,
+    decode_band=(0.81, 1.2), prefill_band=(0.72, 1.48), band_basis=_POOLED)
 # CPU: fitted on this project's 2-core AMD EPYC VM with llama.cpp 0.3.36 against the
 # measured copy bandwidth (hardware/bandwidth.py) over generated llama models of 10-400 MB
 # and Gemma-3-270M (bench/accuracy.py prints the check).

@@ -44,7 +44,12 @@ from rooflight.estimate.memory import MemoryPlan
 from rooflight.estimate.network import step_cost
 from rooflight.estimate.placement import CPU, device_runs, gpu_name
 from rooflight.estimate.probe import MachineProbe
-from rooflight.estimate.tensor_rates import dequantizes_for_gemm, main_weight_type, matmul_tflops
+from rooflight.estimate.tensor_rates import (
+    attention_tflops,
+    dequantizes_for_gemm,
+    main_weight_type,
+    matmul_tflops,
+)
 from rooflight.gguf.quant_recipe import type_block_size
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import PEAK_BANDWIDTH_SOURCE, HardwareProfile
@@ -465,6 +470,15 @@ def _device_flops(hardware: HardwareProfile, device: str, cfg: RunConfig, quanti
     return matmul_tflops(gpu, quantized, hardware.backend) * 1e12  # the rate llama.cpp's kernels use (tensor_rates.py)
 
 
+def _device_attention_flops(hardware: HardwareProfile, device: str) -> float:
+    """Peak FLOP/s of a GPU device's prompt attention (FP16 products, tensor_rates.py)."""
+    if is_remote(device):
+        view, local = remote_device(hardware, device).local_view()
+        return _device_attention_flops(view, local)
+    gpu = next(g for g in hardware.gpus if gpu_name(g.index) == device)
+    return attention_tflops(gpu, hardware.backend) * 1e12
+
+
 @dataclass
 class _PrefillWork:
     """What one device's share of the blocks costs per prompt token (prefill_time_s)."""
@@ -526,10 +540,12 @@ def prefill_attention_flops(spec: ModelSpec, start: int, n_tokens: int, n_ubatch
 
 def prefill_time_s(
     spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig, mem: MemoryPlan, n_tokens: int,
-    probe: MachineProbe | None = None,
+    probe: MachineProbe | None = None, start: int = 0,
 ) -> tuple[float, str]:
     """Seconds to process an n_tokens prompt, and which bound dominated. probe: the CPU's
-    matrix products, attention and per-layer cost come from its measurements."""
+    matrix products, attention and per-layer cost come from its measurements. start: the
+    positions already in the cache (a later turn of a chat, llama-bench's -d), which every
+    prompt token attends to."""
     devices = mem.layer_devices
     table = layer_table(spec)
     float_model = _is_float_model(spec)
@@ -547,11 +563,12 @@ def prefill_time_s(
     done = 0
     while done < n_tokens:
         t = min(t_ubatch, n_tokens - done)
-        ctx_seen = done + t / 2
+        ctx_seen = start + done + t / 2
         # llama.cpp runs big CPU-side matmuls on the GPU (op_offload) for batches >= 32,
         # copying those weights over PCIe each micro-batch
         offload_cpu = op_offload(main_gpu is not None, t)
         flops: dict[str, float] = {}
+        attention: dict[str, float] = {}  # GPU devices' attention FLOPs (CPUs': in flops)
         reads: dict[str, float] = {}
         layers: dict[str, int] = {}
         probe_s = 0.0  # the CPU's share priced by the probe
@@ -572,9 +589,12 @@ def prefill_time_s(
                 probe_s += probe.fixed.layer_s * w.n_layers
                 continue
             # attention (QK^T and softmax*V over the context so far) runs well below GEMM
-            # speed on CPUs; on GPUs its kernels keep up
-            attn_cost = CPU_ATTENTION_SLOWDOWN if run_on == CPU else 1.0
-            flops[run_on] = flops.get(run_on, 0.0) + t * (2 * w.params + attn_flops * attn_cost)
+            # speed on CPUs; on GPUs it runs FP16 products, priced apart (tensor_rates.py)
+            if _runs_on_cpu(hardware, run_on):
+                flops[run_on] = flops.get(run_on, 0.0) + t * (2 * w.params + attn_flops * CPU_ATTENTION_SLOWDOWN)
+            else:
+                flops[run_on] = flops.get(run_on, 0.0) + t * 2 * w.params
+                attention[run_on] = attention.get(run_on, 0.0) + t * attn_flops
             flops[run_on] += 2 * moe_prompt.overhead_multiply_adds(
                 spec, w.routed_params, t, _device_constants(hardware, run_on).moe_expert_overhead_tokens)
             reads[run_on] = reads.get(run_on, 0.0) + w.weight_bytes
@@ -605,6 +625,8 @@ def prefill_time_s(
                 # NVFP4 / MXFP4 weights on FP4 tensor cores (Blackwell CC 12.x): estimate/fp4.py
                 eff *= prefill_speed_factor(spec, gpu, hardware.backend)
             t_compute = f / (_device_flops(hardware, dev, cfg, not as_float) * eff)
+            if attention.get(dev):  # FP16 products, at the FP16 GEMM efficiency
+                t_compute += attention[dev] / (_device_attention_flops(hardware, dev) * c.prefill_efficiency_float)
             t_mem = reads.get(dev, 0.0) / _read_bytes_s(hardware, dev)
             step += max(t_compute, t_mem) + c.layer_overhead_s * layers.get(dev, 0)
             bound_times["compute" if t_compute >= t_mem else "memory"] += max(t_compute, t_mem)

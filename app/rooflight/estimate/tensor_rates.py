@@ -182,3 +182,17 @@ def matmul_tflops(gpu: GPUInfo, quantized: bool, backend: str | None = None) -> 
     if quantized:
         return base * int8 * _mma_sync_share(gpu, backend)
     return base * acc16
+
+
+def attention_tflops(gpu: GPUInfo, backend: str | None = None) -> float:
+    """Peak rate (TFLOPS) of a prompt's attention (QK^T and softmax x V) on this GPU, whatever
+    the weights' type: FP16 matrix products. llama.cpp's flash-attention kernels on NVIDIA
+    (ggml-cuda/fattn-mma-f16.cuh, llama-cpp-python 0.3.36) multiply K x Q into FP32
+    accumulators and V x KQ into FP16 ones, per-warp mma.sync; without flash attention KQ
+    is an F16 GEMM at FP32 precision and KQV one at FP16. So half the FLOPs run at the FP32-
+    accumulate rate (`fp16_tflops`) and half at the FP16-accumulate one: on a GeForce, where
+    the latter is twice the former, 4/3 of `fp16_tflops`, a third of the int8 rate quantized
+    weights are priced at. Other vendors list one FP16 rate."""
+    base = gpu.fp16_tflops or DEFAULT_FP16_TFLOPS
+    _, acc16 = _ratios(gpu.name, backend)
+    return 2.0 / (1.0 / base + 1.0 / (base * acc16)) * _mma_sync_share(gpu, backend)
