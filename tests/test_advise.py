@@ -130,6 +130,19 @@ def test_a_larger_micro_batch_for_moe_prompts_on_a_gpu():
     assert not [c for c in dense.cards if c.kind == "batch"]
 
 
+def test_a_smaller_micro_batch_says_it_frees_gpu_memory():
+    """Where the advisor offers a smaller micro-batch (its compute buffer shrinks, more of the
+    model fits on the GPU), the reason says that, not that bigger batches read less."""
+    slow_host = profile_from_dict({"gpus": [{"name": "RTX 3060"}], "cpu": {
+        "name": "2-core VM", "cores": 2, "threads": 2, "isa": ["avx2", "fma"], "ram_total_bytes": 24 * GiB,
+        "ram_available_bytes": 20 * GiB, "ram_bandwidth_gbs": 20.0}}, measure_bandwidth=False)
+    a = _advise("qwen3-14b", "Q4_K_M", slow_host, n_ctx=32768)
+    cards = [c for c in a.cards if c.kind == "batch" and c.settings["n_ubatch"] < a.baseline.estimate.config.n_ubatch]
+    assert cards, [c.title for c in a.cards]
+    assert "leaves room for more of the model on the GPU" in cards[0].detail
+    assert "bigger batches" not in cards[0].detail
+
+
 def test_experts_on_cpu_moves_exactly_the_expert_bytes():
     spec = find_model("qwen3-30b-a3b").spec("Q4_K_M")
     n = _min_experts_on_cpu(spec, RTX_3060, Wishes(n_ctx=8192))

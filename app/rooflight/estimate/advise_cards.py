@@ -188,8 +188,13 @@ def _batch_card(s: _Search, v: Variant, base: Candidate, w0: Wishes) -> list[Adv
         return []
     ub = best.estimate.config.n_ubatch
     b, a = base.numbers(), best.numbers()
-    why = "bigger batches read the weights fewer times per prompt"
-    if v.spec.n_expert and v.spec.n_expert_used:
+    if ub < cur:
+        why = "the smaller buffer leaves room for more of the model on the GPU"
+        if best.prefill < base.prefill:
+            why += ", at some cost in prompt speed"
+    else:
+        why = "bigger batches read the weights fewer times per prompt"
+    if ub > cur and v.spec.n_expert and v.spec.n_expert_used:
         # estimate/moe_prompt.py: each routed expert pays a fixed cost per micro-batch
         per_expert = lambda n: n * v.spec.n_expert_used / v.spec.n_expert  # noqa: E731
         why += (f", and each of the {v.spec.n_expert} experts multiplies ~{per_expert(ub):.0f} tokens at a time "
