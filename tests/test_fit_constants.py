@@ -81,6 +81,16 @@ def test_model_specs_match_the_published_file_sizes():
             assert got == pytest.approx(r["size_gib"], rel=0.07 if "qat" in r["note"] else 0.01), r["model"]
 
 
+def test_the_bands_hold_8_of_10_rows_of_devices_left_out_of_them(result):
+    """The written bands are the narrowest percentile bands that hold the promise ("8 of 10
+    measurements fall inside") on devices not used to derive them; the 10th-90th does not."""
+    assert result["band_tail"] in fit.BAND_TAILS
+    assert min(result["band_coverage"]["all"].values()) >= fit.BAND_PROMISE
+    narrower = [t for t in fit.BAND_TAILS if t > result["band_tail"]]
+    for tail in narrower:
+        assert min(fit.band_coverage(result["per_row"], tail)["all"].values()) < fit.BAND_PROMISE
+
+
 def test_readme_holds_the_fit_tables(result):
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     block = re.search(r"<!-- fit_constants:begin -->\n(.*?)\n<!-- fit_constants:end -->", readme, re.S)
