@@ -227,7 +227,15 @@ def predict(row: dict, coef: tuple, c: dict) -> float:
     return row["n_prompt"] / (max((f + g * c["moe_overhead_tokens"]) / eff, m) + d)
 
 
+def checks_only(row: dict) -> bool:
+    """Rows that check the estimate but fit nothing: prompts after cached positions
+    (llama-bench -d), whose time is mostly attention, priced at the F16 GEMM efficiency;
+    fitted on, they would pull the quantized weights' efficiency to make up for it."""
+    return bool(row.get("n_depth"))
+
+
 def fit(rows: list[dict], coef: dict[int, tuple]) -> dict:
+    rows = [r for r in rows if not checks_only(r)]
     tg = [r for r in rows if r["n_gen"]]
     pp = [r for r in rows if not r["n_gen"]]
     backends = {r["backend"] for r in rows}

@@ -44,6 +44,7 @@ def render(res: dict, text: str) -> str:
         new = (f'    "{family}": CpuShares(peak_read={c["peak_read_share"]:.2f}, clock={c["clock_share"]:.3f}, '
                f'matmul_clock={c["matmul_clock_share"]:.3f}),')
         text = _sub(rf'^    "{family}": CpuShares\([^)]*\),$', new, text, f"CPU_SHARES[{family}]")
+    text = _sub(r"^BAND_TAIL = [0-9.]+$", f"BAND_TAIL = {res['band_tail']:g}", text, "BAND_TAIL")
     band = res["bands"]["cpu"]
     return _sub(r"decode_band=\([^)]*\), prefill_band=\([^)]*\), band_basis=_CPU_BAND",
                 f"decode_band=({band['decode'][0]}, {band['decode'][1]}), "

@@ -39,39 +39,40 @@ class BackendConstants:
 # error; moe_expert_overhead_tokens: the median over devices with both dense and MoE prompt rows
 # of the overhead that prices its MoE rows at its dense efficiency. Where a backend has no rows
 # for a weight class, the value is the one fitted on all rows ("pooled" below). Bands: the
-# 3rd-97th percentile of the leave-one-device-out measured/predicted ratios (README
-# "Accuracy"), the backend's own when it has 8 or more, else pooled over the GPU backends:
-# the narrowest percentile band that holds 8 of 10 rows of a device left out of its
-# derivation (the 10th-90th held 61-72%: a device's rows share its quirks; fit_constants.py
-# band_tail). Rerun the script after adding rows
+# BAND_TAIL-th to (100 - BAND_TAIL)-th percentile of the leave-one-device-out measured/
+# predicted ratios (README "Accuracy"), the backend's own when it has 8 or more, else pooled
+# over the GPU backends: the narrowest percentile band that holds 8 of 10 rows of a device
+# left out of its derivation (the 10th-90th held 61-72%: a device's rows share its quirks;
+# fit_constants.py band_tail). Rerun the script after adding rows
 # and write its numbers back until they stop changing (a prompt's fixed part depends on the
 # decode constants below); tests/test_fit_constants.py checks these numbers against it.
 _FIT = "fitted on published llama-bench rows (bench/fit_constants.py)"
-_OWN = _FIT + "; band: leave-one-device-out p3-p97 of this backend's rows (8 of 10 inside on held-out devices)"
-_POOLED = _FIT + "; band: too few rows of its own, the GPU backends' pooled leave-one-device-out p3-p97"
-_ROCM_BAND = _FIT + "; band: prefill from its own 10 leave-one-device-out rows, decode (5 rows) pooled over the GPU backends"
+BAND_TAIL = 2.5
+_PCT = f"p{BAND_TAIL:g}-p{100 - BAND_TAIL:g}"
+_OWN = _FIT + f"; band: leave-one-device-out {_PCT} of this backend's rows (8 of 10 inside on held-out devices)"
+_POOLED = _FIT + f"; band: too few rows of its own, the GPU backends' pooled leave-one-device-out {_PCT}"
 
 # CUDA: 32 rows, 7 devices (RTX 3060/3090/4090, V100, P40, DGX Spark GB10, L40S). Per-layer
 # cost 42 us from 13 decode rows (was 63 us from solving the 3090/3060 pair exactly); the
 # P40's 2024 decode rows run x0.79-0.83 of the estimate, the GB10's x1.0-1.12.
 CUDA = BackendConstants(0.834, 43.8e-6, 0.427, 0.185, _FIT, moe_expert_overhead_tokens=214,
-    decode_band=(0.8, 1.11), prefill_band=(0.55, 1.47), band_basis=_OWN)
+    decode_band=(0.8, 1.12), prefill_band=(0.53, 1.48), band_basis=_OWN)
 # Metal: 20 rows, 6 devices (M1 Max, M2, M2 Max, M2 Ultra, M3 Max, M5); one MoE prompt row, no
 # dense one on the same device: pooled MoE slowdown. M1 Max's Qwen3-30B-A3B decode runs x0.63 of the
 # estimate (MoE decode on Metal is slower than its bytes say), the widest metal miss.
 METAL = BackendConstants(0.919, 166.1e-6, 0.706, 0.602, _FIT, moe_expert_overhead_tokens=89,
-    decode_band=(0.71, 1.27), prefill_band=(0.87, 1.43), band_basis=_OWN)
+    decode_band=(0.69, 1.29), prefill_band=(0.87, 1.45), band_basis=_OWN)
 # ROCm: 15 rows, 7 devices (RX 6700 XT, RX 6800, RX 7900 XTX, MI50, MI100, MI300X, Radeon 8060S /
 # Strix Halo);
 # no F16 rows: pooled float efficiency. Strix Halo's 2025 ROCm prompts run x0.50-0.62 of the
 # estimate while the discrete cards run x0.74-1.78: one quantized efficiency cannot fit both
 # (the wide band).
 ROCM = BackendConstants(0.804, 143.7e-6, 0.583, 0.240, _FIT, moe_expert_overhead_tokens=79,
-    decode_band=(0.76, 1.19), prefill_band=(0.63, 1.73), band_basis=_ROCM_BAND)
+    decode_band=(0.76, 1.19), prefill_band=(0.41, 1.72), band_basis=_OWN)
 # Vulkan: 29 rows, 5 devices (Radeon 8060S / Strix Halo, RX 9070 XT, RX 5700 XT, RTX 3090,
 # RTX 5090); no F16 rows.
 VULKAN = BackendConstants(0.918, 94.3e-6, 0.583, 0.229, _FIT, moe_expert_overhead_tokens=58,
-    decode_band=(0.8, 1.26), prefill_band=(0.63, 1.49), band_basis=_OWN)
+    decode_band=(0.8, 1.26), prefill_band=(0.62, 1.5), band_basis=_OWN)
 # SYCL: 8 rows, 3 devices (Arc B580 with ggml-org's backend and Intel's IPEX-LLM build, Arc
 # A770 on a 2026 build, Lunar Lake's Arc 140V); per-layer cost: the 90 us prior; float
 # efficiency and MoE slowdown pooled; quantized prompts priced at the FP16 GEMM rate the
@@ -79,7 +80,7 @@ VULKAN = BackendConstants(0.918, 94.3e-6, 0.583, 0.229, _FIT, moe_expert_overhea
 # B580 (Xe2) runs prompts 1.8-2.0x faster than the A770 and 140V predict, the A770
 # (Alchemist) x0.37 of what the other two predict.
 SYCL = BackendConstants(0.642, 90.0e-6, 0.583, 0.190, _FIT, moe_expert_overhead_tokens=89,
-    decode_band=(0.76, 1.29), prefill_band=(0.54, 1.77), band_basis=_POOLED)
+    decode_band=(0.76, 1.31), prefill_band=(0.44, 1.79), band_basis=_POOLED)
 # CPU: fitted on this project's 2-core AMD EPYC VM with llama.cpp 0.3.36 against the
 # measured copy bandwidth (hardware/bandwidth.py) over generated llama models of 10-400 MB
 # and Gemma-3-270M (bench/accuracy.py prints the check).
@@ -89,11 +90,11 @@ SYCL = BackendConstants(0.642, 90.0e-6, 0.583, 0.190, _FIT, moe_expert_overhead_
 # Prefill efficiencies are per weight type (perf.CPU_PREFILL_EFFICIENCY). A CPU known by its
 # datasheet (a what-if profile, the published rows) is priced by the same tables through the
 # three shares below, fitted on 110 published rows of 10 CPUs; the band is their
-# leave-one-CPU-out 3rd-97th percentile (as the GPU bands, above).
+# leave-one-CPU-out BAND_TAIL percentiles (as the GPU bands, above).
 _CPU_BAND = ("constants fitted on the project's 2-core EPYC VM, datasheet shares on 10 published CPUs; "
-             "band: leave-one-CPU-out p3-p97 of those CPUs' rows (8 of 10 inside on held-out CPUs)")
+             f"band: leave-one-CPU-out {_PCT} of those CPUs' rows (8 of 10 inside on held-out CPUs)")
 CPU = BackendConstants(1.15, 10e-6, 0.38, 0.42, "fitted on a 2-core EPYC VM, bench/accuracy.py",
-                       decode_band=(0.72, 1.98), prefill_band=(0.36, 2.12), band_basis=_CPU_BAND)
+                       decode_band=(0.66, 1.99), prefill_band=(0.35, 2.15), band_basis=_CPU_BAND)
 
 BACKENDS = {"cuda": CUDA, "metal": METAL, "rocm": ROCM, "vulkan": VULKAN, "sycl": SYCL, "cpu": CPU}
 
