@@ -95,6 +95,22 @@ def test_missing_file_is_exit_2(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
 
 
+def test_estimate_a_catalog_id(tmp_path):
+    """CONTRACT: MODEL may be a catalog id; --quant picks among the catalog's files."""
+    prof = tmp_path / "gpu.json"
+    prof.write_text(json.dumps({"gpus": [{"name": "RTX 4090"}]}))
+    doc = json.loads(run("estimate", "qwen3-30b-a3b", "--hardware", str(prof), "--json").stdout)
+    assert doc["model"]["name"] == "qwen3-30b-a3b" and doc["model"]["quant"] == "Q4_K_M"
+    assert doc["performance"]["prefill_tok_s"] > 0 and doc["memory"]["fit"] == "full_gpu"
+    q8 = json.loads(run("estimate", "qwen3-30b-a3b", "--quant", "q8_0", "--hardware", str(prof), "--json").stdout)
+    assert q8["model"]["quant"] == "Q8_0" and q8["model"]["file_bytes"] > doc["model"]["file_bytes"]
+    for args, fragment in ((("qwen3-30b-a3b", "--quant", "Q9"), "has no Q9 file"),
+                           (("no-such-model",), "is not a .gguf file")):
+        r = run("estimate", *args)
+        assert r.returncode == 2 and fragment in r.stderr and "Traceback" not in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+
+
 def test_malformed_profile_is_exit_2(model, tmp_path):
     prof = tmp_path / "bad.json"
     prof.write_text("{not json")

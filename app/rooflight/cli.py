@@ -35,12 +35,11 @@ def cmd_hardware(args) -> int:
 
 
 def cmd_estimate(args) -> int:
+    from rooflight.commands.common import model_spec_for
     from rooflight.estimate import plan
     from rooflight.format import format_estimate
-    from rooflight.gguf import load_model_spec
-    from rooflight.gguf.projector import projector_for_args
 
-    spec = projector_for_args(load_model_spec(args.model), args.model, getattr(args, "mmproj", None))
+    spec = model_spec_for(args.model, getattr(args, "quant", None), getattr(args, "mmproj", None))
     profile = _hardware(args)
     remotes = remotes_from_args(args)
     if remotes:
@@ -124,7 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_hardware)
 
     p = sub.add_parser("estimate", help="memory plan and speed estimate for a model")
-    _add_estimate_options(p)
+    _add_estimate_options(p, model_help="a local .gguf path, hf:OWNER/REPO/FILE.gguf (header read remotely), "
+                                        "or a catalog id (`rooflight rank` lists them)")
+    p.add_argument("--quant", help="catalog models: which of the catalog's files (default Q4_K_M)")
     p.add_argument("--mmproj", metavar="FILE", help="a vision projector (local or hf:) to plan with the "
                    "model (default: an mmproj-*.gguf beside a local model)")
     p.add_argument("--confirm", action="store_true",

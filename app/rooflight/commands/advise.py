@@ -8,18 +8,16 @@ front (text), or one JSON document (--json, README "Optimization advisor").
 
 from __future__ import annotations
 
-import os
-
 from rooflight.commands.common import (
     N_CPU_MOE_HELP,
     calibration_for,
     emit_json,
     gpu_layers,
     load_hardware,
+    model_variants,
     n_cpu_moe,
     positive_int,
 )
-from rooflight.errors import BadInputError
 from rooflight.units import size_text
 
 
@@ -47,40 +45,11 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_advise)
 
 
-def _variants(model: str, quant: str | None, mmproj: str | None = None):
-    """(variants, current quant) for a catalog id, a .gguf path or an hf: reference."""
-    from rooflight.catalog import find_model
-    from rooflight.estimate.advise import Variant, catalog_variants, default_quant
-    from rooflight.gguf import is_hf_uri, load_model_spec
-
-    if not is_hf_uri(model) and not os.path.exists(model):
-        entry = find_model(model)
-        if entry is None:
-            raise BadInputError(
-                f"{model!r} is not a .gguf file, an hf:OWNER/REPO/FILE.gguf reference or a catalog id; "
-                "`rooflight rank` lists the catalog."
-            )
-        from dataclasses import replace
-
-        from rooflight.catalog.hub_vision import catalog_projector, with_vision
-
-        projector = catalog_projector(entry)  # a vision model: advised with its projector
-        variants = tuple(replace(v, spec=with_vision(v.spec, projector)) for v in catalog_variants(entry))
-        current = quant or default_quant([v.quant for v in variants])
-        return variants, current
-    from rooflight.gguf.projector import projector_for_args
-
-    spec = projector_for_args(load_model_spec(model), model, mmproj)  # a vision model's projector too
-    if quant and quant.upper() != spec.file_type.upper():
-        raise BadInputError(f"{model} is a {spec.file_type} file; --quant only chooses among a catalog model's files.")
-    return (Variant(spec.file_type, spec, model),), spec.file_type
-
-
 def cmd_advise(args) -> int:
     from rooflight.estimate import Wishes
     from rooflight.estimate.advise import advise
 
-    variants, current = _variants(args.model, args.quant, getattr(args, "mmproj", None))
+    variants, current = model_variants(args.model, args.quant, getattr(args, "mmproj", None))
     profile = load_hardware(args)
     wishes = Wishes(
         n_ctx=args.ctx, n_gpu_layers=args.gpu_layers, kv_type=args.kv_type, flash_attn=args.flash_attn,

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+
+from rooflight.errors import BadInputError
 
 
 def emit_json(doc: dict) -> None:
@@ -79,9 +82,12 @@ def check_use_case(name: str, *, also: tuple[str, ...] = ()) -> None:
         raise BadInputError(f"Unknown use case {name!r}; use one of {', '.join(USE_CASES)}.")
 
 
-def add_estimate_options(p: argparse.ArgumentParser) -> None:
+def add_estimate_options(
+    p: argparse.ArgumentParser,
+    model_help: str = "a local .gguf path, or hf:OWNER/REPO/FILE.gguf (header read remotely)",
+) -> None:
     """The model and plan options of estimate, bench and advise-like commands."""
-    p.add_argument("model", help="a local .gguf path, or hf:OWNER/REPO/FILE.gguf (header read remotely)")
+    p.add_argument("model", help=model_help)
     p.add_argument("--hardware", metavar="FILE", help="estimate for the machine in this JSON profile")
     p.add_argument("--ctx", type=positive_int, help="context length (default: 8192, capped at the model's)")
     p.add_argument("--batch", type=positive_int, default=512)
@@ -121,3 +127,43 @@ def wishes_from(args):
         gen_tokens=args.gen_tokens,
         n_cpu_moe=getattr(args, "n_cpu_moe", 0),
     )
+
+
+def model_variants(model: str, quant: str | None, mmproj: str | None = None):
+    """(variants, current quant) for a MODEL argument: a catalog id (every file the catalog
+    lists; current: --quant or the default), a .gguf path or an hf: reference (one file)."""
+    from rooflight.catalog import find_model
+    from rooflight.estimate.advise import Variant, catalog_variants, default_quant
+    from rooflight.gguf import is_hf_uri, load_model_spec
+
+    if not is_hf_uri(model) and not os.path.exists(model):
+        entry = find_model(model)
+        if entry is None:
+            raise BadInputError(
+                f"{model!r} is not a .gguf file, an hf:OWNER/REPO/FILE.gguf reference or a catalog id; "
+                "`rooflight rank` lists the catalog."
+            )
+        from dataclasses import replace
+
+        from rooflight.catalog.hub_vision import catalog_projector, with_vision
+
+        projector = catalog_projector(entry)  # a vision model: advised with its projector
+        variants = tuple(replace(v, spec=with_vision(v.spec, projector)) for v in catalog_variants(entry))
+        current = quant.upper() if quant else default_quant([v.quant for v in variants])
+        if current not in {v.quant for v in variants}:
+            entry.file_for(current)  # raises the catalog's one-sentence error: the quants it lists
+            raise BadInputError(f"{entry.id} {current}: the catalog lists the file but cannot size it yet.")
+        return variants, current
+    from rooflight.gguf.projector import projector_for_args
+
+    spec = projector_for_args(load_model_spec(model), model, mmproj)  # a vision model's projector too
+    if quant and quant.upper() != spec.file_type.upper():
+        raise BadInputError(f"{model} is a {spec.file_type} file; --quant only chooses among a catalog model's files.")
+    return (Variant(spec.file_type, spec, model),), spec.file_type
+
+
+def model_spec_for(model: str, quant: str | None = None, mmproj: str | None = None):
+    """The ModelSpec a MODEL argument names (a catalog id at --quant or its default quant,
+    with its vision projector; a .gguf path; an hf: reference)."""
+    variants, current = model_variants(model, quant, mmproj)
+    return next(v.spec for v in variants if v.quant == current)
