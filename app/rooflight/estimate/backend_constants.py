@@ -67,20 +67,20 @@ METAL = BackendConstants(0.919, 166.1e-6, 0.706, 0.602, _FIT, moe_expert_overhea
 # no F16 rows: pooled float efficiency. Strix Halo's 2025 ROCm prompts run x0.50-0.62 of the
 # estimate while the discrete cards run x0.74-1.78: one quantized efficiency cannot fit both
 # (the wide band).
-ROCM = BackendConstants(0.804, 143.7e-6, 0.583, 0.240, _FIT, moe_expert_overhead_tokens=79,
-    decode_band=(0.76, 1.19), prefill_band=(0.41, 1.72), band_basis=_OWN)
+ROCM = BackendConstants(0.840, 149.7e-6, 0.583, 0.235, _FIT, moe_expert_overhead_tokens=79,
+    decode_band=(0.75, 1.15), prefill_band=(0.42, 1.74), band_basis=_OWN)
 # Vulkan: 29 rows, 5 devices (Radeon 8060S / Strix Halo, RX 9070 XT, RX 5700 XT, RTX 3090,
 # RTX 5090); no F16 rows.
 VULKAN = BackendConstants(0.918, 94.3e-6, 0.583, 0.229, _FIT, moe_expert_overhead_tokens=58,
     decode_band=(0.8, 1.26), prefill_band=(0.62, 1.5), band_basis=_OWN)
-# SYCL: 8 rows, 3 devices (Arc B580 with ggml-org's backend and Intel's IPEX-LLM build, Arc
-# A770 on a 2026 build, Lunar Lake's Arc 140V); per-layer cost: the 90 us prior; float
-# efficiency and MoE slowdown pooled; quantized prompts priced at the FP16 GEMM rate the
-# backend uses (tensor_rates.FLOAT_GEMM_BACKENDS). Still the weakest-founded backend: the
-# B580 (Xe2) runs prompts 1.8-2.0x faster than the A770 and 140V predict, the A770
-# (Alchemist) x0.37 of what the other two predict.
-SYCL = BackendConstants(0.642, 90.0e-6, 0.583, 0.190, _FIT, moe_expert_overhead_tokens=89,
-    decode_band=(0.76, 1.31), prefill_band=(0.44, 1.79), band_basis=_POOLED)
+# SYCL: 10 rows, 3 devices (Arc B580 with ggml-org's backend and Intel's IPEX-LLM build, Arc
+# A770 on a 2026 build, Lunar Lake's Arc 140V on 2025 builds); float efficiency and MoE
+# overhead pooled; quantized prompts priced at the FP16 GEMM rate the backend uses
+# (tensor_rates.FLOAT_GEMM_BACKENDS). Still the weakest-founded backend: the B580 (Xe2) runs
+# 1.6-1.8x faster than the A770 and 140V predict, the A770 (Alchemist) prompts x0.43 of what
+# the other two predict, the 140V decodes a 1.5B model x0.56.
+SYCL = BackendConstants(0.592, 77.3e-6, 0.583, 0.173, _FIT, moe_expert_overhead_tokens=89,
+    decode_band=(0.69, 1.49), prefill_band=(0.46, 1.82), band_basis=_POOLED)
 # CPU: fitted on this project's 2-core AMD EPYC VM with llama.cpp 0.3.36 against the
 # measured copy bandwidth (hardware/bandwidth.py) over generated llama models of 10-400 MB
 # and Gemma-3-270M (bench/accuracy.py prints the check).
