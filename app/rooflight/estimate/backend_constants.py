@@ -49,7 +49,7 @@ class BackendConstants:
 _FIT = "fitted on published llama-bench rows (bench/fit_constants.py)"
 BAND_TAIL = 2.5
 _PCT = f"p{BAND_TAIL:g}-p{100 - BAND_TAIL:g}"
-_OWN = _FIT + f"; band: leave-one-device-out {_PCT} of this backend's rows (8 of 10 inside on held-out devices)"
+_OWN = _FIT + f"; band: {_PCT} of this backend's leave-one-device-out ratios, checked on held-out devices"
 _POOLED = _FIT + f"; band: too few rows of its own, the GPU backends' pooled leave-one-device-out {_PCT}"
 
 # CUDA: 32 rows, 7 devices (RTX 3060/3090/4090, V100, P40, DGX Spark GB10, L40S). Per-layer
@@ -92,7 +92,7 @@ SYCL = BackendConstants(0.592, 77.3e-6, 0.583, 0.173, _FIT, moe_expert_overhead_
 # three shares below, fitted on 110 published rows of 10 CPUs; the band is their
 # leave-one-CPU-out BAND_TAIL percentiles (as the GPU bands, above).
 _CPU_BAND = ("constants fitted on the project's 2-core EPYC VM, datasheet shares on 10 published CPUs; "
-             f"band: leave-one-CPU-out {_PCT} of those CPUs' rows (8 of 10 inside on held-out CPUs)")
+             f"band: {_PCT} of those CPUs' leave-one-CPU-out ratios, checked on held-out CPUs")
 CPU = BackendConstants(1.15, 10e-6, 0.38, 0.42, "fitted on a 2-core EPYC VM, bench/accuracy.py",
                        decode_band=(0.66, 1.99), prefill_band=(0.35, 2.15), band_basis=_CPU_BAND)
 
