@@ -44,3 +44,17 @@ def test_a_prompt_after_cached_positions_pays_their_attention_at_that_rate():
     rate = attention_tflops(hw.gpus[0], "cuda") * 1e12 * BACKENDS["cuda"].prefill_efficiency_float
     assert later - fresh == pytest.approx(extra / rate, rel=0.02)
     assert later > 2 * fresh  # at 32k cached positions attention is most of a prompt's time
+
+
+def test_an_estimate_after_cached_positions_is_slower_for_prompt_and_decode():
+    from rooflight.estimate import plan_memory as _plan_memory
+    from rooflight.estimate.perf import estimate_performance
+
+    hw = _machine("RTX 3090")
+    spec = llama(ftype="Q4_0")
+    cfg = RunConfig(n_ctx=34 * 1024, n_gpu_layers=spec.n_layer + 1, n_threads=8, flash_attn=True)
+    mem = _plan_memory(spec, hw, cfg)
+    fresh = estimate_performance(spec, hw, cfg, mem, prompt_tokens=512, gen_tokens=64)
+    later = estimate_performance(spec, hw, cfg, mem, prompt_tokens=512, gen_tokens=64, prompt_start=32768)
+    assert later.prefill_tok_s < fresh.prefill_tok_s / 2
+    assert later.decode_tok_s < fresh.decode_tok_s  # decode reads the longer cache too

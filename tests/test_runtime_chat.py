@@ -87,6 +87,20 @@ def test_regenerate_replaces_the_reply_and_reuses_the_prompt_cache(gemma):
     assert session.regenerate().stats.seed == 8
 
 
+def test_a_later_turn_is_predicted_after_the_cached_conversation(gemma):
+    """The second turn prefills only its new tokens, after the cached first turn: its
+    predicted prefill (shown beside the measured one, and stored for calibration) prices
+    their attention over that history (estimate_performance prompt_start)."""
+    session = ChatSession(gemma, sampling=GREEDY)
+    session.send("What is the capital of France?")
+    st = session.send("And of Italy?").stats
+    assert st.cached_tokens > 0 and st.prefill_tokens == st.prompt_tokens - st.cached_tokens
+    after, _ = gemma.predict(st.prefill_tokens, 1, prompt_start=st.cached_tokens)
+    fresh, _ = gemma.predict(st.prefill_tokens, 1)
+    assert st.predicted["prefill_tok_s"] == pytest.approx(after.prefill_tok_s)
+    assert after.prefill_tok_s < fresh.prefill_tok_s
+
+
 def test_edit_and_resend_drops_what_followed(gemma):
     session = ChatSession(gemma, sampling=GREEDY)
     session.send("Tell me a joke.")

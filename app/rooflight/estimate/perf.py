@@ -691,7 +691,10 @@ def estimate_performance(
     prompt_tokens: int = 512,
     gen_tokens: int = 128,
     calibration: Calibration | None = None,
+    prompt_start: int = 0,
 ) -> PerfEstimate:
+    """prompt_start: positions already in the cache when the prompt comes (a later chat turn
+    prefills its new tokens after the conversation so far); they cost the prompt attention."""
     cal = calibration or Calibration()
     # the probe measured the CPU backend's kernels: it prices plans that run on the CPU
     # alone; with GPU work (and op_offload copying CPU-held weights to the GPU for prompts)
@@ -701,7 +704,7 @@ def estimate_performance(
     basis = "probe" if probe is not None else "table"
     # mean decode rate over gen_tokens after the prompt (llama-bench tg semantics):
     # integrate the per-token time at a few positions (KV reads grow linearly)
-    positions = [prompt_tokens + (i + 0.5) * gen_tokens / 4 for i in range(4)]
+    positions = [prompt_start + prompt_tokens + (i + 0.5) * gen_tokens / 4 for i in range(4)]
     fixed = _decode_fixed(spec, hardware, mem, cfg, probe)
     parts = [decode_parts_s(spec, hardware, cfg, mem, int(p), fixed, probe) for p in positions]
     share = {k: sum(p[k] for p in parts) / len(parts) for k in parts[0]}
@@ -710,7 +713,8 @@ def estimate_performance(
     matched = cal.matching(spec.file_type, cfg.n_threads, spec.file_bytes, basis)
     calibrated = bool(matched) if basis == "probe" else cal.active
     decode = decode_factor / t_token
-    t_prefill, prefill_bound = prefill_time_s(spec, hardware, cfg, mem, max(1, prompt_tokens), probe)
+    t_prefill, prefill_bound = prefill_time_s(spec, hardware, cfg, mem, max(1, prompt_tokens), probe,
+                                              start=max(0, prompt_start))
     prefill = prefill_factor * max(1, prompt_tokens) / t_prefill
 
     band = _band(hardware, basis, probe, matched, decode_factor, prefill_factor)

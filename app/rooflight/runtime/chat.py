@@ -535,7 +535,8 @@ class ChatSession:
         """The estimate for what this reply did: prefill of n_prefill tokens, decode after n_prompt
         (and encoding n_images images, whose tokens n_prefill already counts)."""
         decode_cal, _ = self.engine.predict(n_prompt, n_decode)
-        prefill_cal, _ = self.engine.predict(max(1, n_prefill), 1)
+        # the new tokens are prefilled after the cached conversation, and attend to it
+        prefill_cal, _ = self.engine.predict(max(1, n_prefill), 1, prompt_start=n_prompt - n_prefill)
         ttft = prefill_cal.time_to_first_token_s
         if self.engine.spec.projector is not None:
             from rooflight.runtime.chat_images import images_first_token_s
@@ -562,7 +563,7 @@ class ChatSession:
         from rooflight.store.calibration import CalibrationStore, Measurement, machine_key
 
         _, raw_decode = self.engine.predict(st.prompt_tokens, n_decode)
-        _, raw_prefill = self.engine.predict(st.prefill_tokens, 1)
+        _, raw_prefill = self.engine.predict(st.prefill_tokens, 1, prompt_start=st.cached_tokens)
         try:
             store = CalibrationStore()
             try:

@@ -230,12 +230,14 @@ class Engine:
 
     # ---- prediction -------------------------------------------------------------------
 
-    def predict(self, prompt_tokens: int, gen_tokens: int) -> tuple[PerfEstimate, PerfEstimate]:
+    def predict(self, prompt_tokens: int, gen_tokens: int, prompt_start: int = 0) -> tuple[PerfEstimate, PerfEstimate]:
         """(calibrated, uncalibrated) estimate for this context: what the user is shown, and
-        what a measurement is compared with when it is stored for calibration."""
+        what a measurement is compared with when it is stored for calibration. prompt_start:
+        the positions already cached before the prompt (a later turn of a chat)."""
         lp = self.plan
         args = (lp.spec, lp.hardware, lp.config, lp.estimate.memory)
-        kw: dict[str, Any] = dict(prompt_tokens=max(1, prompt_tokens), gen_tokens=max(1, gen_tokens))
+        kw: dict[str, Any] = dict(prompt_tokens=max(1, prompt_tokens), gen_tokens=max(1, gen_tokens),
+                                  prompt_start=max(0, prompt_start))
         # "uncalibrated" keeps this machine's probe: a measurement corrects the probe's kernels
         raw = estimate_performance(*args, **kw, calibration=lp.calibration.uncalibrated())
         cal = estimate_performance(*args, **kw, calibration=lp.calibration) if lp.calibration.active else raw
