@@ -18,7 +18,8 @@ from __future__ import annotations
 from rooflight.gguf.derived import derived
 from rooflight.gguf.spec import ModelSpec
 
-# Fitted by bench/probe_width.py --fit-edges (README "This machine after a probe").
+# Fitted by bench/probe_width.py --fit-edges on the project's 2-core VM (README "This machine
+# after a probe"); assumed for other probed machines, whose probe measures one width.
 EDGE_ELEMENTS = 90.0
 
 # The probe's prompt model (runtime/probe.py): one block's matrices as (n_in, n_out).
