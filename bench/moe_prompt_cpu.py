@@ -1,0 +1,79 @@
+"""MoE prompts on this machine's CPU: llama.cpp's measured prompt speed against the
+probe-based estimate, for generated Qwen3-MoE models the probe never ran.
+
+    python bench/moe_prompt_cpu.py [--types Q8_0,Q4_0,F16] [--ubatch 128,512] [--rounds 3]
+
+The probe measures each weight type's prompt rate on a dense model (MUL_MAT); a MoE model's
+routed experts go through MUL_MAT_ID, another kernel path (ggml-cpu: vec_dot in 16x16 blocks,
+or the repacked GEMM for the types repack.cpp handles), and its routing adds work the probe
+does not see. This prints how far that leaves the estimate, per type and micro-batch: two
+shapes (32 experts, 4 used; 128 experts, 8 used), a 512-token prompt, 2 threads, flash
+attention on, the best of --rounds runs, the models kept loaded and run interleaved. Needs a
+stored probe of this machine (`rooflight probe`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+from rooflight.estimate import Calibration, Wishes, plan
+from rooflight.gguf import load_model_spec
+from rooflight.gguf.synthetic import write_model
+from rooflight.hardware import detect
+from rooflight.store.probes import probe_status
+
+SHAPES = {
+    "moe-32x4": dict(n_layer=6, n_embd=1024, n_head=8, n_head_kv=4, n_ff=768, n_expert=32, n_expert_used=4),
+    "moe-128x8": dict(n_layer=4, n_embd=1024, n_head=8, n_head_kv=4, n_ff=384, n_expert=128, n_expert_used=8),
+}
+PROMPT = 512
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--types", default="Q8_0,Q4_0,F16")
+    ap.add_argument("--ubatch", default="512", help="micro-batches, comma-separated")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    import llama_cpp
+
+    hw = detect()
+    probe = probe_status(hw).probe
+    if probe is None:
+        print("no stored probe of this machine: run `rooflight probe` first")
+        return 1
+    ubatches = [int(x) for x in args.ubatch.split(",")]
+    tokens = [(i * 7919) % 7000 + 10 for i in range(PROMPT)]
+    with tempfile.TemporaryDirectory(prefix="rooflight-moe-") as tmp:
+        for wt in (t.strip().upper() for t in args.types.split(",")):
+            for name, shape in SHAPES.items():
+                path = write_model(Path(tmp) / f"{name}-{wt}.gguf", arch="qwen3moe", context_length=4096, tiled=True,
+                                   pure=True, n_vocab=8000, ftype=wt, **shape)
+                spec = load_model_spec(str(path))
+                llms = {ub: llama_cpp.Llama(str(path), n_ctx=1024, n_batch=PROMPT, n_ubatch=ub, n_threads=probe.n_threads,
+                                            n_threads_batch=probe.n_threads, flash_attn=True, verbose=False)
+                        for ub in ubatches}
+                best = {ub: float("inf") for ub in ubatches}
+                for _ in range(args.rounds):
+                    for ub, llm in llms.items():
+                        llm.reset()
+                        t0 = time.perf_counter()
+                        llm.eval(tokens)
+                        best[ub] = min(best[ub], time.perf_counter() - t0)
+                for ub, llm in llms.items():
+                    llm.close()
+                    w = Wishes(n_ctx=1024, n_gpu_layers=0, n_threads=probe.n_threads, flash_attn="on", n_batch=PROMPT,
+                               n_ubatch=ub, prompt_tokens=PROMPT, gen_tokens=1)
+                    est = plan(spec, hw, w, calibration=Calibration(probe=probe)).performance
+                    measured = PROMPT / best[ub]
+                    print(f"{wt:5} {name:10} ub {ub:4}: measured {measured:7.0f} tok/s, estimate {est.prefill_tok_s:7.0f}"
+                          f" ({est.basis}), measured / estimate x{measured / est.prefill_tok_s:.2f}")
+                path.unlink()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
