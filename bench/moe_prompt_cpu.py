@@ -1,4 +1,4 @@
-"""MoE prompts on this machine's CPU: llama.cpp's measured prompt speed against the
+"""MoE models on this machine's CPU: llama.cpp's measured prompt and decode speed against the
 probe-based estimate, for generated Qwen3-MoE models the probe never ran.
 
     python bench/moe_prompt_cpu.py [--types Q8_0,Q4_0,F16] [--ubatch 128,512] [--rounds 3]
@@ -8,8 +8,8 @@ routed experts go through MUL_MAT_ID, another kernel path (ggml-cpu: vec_dot in 
 or the repacked GEMM for the types repack.cpp handles), and its routing adds work the probe
 does not see. This prints how far that leaves the estimate, per type and micro-batch: two
 shapes (32 experts, 4 used; 128 experts, 8 used), a 512-token prompt, 2 threads, flash
-attention on, the best of --rounds runs, the models kept loaded and run interleaved. Needs a
-stored probe of this machine (`rooflight probe`).
+attention on, the best of --rounds runs, the models kept loaded and run interleaved; decode:
+GEN tokens right after the prompt. Needs a stored probe of this machine (`rooflight probe`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ SHAPES = {
     "moe-128x8": dict(n_layer=4, n_embd=1024, n_head=8, n_head_kv=4, n_ff=384, n_expert=128, n_expert_used=8),
 }
 PROMPT = 512
+GEN = 32
 
 
 def main() -> int:
@@ -57,20 +58,26 @@ def main() -> int:
                                             n_threads_batch=probe.n_threads, flash_attn=True, verbose=False)
                         for ub in ubatches}
                 best = {ub: float("inf") for ub in ubatches}
+                best_token = {ub: float("inf") for ub in ubatches}
                 for _ in range(args.rounds):
                     for ub, llm in llms.items():
                         llm.reset()
                         t0 = time.perf_counter()
                         llm.eval(tokens)
                         best[ub] = min(best[ub], time.perf_counter() - t0)
+                        t0 = time.perf_counter()
+                        for i in range(GEN):
+                            llm.eval([11 + i])
+                        best_token[ub] = min(best_token[ub], (time.perf_counter() - t0) / GEN)
                 for ub, llm in llms.items():
                     llm.close()
                     w = Wishes(n_ctx=1024, n_gpu_layers=0, n_threads=probe.n_threads, flash_attn="on", n_batch=PROMPT,
-                               n_ubatch=ub, prompt_tokens=PROMPT, gen_tokens=1)
+                               n_ubatch=ub, prompt_tokens=PROMPT, gen_tokens=GEN)
                     est = plan(spec, hw, w, calibration=Calibration(probe=probe)).performance
-                    measured = PROMPT / best[ub]
-                    print(f"{wt:5} {name:10} ub {ub:4}: measured {measured:7.0f} tok/s, estimate {est.prefill_tok_s:7.0f}"
-                          f" ({est.basis}), measured / estimate x{measured / est.prefill_tok_s:.2f}")
+                    measured, decode = PROMPT / best[ub], 1 / best_token[ub]
+                    print(f"{wt:5} {name:10} ub {ub:4}: prompt measured {measured:7.0f} tok/s, estimate"
+                          f" {est.prefill_tok_s:7.0f} ({est.basis}), x{measured / est.prefill_tok_s:.2f}; decode measured"
+                          f" {decode:6.1f}, estimate {est.decode_tok_s:6.1f}, x{decode / est.decode_tok_s:.2f}")
                 path.unlink()
     return 0
 
