@@ -1,7 +1,7 @@
 """MoE models on this machine's CPU: llama.cpp's measured prompt and decode speed against the
 probe-based estimate, for generated Qwen3-MoE models the probe never ran.
 
-    python bench/moe_prompt_cpu.py [--types Q8_0,Q4_0,F16] [--ubatch 128,512] [--rounds 3]
+    python bench/moe_prompt_cpu.py [--types Q8_0,Q4_0,F16] [--ubatch 128,512] [--rounds 3] [--fit]
 
 The probe measures each weight type's prompt rate on a dense model (MUL_MAT); a MoE model's
 routed experts go through MUL_MAT_ID, another kernel path (ggml-cpu: vec_dot in 16x16 blocks,
@@ -10,16 +10,19 @@ does not see. This prints how far that leaves the estimate, per type and micro-b
 shapes (32 experts, 4 used; 128 experts, 8 used), a 512-token prompt, 2 threads, flash
 attention on, the best of --rounds runs, the models kept loaded and run interleaved; decode:
 GEN tokens right after the prompt. Needs a stored probe of this machine (`rooflight probe`).
+--fit: per expert type, the moe_prompt.CPU_EXPERT_COST that prices the first shape's prompt
+(the fitting shape) as measured, then the second shape's ratio with it (the check).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import tempfile
 import time
 from pathlib import Path
 
-from rooflight.estimate import Calibration, Wishes, plan
+from rooflight.estimate import Calibration, Wishes, moe_prompt, plan
 from rooflight.gguf import load_model_spec
 from rooflight.gguf.synthetic import write_model
 from rooflight.hardware import detect
@@ -31,6 +34,22 @@ SHAPES = {
 }
 PROMPT = 512
 GEN = 32
+FIT_SHAPE, CHECK_SHAPE = "moe-32x4", "moe-128x8"
+COSTS = [round(1.0 + 0.02 * i, 2) for i in range(201)]  # 1.0 to 5.0
+
+
+def prompt_estimate(spec, hw, probe, ub: int, wt: str | None = None, cost: float | None = None):
+    """The probe-based estimate of the bench prompt, with CPU_EXPERT_COST[wt] = cost if given."""
+    saved = dict(moe_prompt.CPU_EXPERT_COST)
+    if wt is not None and cost is not None:
+        moe_prompt.CPU_EXPERT_COST[wt] = cost
+    try:
+        w = Wishes(n_ctx=1024, n_gpu_layers=0, n_threads=probe.n_threads, flash_attn="on", n_batch=PROMPT,
+                   n_ubatch=ub, prompt_tokens=PROMPT, gen_tokens=GEN)
+        return plan(spec, hw, w, calibration=Calibration(probe=probe)).performance
+    finally:
+        moe_prompt.CPU_EXPERT_COST.clear()
+        moe_prompt.CPU_EXPERT_COST.update(saved)
 
 
 def main() -> int:
@@ -38,6 +57,7 @@ def main() -> int:
     ap.add_argument("--types", default="Q8_0,Q4_0,F16")
     ap.add_argument("--ubatch", default="512", help="micro-batches, comma-separated")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--fit", action="store_true", help="fit CPU_EXPERT_COST on the first shape, check on the second")
     args = ap.parse_args()
     import llama_cpp
 
@@ -48,6 +68,7 @@ def main() -> int:
         return 1
     ubatches = [int(x) for x in args.ubatch.split(",")]
     tokens = [(i * 7919) % 7000 + 10 for i in range(PROMPT)]
+    fitted: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="rooflight-moe-") as tmp:
         for wt in (t.strip().upper() for t in args.types.split(",")):
             for name, shape in SHAPES.items():
@@ -71,14 +92,21 @@ def main() -> int:
                         best_token[ub] = min(best_token[ub], (time.perf_counter() - t0) / GEN)
                 for ub, llm in llms.items():
                     llm.close()
-                    w = Wishes(n_ctx=1024, n_gpu_layers=0, n_threads=probe.n_threads, flash_attn="on", n_batch=PROMPT,
-                               n_ubatch=ub, prompt_tokens=PROMPT, gen_tokens=GEN)
-                    est = plan(spec, hw, w, calibration=Calibration(probe=probe)).performance
+                    est = prompt_estimate(spec, hw, probe, ub)
                     measured, decode = PROMPT / best[ub], 1 / best_token[ub]
+                    if args.fit and name == FIT_SHAPE:
+                        fitted[wt] = min(COSTS, key=lambda c: abs(math.log(
+                            measured / prompt_estimate(spec, hw, probe, ub, wt, c).prefill_tok_s)))
+                    if args.fit and name == CHECK_SHAPE and wt in fitted:
+                        check = prompt_estimate(spec, hw, probe, ub, wt, fitted[wt])
+                        print(f"{wt:5} {name:10} ub {ub:4}: with CPU_EXPERT_COST {fitted[wt]:.2f} (fitted on {FIT_SHAPE}):"
+                              f" prompt x{measured / check.prefill_tok_s:.2f}")
                     print(f"{wt:5} {name:10} ub {ub:4}: prompt measured {measured:7.0f} tok/s, estimate"
                           f" {est.prefill_tok_s:7.0f} ({est.basis}), x{measured / est.prefill_tok_s:.2f}; decode measured"
                           f" {decode:6.1f}, estimate {est.decode_tok_s:6.1f}, x{decode / est.decode_tok_s:.2f}")
                 path.unlink()
+    if args.fit:
+        print("CPU_EXPERT_COST fitted on " + FIT_SHAPE + ": " + ", ".join(f"{k} {v:.2f}" for k, v in fitted.items()))
     return 0
 
 

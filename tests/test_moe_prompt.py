@@ -80,3 +80,38 @@ def test_routed_work_follows_the_experts_to_the_cpu(qwen3_moe):
     output_rows.crop_last_ffn(per_dev, qwen3_moe, devices, 10)  # the last block's experts: output rows only
     last = experts.expert_table(qwen3_moe).active_params[-1]
     assert per_dev[gpu].routed_params == pytest.approx(total - on_cpu - last)
+    # the per-type split (the CPU's MUL_MAT_ID price) follows the same moves
+    assert sum(per_dev[CPU].routed_by_type.values()) == pytest.approx(
+        sum(sum(t.values()) for t in experts.expert_table(qwen3_moe).by_type[:10]))
+
+
+def test_cpu_experts_cost_more_than_dense_matmuls_by_type():
+    """ggml-cpu multiplies routed experts with MUL_MAT_ID, dearer than the dense kernels a
+    probe measures (bench/moe_prompt_cpu.py); unmeasured types take their class's value."""
+    from rooflight.estimate.moe_prompt import CPU_EXPERT_COST, cpu_expert_cost, cpu_extra_by_type
+
+    assert all(v > 1.0 for v in CPU_EXPERT_COST.values())
+    assert cpu_expert_cost("bf16") == CPU_EXPERT_COST["F16"]
+    assert cpu_expert_cost("Q4_K") == pytest.approx((CPU_EXPERT_COST["Q8_0"] + CPU_EXPERT_COST["Q4_0"]) / 2)
+    extra = cpu_extra_by_type({"Q8_0": 1e6, "F16": 2e6})
+    assert extra == {"Q8_0": pytest.approx(1e6 * (CPU_EXPERT_COST["Q8_0"] - 1)),
+                     "F16": pytest.approx(2e6 * (CPU_EXPERT_COST["F16"] - 1))}
+
+
+def test_a_cpu_moe_prompt_pays_mul_mat_id_and_a_gpu_one_does_not(qwen3_moe, monkeypatch):
+    from rooflight.estimate import moe_prompt
+
+    cpu_hw = machine(ram=64 * GiB, backend="cpu")
+    cfg = RunConfig(n_ctx=4096, n_gpu_layers=0, n_threads=8, flash_attn=True)
+    gpu_hw = machine(96 * GiB)
+    gcfg = RunConfig(n_ctx=4096, n_gpu_layers=qwen3_moe.n_layer + 1, n_threads=8, flash_attn=True)
+
+    def times():
+        return (prefill_time_s(qwen3_moe, cpu_hw, cfg, plan_memory(qwen3_moe, cpu_hw, cfg), 512)[0],
+                prefill_time_s(qwen3_moe, gpu_hw, gcfg, plan_memory(qwen3_moe, gpu_hw, gcfg), 512)[0])
+
+    cpu_s, gpu_s = times()
+    monkeypatch.setattr(moe_prompt, "CPU_EXPERT_COST", {k: 1.0 for k in moe_prompt.CPU_EXPERT_COST})
+    dense_cpu_s, dense_gpu_s = times()
+    assert cpu_s > 1.2 * dense_cpu_s  # most of Qwen3-30B-A3B's prompt work is routed experts
+    assert gpu_s == pytest.approx(dense_gpu_s)

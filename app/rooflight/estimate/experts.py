@@ -190,3 +190,5 @@ def shift_prefill(per_dev: dict, spec: ModelSpec, devices, n_cpu_moe: int, new) 
                 if cpu.params_by_type is None:
                     cpu.params_by_type = {}
                 cpu.params_by_type[kind] = cpu.params_by_type.get(kind, 0.0) + n
+                src.routed_by_type[kind] = src.routed_by_type.get(kind, 0.0) - n
+                cpu.routed_by_type[kind] = cpu.routed_by_type.get(kind, 0.0) + n

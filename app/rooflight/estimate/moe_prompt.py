@@ -8,6 +8,11 @@ published prompt rows show it: the same GPU runs MoE prompts at half its dense r
 T=512 and near it at T=2048 (bench/data/llama_bench_rows.json). The model here: each expert
 touched costs as if it multiplied `overhead_tokens` more tokens (BackendConstants
 .moe_expert_overhead_tokens, fitted per backend by bench/fit_constants.py).
+
+On a CPU the routed experts go through MUL_MAT_ID (ggml-cpu: vec_dot in 16x16 blocks, or the
+repacked GEMM for the types repack.cpp handles), not the MUL_MAT kernels a probe measures on
+dense models and the CPU tables were fitted on: each routed multiply-add costs
+cpu_expert_cost(type) dense ones.
 """
 
 from __future__ import annotations
@@ -30,3 +35,26 @@ def overhead_multiply_adds(spec: ModelSpec, routed_params: float, n_tokens: int,
         return 0.0
     per_expert = routed_params / spec.n_expert_used
     return experts_touched(spec, n_tokens) * per_expert * overhead_tokens
+
+
+# CPU MUL_MAT_ID cost per multiply-add against the dense kernels, by expert weight type: fitted
+# by bench/moe_prompt_cpu.py --fit on one generated Qwen3-MoE shape (32 experts, 4 used) on
+# the project's 2-core VM, checked on another (128 experts, 8 used). Types not measured take
+# the value of their class (an assumption: float types F16's, quantized the mean of Q8_0 and
+# Q4_0's).
+CPU_EXPERT_COST = {"F16": 2.71, "Q8_0": 1.41, "Q4_0": 1.65}
+FLOAT_TYPES = frozenset({"F16", "BF16", "F32"})
+
+
+def cpu_expert_cost(ggml_type: str) -> float:
+    kind = ggml_type.upper()
+    if kind in CPU_EXPERT_COST:
+        return CPU_EXPERT_COST[kind]
+    if kind in FLOAT_TYPES:
+        return CPU_EXPERT_COST["F16"]
+    return (CPU_EXPERT_COST["Q8_0"] + CPU_EXPERT_COST["Q4_0"]) / 2
+
+
+def cpu_extra_by_type(routed_by_type: dict[str, float]) -> dict[str, float]:
+    """The multiply-adds a CPU pays beyond the dense price of these routed-expert elements."""
+    return {k: n * (cpu_expert_cost(k) - 1.0) for k, n in routed_by_type.items() if n > 0}

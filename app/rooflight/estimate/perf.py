@@ -490,6 +490,7 @@ class _PrefillWork:
     swa_width: float = 0.0  # the same over sliding-window layers (they see at most the window)
     params_by_type: dict[str, float] = field(default_factory=dict)  # active elements per weight type (a probe prices these)
     routed_params: float = 0.0  # the routed experts' share of params (moe_prompt.py prices their overhead)
+    routed_by_type: dict[str, float] = field(default_factory=dict)  # the same per weight type (CPU: MUL_MAT_ID)
     # the last block's FFN: multiplied for the prompt's output rows only (output_rows.py)
     out_params: float = 0.0
     out_by_type: dict[str, float] = field(default_factory=dict)
@@ -504,7 +505,11 @@ def _prefill_work(spec: ModelSpec, devices: tuple[str, ...]) -> dict[str, _Prefi
         w.weight_bytes = sum(table.bytes[start:end], w.weight_bytes)
         w.params = sum(table.active_params[start:end], w.params)
         if spec.n_expert:
-            w.routed_params = sum(experts.expert_table(spec).active_params[start:end], w.routed_params)
+            routed = experts.expert_table(spec)
+            w.routed_params = sum(routed.active_params[start:end], w.routed_params)
+            for by_type in routed.by_type[start:end]:
+                for kind, n in by_type.items():
+                    w.routed_by_type[kind] = w.routed_by_type.get(kind, 0.0) + n
         for il in range(start, end):
             # a hybrid's recurrent and MLP-only layers attend to nothing (no KV heads)
             no_attention = bool(spec.recurrent_layers) and not spec.n_head_kv[il]
@@ -578,9 +583,14 @@ def prefill_time_s(
             if run_on != dev:
                 pcie_bytes += w.weight_bytes
             attn_flops = _attention_flops_per_token(spec, w, ctx_seen)
+            # a CPU multiplies routed experts with MUL_MAT_ID, dearer than the dense kernels
+            cpu_extra = moe_prompt.cpu_extra_by_type(w.routed_by_type) if _runs_on_cpu(hardware, run_on) else {}
             if run_on == CPU and probe is not None:
+                counts = dict(w.params_by_type or {})
+                for kind, n in cpu_extra.items():
+                    counts[kind] = counts.get(kind, 0.0) + n
                 probe_s += probe_roofline.prefill_weights_s(
-                    probe, w.params_by_type or {}, t,
+                    probe, counts, t,
                     lambda kind, n: cpu_table_matmul_s(hardware, cfg, spec.file_type, n), hardware.cpu.isa,
                     matmul_shape.relative_cost(spec))
                 probe_s += (t * attn_flops * att.prefill_s_per_flop if att is not None
@@ -591,7 +601,8 @@ def prefill_time_s(
             # attention (QK^T and softmax*V over the context so far) runs well below GEMM
             # speed on CPUs; on GPUs it runs FP16 products, priced apart (tensor_rates.py)
             if _runs_on_cpu(hardware, run_on):
-                flops[run_on] = flops.get(run_on, 0.0) + t * (2 * w.params + attn_flops * CPU_ATTENTION_SLOWDOWN)
+                flops[run_on] = flops.get(run_on, 0.0) + t * (
+                    2 * (w.params + sum(cpu_extra.values())) + attn_flops * CPU_ATTENTION_SLOWDOWN)
             else:
                 flops[run_on] = flops.get(run_on, 0.0) + t * 2 * w.params
                 attention[run_on] = attention.get(run_on, 0.0) + t * attn_flops
