@@ -165,7 +165,7 @@ def handovers(devices, n_cpu_moe: int) -> dict[str, int]:
 
 
 def shift_prefill(per_dev: dict, spec: ModelSpec, devices, n_cpu_moe: int, new) -> None:
-    """Prefill: per_dev[dev] is perf.py's _PrefillWork (weight_bytes, params, routed_params, params_by_type);
+    """Prefill: per_dev[dev] is perf.py's _PrefillWork (weight_bytes, params, params_by_type, routed_by_type);
     the experts' bytes and work go to the CPU's entry (new() makes one), which perf.py copies
     over PCIe to the GPU for micro-batches of 32+ tokens (op_offload) or runs on the CPU."""
     if not n_cpu_moe:
@@ -179,10 +179,8 @@ def shift_prefill(per_dev: dict, spec: ModelSpec, devices, n_cpu_moe: int, new) 
         b, p = sum(table.bytes[start:end]), sum(table.active_params[start:end])
         src.weight_bytes -= b
         src.params -= p
-        src.routed_params -= p
         cpu.weight_bytes += b
         cpu.params += p
-        cpu.routed_params += p
         for i in range(start, end):
             for kind, n in table.by_type[i].items():
                 if src.params_by_type is not None:

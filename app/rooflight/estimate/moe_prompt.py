@@ -17,6 +17,7 @@ cpu_expert_cost(type) dense ones.
 
 from __future__ import annotations
 
+from rooflight.estimate.tensor_rates import FLOAT_TYPES
 from rooflight.gguf.spec import ModelSpec
 
 
@@ -31,10 +32,11 @@ def experts_touched(spec: ModelSpec, n_tokens: int) -> float:
 def overhead_multiply_adds(spec: ModelSpec, routed_params: float, n_tokens: int, overhead_tokens: float) -> float:
     """Multiply-adds a micro-batch of n_tokens pays beyond its routed-expert work.
     routed_params: the routed experts' multiply-adds per token (n_expert_used experts)."""
-    if not spec.n_expert or not spec.n_expert_used or routed_params <= 0 or overhead_tokens <= 0:
+    touched = experts_touched(spec, n_tokens)  # 0 for a dense model
+    if not touched or routed_params <= 0 or overhead_tokens <= 0:
         return 0.0
     per_expert = routed_params / spec.n_expert_used
-    return experts_touched(spec, n_tokens) * per_expert * overhead_tokens
+    return touched * per_expert * overhead_tokens
 
 
 # CPU MUL_MAT_ID cost per multiply-add against the dense kernels, by expert weight type: fitted
@@ -43,7 +45,6 @@ def overhead_multiply_adds(spec: ModelSpec, routed_params: float, n_tokens: int,
 # the value of their class (an assumption: float types F16's, quantized the mean of Q8_0 and
 # Q4_0's).
 CPU_EXPERT_COST = {"F16": 2.71, "Q8_0": 1.41, "Q4_0": 1.65}
-FLOAT_TYPES = frozenset({"F16", "BF16", "F32"})
 
 
 def cpu_expert_cost(ggml_type: str) -> float:

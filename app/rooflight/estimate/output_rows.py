@@ -54,7 +54,6 @@ def crop_last_ffn(per_dev: dict, spec: ModelSpec, devices, n_cpu_moe: int) -> No
         on = CPU if n_cpu_moe > last else devices[last]  # --n-cpu-moe keeps blocks < N's experts there
         parts.append((on, table.by_type[last] if table.by_type else {}))
         if on in per_dev:  # the last block's routed experts multiply the output rows only
-            per_dev[on].routed_params -= table.active_params[last]
             for kind, n in (table.by_type[last] if table.by_type else {}).items():
                 per_dev[on].routed_by_type[kind] = per_dev[on].routed_by_type.get(kind, 0.0) - n
     for dev, by_type in parts:

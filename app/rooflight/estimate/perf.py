@@ -466,17 +466,22 @@ def _device_flops(hardware: HardwareProfile, device: str, cfg: RunConfig, quanti
         return _device_flops(view, local, replace(cfg, n_threads=view.cpu.cores), quantized)
     if device == CPU:
         return cpu_peak_flops(hardware, cfg.n_threads)
-    gpu = next(g for g in hardware.gpus if gpu_name(g.index) == device)
-    return matmul_tflops(gpu, quantized, hardware.backend) * 1e12  # the rate llama.cpp's kernels use (tensor_rates.py)
+    view, gpu = _gpu_of(hardware, device)
+    return matmul_tflops(gpu, quantized, view.backend) * 1e12  # the rate llama.cpp's kernels use (tensor_rates.py)
 
 
 def _device_attention_flops(hardware: HardwareProfile, device: str) -> float:
     """Peak FLOP/s of a GPU device's prompt attention (FP16 products, tensor_rates.py)."""
+    view, gpu = _gpu_of(hardware, device)
+    return attention_tflops(gpu, view.backend) * 1e12
+
+
+def _gpu_of(hardware: HardwareProfile, device: str):
+    """(the profile it belongs to, its GPUInfo) for a GPU device, an RPC machine's included."""
     if is_remote(device):
         view, local = remote_device(hardware, device).local_view()
-        return _device_attention_flops(view, local)
-    gpu = next(g for g in hardware.gpus if gpu_name(g.index) == device)
-    return attention_tflops(gpu, hardware.backend) * 1e12
+        return _gpu_of(view, local)
+    return hardware, next(g for g in hardware.gpus if gpu_name(g.index) == device)
 
 
 @dataclass
@@ -489,11 +494,16 @@ class _PrefillWork:
     n_layers: int = 0
     swa_width: float = 0.0  # the same over sliding-window layers (they see at most the window)
     params_by_type: dict[str, float] = field(default_factory=dict)  # active elements per weight type (a probe prices these)
-    routed_params: float = 0.0  # the routed experts' share of params (moe_prompt.py prices their overhead)
-    routed_by_type: dict[str, float] = field(default_factory=dict)  # the same per weight type (CPU: MUL_MAT_ID)
+    # the routed experts' share of params_by_type (moe_prompt.py prices their overhead, and
+    # a CPU's MUL_MAT_ID)
+    routed_by_type: dict[str, float] = field(default_factory=dict)
     # the last block's FFN: multiplied for the prompt's output rows only (output_rows.py)
     out_params: float = 0.0
     out_by_type: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def routed_params(self) -> float:
+        return sum(self.routed_by_type.values())
 
 
 def _prefill_work(spec: ModelSpec, devices: tuple[str, ...]) -> dict[str, _PrefillWork]:
@@ -505,9 +515,7 @@ def _prefill_work(spec: ModelSpec, devices: tuple[str, ...]) -> dict[str, _Prefi
         w.weight_bytes = sum(table.bytes[start:end], w.weight_bytes)
         w.params = sum(table.active_params[start:end], w.params)
         if spec.n_expert:
-            routed = experts.expert_table(spec)
-            w.routed_params = sum(routed.active_params[start:end], w.routed_params)
-            for by_type in routed.by_type[start:end]:
+            for by_type in experts.expert_table(spec).by_type[start:end]:
                 for kind, n in by_type.items():
                     w.routed_by_type[kind] = w.routed_by_type.get(kind, 0.0) + n
         for il in range(start, end):
