@@ -20,12 +20,13 @@ Exit 1 when a target is missed. Nothing here is stored for calibration.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-from rooflight.estimate import Calibration, Wishes, plan
+from rooflight.estimate import Calibration, Wishes, matmul_shape, plan
 from rooflight.gguf import load_model_spec
 from rooflight.gguf.synthetic import write_model
 from rooflight.hardware import detect
@@ -53,6 +54,16 @@ SHAPES = [
 ]
 GEN_TOKENS = 64
 DECODE_TARGET, PREFILL_TARGET, COVERAGE_TARGET = 0.10, 0.15, 0.80
+
+
+@contextlib.contextmanager
+def no_shape_term():
+    """matmul_shape's edge term off: the probe's per-weight prompt figures at every width."""
+    saved, matmul_shape.EDGE_ELEMENTS = matmul_shape.EDGE_ELEMENTS, 0.0
+    try:
+        yield
+    finally:
+        matmul_shape.EDGE_ELEMENTS = saved
 
 
 def pct(pred: float, real: float) -> str:
@@ -91,19 +102,22 @@ def run(models, hw, probe, repeats: int) -> tuple[list[dict], list[str]]:
                 w = Wishes(n_ctx=max(2048, 2 * prompt), n_gpu_layers=0, prompt_tokens=prompt, gen_tokens=GEN_TOKENS)
                 est = plan(spec, hw, w, calibration=cal)
                 tab = plan(spec, hw, w)
-                plans[(name, prompt)] = (est, tab)
+                with no_shape_term():
+                    flat = plan(spec, hw, w, calibration=cal)
+                plans[(name, prompt)] = (est, tab, flat)
                 with Watch() as watch:
                     got = measure(path, est.config, prompt_tokens=prompt, gen_tokens=GEN_TOKENS)
                 d, p = best.get((name, prompt), (0.0, 0.0))
                 best[(name, prompt)] = (max(d, got.decode_tok_s), max(p, got.prefill_tok_s))
                 shares.setdefault((name, prompt), []).append(watch.window.others_share)
     for (name, prompt), (d, p) in best.items():
-        est, tab = plans[(name, prompt)]
+        est, tab, flat = plans[(name, prompt)]
         e, t = est.performance, tab.performance
         d_in = e.decode_tok_s_range[0] <= d <= e.decode_tok_s_range[1]
         p_in = e.prefill_tok_s_range[0] <= p <= e.prefill_tok_s_range[1]
         row = dict(name=name, prompt=prompt, basis=e.basis, decode=(e.decode_tok_s, t.decode_tok_s, d),
                    prefill=(e.prefill_tok_s, t.prefill_tok_s, p), d_in=d_in, p_in=p_in,
+                   flat=flat.performance.prefill_tok_s,
                    busy=statistics.median(shares[(name, prompt)]))
         rows.append(row)
         if abs(e.decode_tok_s / d - 1) > DECODE_TARGET:
@@ -126,7 +140,13 @@ def report(rows: list[dict], failures: list[str]) -> list[str]:
     cov = inside / n if n else 0.0
     errs_d = [abs(r["decode"][0] / r["decode"][2] - 1) for r in rows]
     errs_p = [abs(r["prefill"][0] / r["prefill"][2] - 1) for r in rows]
+    print("\nthe same prompts priced by the probe without matmul_shape's term (every weight of a type"
+          " alike at every width):")
+    for r in rows:
+        print(f"{r['name']:24}{r['prompt']:6} | prefill {pct(r['flat'], r['prefill'][2])}")
     if rows:
+        flat_p = [abs(r["flat"] / r["prefill"][2] - 1) for r in rows]
+        print(f"without it: prefill median error {statistics.median(flat_p):.1%}")
         print(f"\nprobe-based: decode median error {statistics.median(errs_d):.1%}, max {max(errs_d):.1%}; "
               f"prefill median {statistics.median(errs_p):.1%}, max {max(errs_p):.1%}; "
               f"measured inside the printed range: {inside} of {n} ({cov:.0%}, target >= {COVERAGE_TARGET:.0%})")

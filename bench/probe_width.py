@@ -32,7 +32,8 @@ DECODE_WIDTHS = (512, 1024, 2048, 4096)
 DECODE_PROBE_WIDTH = 2048  # runtime/probe.py _DECODE_SHAPE
 PREFILL_WIDTHS = (256, 512, 1024, 2048, 3072)
 PREFILL_PROBE_WIDTH = 1024  # runtime/probe.py _PREFILL_SHAPE
-BYTES_PER_WEIGHT = {"F16": 2.0, "BF16": 2.0, "Q8_0": 34 / 32, "Q4_0": 18 / 32}
+BYTES_PER_WEIGHT = {"F16": 2.0, "BF16": 2.0, "Q8_0": 34 / 32, "Q4_0": 18 / 32, "Q4_K": 144 / 256, "Q6_K": 210 / 256}
+FTYPE = {"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M"}  # pure files of a K type, as runtime/probe.py writes them
 
 
 def shape(width: int) -> dict:
@@ -67,7 +68,7 @@ def decode_sweep(folder: Path, wt: str, rounds: int, mb: float, per_layer: float
         s = shape(width)
         n_layer = max(1, round(mb * 1e6 / (weights_per_layer(s) * BYTES_PER_WEIGHT[wt])))
         path = write_model(folder / f"d{width}-{wt}.gguf", tiled=True, context_length=4096, n_layer=n_layer,
-                           ftype=wt, pure=True, n_vocab=8000, **s)
+                           ftype=FTYPE.get(wt, wt), pure=True, n_vocab=8000, **s)
         models.append((width, n_layer, n_layer * weights_per_layer(s), load(path, 512)))
     times: dict[int, list[float]] = {w: [] for w, *_ in models}
     for _ in range(rounds):
@@ -95,7 +96,7 @@ def prefill_sweep(folder: Path, wt: str, rounds: int) -> list[tuple[int, object,
         s = shape(width)
         n_layer = max(2, round(3 * weights_per_layer(shape(PREFILL_PROBE_WIDTH)) / weights_per_layer(s)))
         path = write_model(folder / f"p{width}-{wt}.gguf", tiled=True, context_length=4096, n_layer=n_layer,
-                           ftype=wt, pure=True, n_vocab=8000, **s)
+                           ftype=FTYPE.get(wt, wt), pure=True, n_vocab=8000, **s)
         # the last block's FFN multiplies the output row only (estimate/output_rows.py)
         models.append((width, n_layer * weights_per_layer(s) - 3 * s["n_embd"] * s["n_ff"], load(path, 1024),
                        load_model_spec(str(path))))
