@@ -14,6 +14,9 @@ with the table-based ones, on shapes the probe never ran (issue 14's targets).
 3. Prints predicted / measured for the probe-based and table-based estimate, whether the
    measured value falls inside the printed range, and the targets: decode within 10%,
    prefill within 15%, measured inside the range in at least 80% of cases.
+4. --bench-with SHAPE: what one bench of that shape would then do to the others'
+   estimates, its ratio applied per kernel (estimate/kernel_calibration.py) and per file
+   type, on the same measurements.
 Exit 1 when a target is missed. Nothing here is stored for calibration.
 """
 
@@ -104,20 +107,21 @@ def run(models, hw, probe, repeats: int) -> tuple[list[dict], list[str]]:
                 tab = plan(spec, hw, w)
                 with no_shape_term():
                     flat = plan(spec, hw, w, calibration=cal)
-                plans[(name, prompt)] = (est, tab, flat)
+                plans[(name, prompt)] = (est, tab, flat, spec, w)
                 with Watch() as watch:
                     got = measure(path, est.config, prompt_tokens=prompt, gen_tokens=GEN_TOKENS)
                 d, p = best.get((name, prompt), (0.0, 0.0))
                 best[(name, prompt)] = (max(d, got.decode_tok_s), max(p, got.prefill_tok_s))
                 shares.setdefault((name, prompt), []).append(watch.window.others_share)
     for (name, prompt), (d, p) in best.items():
-        est, tab, flat = plans[(name, prompt)]
+        est, tab, flat, spec, w = plans[(name, prompt)]
         e, t = est.performance, tab.performance
         d_in = e.decode_tok_s_range[0] <= d <= e.decode_tok_s_range[1]
         p_in = e.prefill_tok_s_range[0] <= p <= e.prefill_tok_s_range[1]
         row = dict(name=name, prompt=prompt, basis=e.basis, decode=(e.decode_tok_s, t.decode_tok_s, d),
                    prefill=(e.prefill_tok_s, t.prefill_tok_s, p), d_in=d_in, p_in=p_in,
-                   flat=flat.performance.prefill_tok_s,
+                   flat=flat.performance.prefill_tok_s, spec=spec, wishes=w, kernels=e.kernels,
+                   threads=est.config.n_threads,
                    busy=statistics.median(shares[(name, prompt)]))
         rows.append(row)
         if abs(e.decode_tok_s / d - 1) > DECODE_TARGET:
@@ -125,6 +129,44 @@ def run(models, hw, probe, repeats: int) -> tuple[list[dict], list[str]]:
         if abs(e.prefill_tok_s / p - 1) > PREFILL_TARGET:
             failures.append(f"prefill {name} @{prompt}: {pct(e.prefill_tok_s, p)}")
     return rows, failures
+
+
+def one_bench(rows: list[dict], hw, probe, bench_name: str) -> None:
+    """What one `rooflight bench` of one of the shapes would do to the others: its measured /
+    probe-predicted ratio stored as calibration, applied per kernel (kernel_calibration.py)
+    and, as before, per file type; the same measurements, the benched model left out."""
+    from rooflight.estimate.perf import Ratio
+
+    bench = next((r for r in rows if r["name"] == bench_name and r["prompt"] == 512), None)
+    if bench is None:
+        print(f"\n--bench-with {bench_name}: no such shape (choose one of {sorted({r['name'] for r in rows})})")
+        return
+    ratio = dict(weight_type=bench["spec"].file_type.upper(), n_threads=bench["threads"],
+                 model_bytes=bench["spec"].file_bytes, decode=bench["decode"][2] / bench["decode"][0],
+                 prefill=bench["prefill"][2] / bench["prefill"][0], basis="probe")
+    per_kernel = Calibration(samples=1, ratios=(Ratio(**ratio, kernels=bench["kernels"]),), probe=probe)
+    per_file = Calibration(samples=1, ratios=(Ratio(**ratio),), probe=probe)
+    print(f"\nafter one bench of {bench_name} (measured / probe-predicted: decode x{ratio['decode']:.3f}, "
+          f"prefill x{ratio['prefill']:.3f}), predicted / measured - 1 for the others:")
+    print(f"{'model':24}{'pos':>6} | {'decode: probe / per file / per kernel':>40} | "
+          f"{'prefill: probe / per file / per kernel':>40}")
+    errs: dict[str, list[float]] = {"probe": [], "file": [], "kernel": []}
+    for r in rows:
+        if r is bench:
+            continue
+        by_file = plan(r["spec"], hw, r["wishes"], calibration=per_file).performance
+        by_kernel = plan(r["spec"], hw, r["wishes"], calibration=per_kernel).performance
+        (dp, _, dm), (pp, _, pm) = r["decode"], r["prefill"]
+        print(f"{r['name']:24}{r['prompt']:6} | {pct(dp, dm)} {pct(by_file.decode_tok_s, dm)} "
+              f"{pct(by_kernel.decode_tok_s, dm)}{'':13} | {pct(pp, pm)} {pct(by_file.prefill_tok_s, pm)} "
+              f"{pct(by_kernel.prefill_tok_s, pm)}")
+        for key, d, p in (("probe", dp, pp), ("file", by_file.decode_tok_s, by_file.prefill_tok_s),
+                          ("kernel", by_kernel.decode_tok_s, by_kernel.prefill_tok_s)):
+            errs[key] += [abs(d / dm - 1), abs(p / pm - 1)]
+    for key, label in (("probe", "probe only"), ("file", "per file type"), ("kernel", "per kernel")):
+        e = errs[key]
+        print(f"  {label:14} median error (decode and prefill together) {statistics.median(e):.1%}, "
+              f"max {max(e):.1%}")
 
 
 def report(rows: list[dict], failures: list[str]) -> list[str]:
@@ -164,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="three shapes and Gemma at 512 only, one repeat")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--keep-disturbed", action="store_true", help="use a probe taken on a busy machine")
+    ap.add_argument("--bench-with", metavar="SHAPE",
+                    help="also show what one bench of this shape (at 512 positions) does to the others' estimates")
     args = ap.parse_args(argv)
     hw = detect()
     print(f"machine: {hw.cpu.name}, {hw.cpu.cores} cores, RAM bandwidth {hw.cpu.ram_bandwidth_gbs:.1f} GB/s")
@@ -178,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         models.append(("gemma-3-270m-Q4_K_M", gemma_270m_path(), (512,) if args.quick else (512, 4096)))
         rows, failures = run(models, hw, probe, 1 if args.quick else args.repeats)
     failures = report(rows, failures)
+    if args.bench_with:
+        one_bench(rows, hw, probe, args.bench_with)
     print()
     if failures:
         print(f"{len(failures)} target(s) missed:")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from rooflight.estimate import backend_constants as _bc
@@ -38,6 +39,9 @@ from rooflight.estimate.backend_constants import BACKENDS, DEFAULT_CPU_MHZ, Back
 from rooflight.estimate.compute import micro_batch
 from rooflight.estimate.config import RunConfig
 from rooflight.estimate.fp4 import prefill_speed_factor
+from rooflight.estimate.kernel_calibration import MIN_COVERAGE as _MIN_KERNEL_COVERAGE
+from rooflight.estimate.kernel_calibration import KernelShares, kernel_ratios, shares_of
+from rooflight.estimate.kernel_calibration import factor as _kernel_factor
 from rooflight.estimate.kv import kv_cells_seen, kv_reads_by_layer
 from rooflight.estimate.layers import cpu_cycles_per_weight, layer_table
 from rooflight.estimate.memory import MemoryPlan
@@ -111,6 +115,7 @@ class Ratio:
     decode: float
     prefill: float
     basis: str = "table"  # what the prediction stood on: table | probe
+    kernels: KernelShares | None = None  # a probe-based prediction's kernel shares (None: not kept)
 
 
 @dataclass(frozen=True)
@@ -128,8 +133,10 @@ class Calibration:
     from cache, one ten times larger from RAM) and across weight types (other kernels),
     so `ratios` keeps each measurement's thread count, size and type, and factors()
     uses the measurements that match best. With a probe, the kernels, caches and fixed
-    costs are measured, so what is left to correct is per kernel: only measurements of the
-    same weight type against a probe-based prediction correct a probe-based estimate.
+    costs are measured, so what is left to correct is per kernel: a measurement against a
+    probe-based prediction corrects the kernels that prediction used, by their shares of it,
+    and an estimate takes those corrections by its own shares (kernel_calibration.py);
+    measurements stored before shares were kept correct models of their own file type.
     """
 
     decode_factor: float = 1.0  # median over all measurements: the fallback
@@ -154,30 +161,72 @@ class Calibration:
         p = self.probe
         return p if p is not None and p.n_threads == cfg.n_threads else None
 
-    def matching(self, file_type: str, n_threads: int, model_bytes: int = 0, basis: str = "table") -> tuple[Ratio, ...]:
-        """The measurements that calibrate a run: with a probe, those of the same weight type
-        against probe-based predictions; otherwise at the same thread count, narrowed to
-        those within 4x in size and then of the same type where there are any."""
+    def matching(self, file_type: str, n_threads: int, model_bytes: int = 0, basis: str = "table",
+                 kernels: KernelShares | None = None) -> tuple[Ratio, ...]:
+        """The measurements that correct a run: with a probe, those against probe-based
+        predictions at its thread count that used one of the run's kernels (or, without
+        kernel shares on either side, those of the same file type); otherwise at the same
+        thread count, narrowed to those within 4x in size and then of the same type where
+        there are any."""
         if basis == "probe":
-            return tuple(r for r in self.ratios if r.basis == "probe" and r.n_threads == n_threads
-                         and r.weight_type == file_type.upper())
+            probed = [r for r in self.ratios if r.basis == "probe" and r.n_threads == n_threads]
+            if kernels is not None and any(r.kernels for r in probed):
+                used = {k for k, _ in kernels.decode} | {k for k, _ in kernels.prefill}
+                return tuple(r for r in probed if r.kernels
+                             and used & ({k for k, _ in r.kernels.decode} | {k for k, _ in r.kernels.prefill}))
+            return tuple(r for r in probed if r.weight_type == file_type.upper())
         chosen = [r for r in self.ratios if r.n_threads == n_threads and r.basis == "table"]
         for keep in (lambda r: r.model_bytes > 0 and abs(math.log(max(model_bytes, 1) / r.model_bytes)) <= math.log(4),
                      lambda r: r.weight_type == file_type.upper()):
             chosen = [r for r in chosen if keep(r)] or chosen
         return tuple(chosen)
 
-    def factors(self, file_type: str, n_threads: int, model_bytes: int = 0, basis: str = "table") -> tuple[float, float]:
-        """(decode, prefill) factors for a run: the median over matching() measurements;
-        without a probe and with none at this thread count, all measurements'; with a probe
-        and none of this type, 1 (the probe stands)."""
-        chosen = self.matching(file_type, n_threads, model_bytes, basis)
+    def factors(self, file_type: str, n_threads: int, model_bytes: int = 0, basis: str = "table",
+                kernels: KernelShares | None = None) -> tuple[float, float]:
+        """(decode, prefill) factors for a run: with a probe and kernel shares, the per-kernel
+        corrections of matching() measurements combined by the run's shares; otherwise the
+        median over matching() measurements; without a probe and with none at this thread
+        count, all measurements'; with a probe and none that match, 1 (the probe stands)."""
+        chosen = self.matching(file_type, n_threads, model_bytes, basis, kernels)
         if not chosen:
             if basis == "probe":
                 return 1.0, 1.0
             return _bounded(self.decode_factor), _bounded(self.prefill_factor)
+        if basis == "probe" and kernels is not None and all(r.kernels for r in chosen):
+            return self._kernel_factors(kernels, chosen)
         return (_bounded(statistics.median(r.decode for r in chosen)),
                 _bounded(statistics.median(r.prefill for r in chosen)))
+
+    def calibrates(self, matched: tuple[Ratio, ...], basis: str, kernels: KernelShares | None) -> bool:
+        """Whether a run's estimate stands on measurements: with a probe, when matched ones
+        measured at least MIN_COVERAGE of its kernel time (per kernel) or any matched (per
+        file type); without, when any measurement exists."""
+        if basis != "probe":
+            return self.active
+        if not matched:
+            return False
+        if kernels is None or not all(r.kernels for r in matched):
+            return True
+        decode = kernel_ratios((r.kernels.decode, r.decode) for r in matched if r.kernels)
+        return _kernel_factor(kernels.decode, decode)[1] >= _MIN_KERNEL_COVERAGE
+
+    @staticmethod
+    def _kernel_factors(kernels: KernelShares, chosen: Iterable[Ratio]) -> tuple[float, float]:
+        chosen = [r for r in chosen if r.kernels]
+        decode = kernel_ratios((r.kernels.decode, r.decode) for r in chosen if r.kernels)
+        prefill = kernel_ratios((r.kernels.prefill, r.prefill) for r in chosen if r.kernels)
+        return (_bounded(_kernel_factor(kernels.decode, decode)[0]),
+                _bounded(_kernel_factor(kernels.prefill, prefill)[0]))
+
+    def residuals(self, matched: tuple[Ratio, ...], decode_factor: float,
+                  prefill_factor: float) -> tuple[list[float], list[float]]:
+        """How far each matched measurement lies from the correction as it now stands
+        (decode, prefill): its ratio over the factor its own prediction would now get."""
+        if matched and all(r.kernels for r in matched):
+            own = [self._kernel_factors(r.kernels, matched) for r in matched if r.kernels]
+            return ([r.decode / f[0] for r, f in zip(matched, own, strict=True)],
+                    [r.prefill / f[1] for r, f in zip(matched, own, strict=True)])
+        return [r.decode / decode_factor for r in matched], [r.prefill / prefill_factor for r in matched]
 
     def preferred_threads(self, model_bytes: int) -> int | None:
         """The fastest thread count measured for the model nearest in size, if within 8x.
@@ -217,6 +266,9 @@ class PerfEstimate:
     range_basis: str = ""  # what the ranges are (estimate/ranges.py)
     # set when layers run on remote RPC machines (network.py): see network_summary()
     network: dict | None = None
+    # with a probe: how its kernel time splits over the probe's kernels, stored with a
+    # measurement so that it corrects those kernels (kernel_calibration.py); not in to_dict
+    kernels: KernelShares | None = None
 
     def to_dict(self) -> dict:
         d = {
@@ -284,6 +336,7 @@ class _DecodeFixed:
     cpu_cycles: float  # table CPU dot-product cycles per token
     overhead: float  # fixed seconds per token
     cpu_weights: dict[str, float] | None = None  # with a probe: the CPU's weight time by bound
+    cpu_kernels: dict[str, float] | None = None  # with a probe: its seconds per kernel (weight type)
 
 
 def _handover_s(devices, mem: MemoryPlan, overhead_per_layer: dict[str, float]) -> float:
@@ -312,10 +365,11 @@ def _decode_fixed(
         for dev, start, end in device_runs(devices[: spec.n_layer]):
             if dev != CPU:
                 overhead = sum(itertools.repeat(overhead_per_layer[dev], end - start), overhead)
+        kernels: dict[str, float] = {}
         weights = probe_roofline.decode_weights_s(
-            probe, by_type, lambda kind, n: cpu_table_matvec_s(hardware, cfg, kind, n))
+            probe, by_type, lambda kind, n: cpu_table_matvec_s(hardware, cfg, kind, n), kernels)
         del reads[CPU]
-        return _DecodeFixed(reads, 0.0, overhead + _handover_s(devices, mem, overhead_per_layer), weights)
+        return _DecodeFixed(reads, 0.0, overhead + _handover_s(devices, mem, overhead_per_layer), weights, kernels)
     overhead = SAMPLING_S_PER_VOCAB * spec.n_vocab
     for dev, start, end in device_runs(devices[: spec.n_layer]):
         overhead = sum(itertools.repeat(overhead_per_layer[dev], end - start), overhead)
@@ -553,12 +607,13 @@ def prefill_attention_flops(spec: ModelSpec, start: int, n_tokens: int, n_ubatch
 
 def prefill_time_s(
     spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig, mem: MemoryPlan, n_tokens: int,
-    probe: MachineProbe | None = None, start: int = 0,
+    probe: MachineProbe | None = None, start: int = 0, kernels: dict[str, float] | None = None,
 ) -> tuple[float, str]:
     """Seconds to process an n_tokens prompt, and which bound dominated. probe: the CPU's
     matrix products, attention and per-layer cost come from its measurements. start: the
     positions already in the cache (a later turn of a chat, llama-bench's -d), which every
-    prompt token attends to."""
+    prompt token attends to. kernels, if given, gathers the seconds each of the probe's
+    matrix kernels takes (estimate/kernel_calibration.py)."""
     devices = mem.layer_devices
     table = layer_table(spec)
     float_model = _is_float_model(spec)
@@ -600,7 +655,7 @@ def prefill_time_s(
                 probe_s += probe_roofline.prefill_weights_s(
                     probe, counts, t,
                     lambda kind, n: cpu_table_matmul_s(hardware, cfg, spec.file_type, n), hardware.cpu.isa,
-                    matmul_shape.relative_cost(spec))
+                    matmul_shape.relative_cost(spec), by_kernel=kernels)
                 probe_s += (t * attn_flops * att.prefill_s_per_flop if att is not None
                             else cpu_table_matmul_s(hardware, cfg, spec.file_type,
                                                     t * attn_flops * CPU_ATTENTION_SLOWDOWN / 2))
@@ -728,15 +783,20 @@ def estimate_performance(
     parts = [decode_parts_s(spec, hardware, cfg, mem, int(p), fixed, probe) for p in positions]
     share = {k: sum(p[k] for p in parts) / len(parts) for k in parts[0]}
     t_token = sum(share.values())
-    decode_factor, prefill_factor = cal.factors(spec.file_type, cfg.n_threads, spec.file_bytes, basis)
-    matched = cal.matching(spec.file_type, cfg.n_threads, spec.file_bytes, basis)
-    calibrated = bool(matched) if basis == "probe" else cal.active
-    decode = decode_factor / t_token
+    prefill_kernels: dict[str, float] = {}
     t_prefill, prefill_bound = prefill_time_s(spec, hardware, cfg, mem, max(1, prompt_tokens), probe,
-                                              start=max(0, prompt_start))
+                                              start=max(0, prompt_start), kernels=prefill_kernels)
+    kernels = (KernelShares(shares_of(fixed.cpu_kernels or {}), shares_of(prefill_kernels))
+               if basis == "probe" else None)
+    decode_factor, prefill_factor = cal.factors(spec.file_type, cfg.n_threads, spec.file_bytes, basis, kernels)
+    matched = cal.matching(spec.file_type, cfg.n_threads, spec.file_bytes, basis, kernels)
+    calibrated = cal.calibrates(matched, basis, kernels)
+    decode = decode_factor / t_token
     prefill = prefill_factor * max(1, prompt_tokens) / t_prefill
 
-    band = _band(hardware, basis, probe, matched, decode_factor, prefill_factor)
+    # a probe-based estimate whose kernels were mostly not measured keeps the probe's band
+    residuals = cal.residuals(matched, decode_factor, prefill_factor) if calibrated or basis != "probe" else ([], [])
+    band = _band(hardware, basis, probe, residuals)
     (d_lo, d_hi), (p_lo, p_hi) = band.decode, band.prefill
     return PerfEstimate(
         decode_tok_s=decode,
@@ -752,6 +812,7 @@ def estimate_performance(
         calibrated=calibrated,
         basis="calibrated" if calibrated else basis,
         range_basis=band.basis,
+        kernels=kernels,
         network=network_summary(spec, hardware, mem, share, decode_factor) if hardware.remotes else None,
     )
 
@@ -768,13 +829,13 @@ def image_first_token_s(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConf
     return vp.encode_s + vp.image_tokens / prefill_tok_s
 
 
-def _band(hardware: HardwareProfile, basis: str, probe: MachineProbe | None, matched: tuple[Ratio, ...],
-          decode_factor: float, prefill_factor: float) -> ranges.Band:
+def _band(hardware: HardwareProfile, basis: str, probe: MachineProbe | None,
+          residuals: tuple[list[float], list[float]]) -> ranges.Band:
     """The range's band: this machine's measurements where there are enough (their ratios
-    to the estimate as it now stands), else the probe's or the backend's out-of-sample band."""
-    if matched:
-        measured = ranges.measured_band([r.decode / decode_factor for r in matched],
-                                        [r.prefill / prefill_factor for r in matched])
+    to the estimate as it now stands: Calibration.residuals), else the probe's or the
+    backend's out-of-sample band."""
+    if residuals[0]:
+        measured = ranges.measured_band(*residuals)
         if measured is not None:
             return measured
     if basis == "probe" and probe is not None:

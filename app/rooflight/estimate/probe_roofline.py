@@ -14,12 +14,14 @@ from rooflight.estimate.probe import MachineProbe
 
 
 def decode_weights_s(
-    probe: MachineProbe, by_type: Iterable[dict[str, float]], table_s: Callable[[str, float], float]
+    probe: MachineProbe, by_type: Iterable[dict[str, float]], table_s: Callable[[str, float], float],
+    by_kernel: dict[str, float] | None = None,
 ) -> dict[str, float]:
     """Seconds one token's matrix-vector products take, split by bound ("memory" |
     "compute"): elements of each type x the probe's seconds per weight; table_s(type,
     elements) for types it has no figure for (counted as memory-bound, as the table's
-    bandwidth term usually is)."""
+    bandwidth term usually is). by_kernel, if given, gathers the seconds each of the
+    probe's kernels takes (estimate/kernel_calibration.py)."""
     out = {"memory": 0.0, "compute": 0.0}
     for counts in by_type:
         for kind, n in counts.items():
@@ -28,6 +30,8 @@ def decode_weights_s(
                 out["memory"] += table_s(kind, n)
             else:
                 out[k.bound] += n * k.decode_s_per_weight
+                if by_kernel is not None:
+                    by_kernel[k.weight_type] = by_kernel.get(k.weight_type, 0.0) + n * k.decode_s_per_weight
     return out
 
 
@@ -46,14 +50,15 @@ def prompt_stand_in(kind: str, isa: Iterable[str]) -> str | None:
 
 def prefill_weights_s(
     probe: MachineProbe, counts: dict[str, float], n_tokens: int, table_s: Callable[[str, float], float],
-    isa: Iterable[str] = (), shape_cost: float = 1.0,
+    isa: Iterable[str] = (), shape_cost: float = 1.0, by_kernel: dict[str, float] | None = None,
 ) -> float:
     """Seconds a micro-batch of n_tokens spends in matrix-matrix products: per type,
     elements x tokens x the probe's per-weight figure (or that of the type whose kernel it
     shares on a CPU of this isa: prompt_stand_in) x shape_cost (what this model's matrix
     shapes cost per weight against the probe's: matmul_shape.relative_cost), never less
     than one matrix-vector pass over the weights (a small batch still reads them all
-    once); table_s(type, elements x tokens) for types without a figure."""
+    once); table_s(type, elements x tokens) for types without a figure. by_kernel, if
+    given, gathers the seconds each of the probe's kernels takes."""
     isa = tuple(isa)
     total = 0.0
     for kind, n in counts.items():
@@ -63,7 +68,10 @@ def prefill_weights_s(
         if k is None:
             total += table_s(kind, n * n_tokens)
         else:
-            total += max(n * n_tokens * k.prefill_s_per_weight * shape_cost, n * k.decode_s_per_weight)
+            seconds = max(n * n_tokens * k.prefill_s_per_weight * shape_cost, n * k.decode_s_per_weight)
+            total += seconds
+            if by_kernel is not None:
+                by_kernel[k.weight_type] = by_kernel.get(k.weight_type, 0.0) + seconds
     return total
 
 

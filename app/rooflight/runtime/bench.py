@@ -132,6 +132,7 @@ def run_bench(model_path: str, wishes, *, profile=None, repetitions: int = REPET
             predicted_decode=est.performance.decode_tok_s, measured_decode=got.decode_tok_s,
             predicted_prefill=est.performance.prefill_tok_s, measured_prefill=got.prefill_tok_s,
             n_threads=est.config.n_threads, model_bytes=spec.file_bytes, basis=est.performance.basis,
+            kernels=est.performance.kernels,
         )
         store.add(measurement)
     finally:

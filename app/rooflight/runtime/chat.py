@@ -574,11 +574,22 @@ class ChatSession:
                     predicted_decode=raw_decode.decode_tok_s, measured_decode=st.decode_tok_s,
                     predicted_prefill=raw_prefill.prefill_tok_s, measured_prefill=st.prefill_tok_s,
                     n_threads=lp.config.n_threads, model_bytes=lp.spec.file_bytes, basis=raw_decode.basis,
+                    kernels=_kernels_of(raw_decode, raw_prefill),
                 ))
             finally:
                 store.close()
         except Exception as exc:  # calibration is a bonus: never lose a reply over it
             log.warning("could not store the reply's measurement for calibration: %s", exc)
+
+
+def _kernels_of(decode_est, prefill_est):
+    """The kernel shares of a reply's two predictions: decode's from one, prefill's from the
+    other (a later turn's prompt starts after the cached conversation)."""
+    if decode_est.kernels is None or prefill_est.kernels is None:
+        return None
+    from rooflight.estimate.kernel_calibration import KernelShares
+
+    return KernelShares(decode_est.kernels.decode, prefill_est.kernels.prefill)
 
 
 def _with_markers(msg: ChatMessage, text: str, marker: str | None) -> str:

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from rooflight.estimate.kernel_calibration import KernelShares
 from rooflight.estimate.perf import Calibration, Ratio
 from rooflight.store.paths import data_dir
 from rooflight.store.schema import apply_schema
@@ -97,6 +98,7 @@ class Measurement:
     n_threads: int = 0  # 0: not recorded (rows from before the column existed)
     model_bytes: int = 0  # the GGUF file size; 0: not recorded
     basis: str = "table"  # what the prediction stood on: table | probe (PerfEstimate.basis)
+    kernels: KernelShares | None = None  # a probe-based prediction's kernel shares (PerfEstimate.kernels)
 
     @property
     def usable(self) -> bool:
@@ -116,6 +118,7 @@ class CalibrationStore:
             ("n_threads", "INTEGER NOT NULL DEFAULT 0"),
             ("model_bytes", "INTEGER NOT NULL DEFAULT 0"),
             ("basis", "TEXT NOT NULL DEFAULT 'table'"),
+            ("kernel_shares", "TEXT NOT NULL DEFAULT ''"),
         ]})
         self._db.commit()
 
@@ -127,19 +130,20 @@ class CalibrationStore:
             self._db.execute(
                 "INSERT INTO measurements (created_at, machine, backend, model, quant, n_ctx,"
                 " n_gpu_layers, prompt_tokens, gen_tokens, predicted_decode, measured_decode,"
-                " predicted_prefill, measured_prefill, n_threads, model_bytes, basis)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " predicted_prefill, measured_prefill, n_threads, model_bytes, basis, kernel_shares)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (time.time(), m.machine, m.backend, m.model, m.quant, m.n_ctx, m.n_gpu_layers,
                  m.prompt_tokens, m.gen_tokens, m.predicted_decode, m.measured_decode,
                  m.predicted_prefill, m.measured_prefill, m.n_threads, m.model_bytes,
-                 "probe" if m.basis == "probe" else "table"),
+                 "probe" if m.basis == "probe" else "table",
+                 m.kernels.to_json() if m.kernels is not None and m.basis == "probe" else ""),
             )
 
     def calibration(self, machine: str, backend: str, probe=None) -> Calibration:
         """probe: this machine's valid probe (store/probes.py), carried along for the estimator."""
         rows = self._db.execute(
             "SELECT predicted_decode, measured_decode, predicted_prefill, measured_prefill, quant, n_threads,"
-            " model_bytes, basis"
+            " model_bytes, basis, kernel_shares"
             " FROM measurements WHERE machine = ? AND backend = ? ORDER BY id DESC LIMIT ?",
             (machine, backend, RECENT),
         ).fetchall()
@@ -152,7 +156,8 @@ class CalibrationStore:
             prefill_factor=statistics.median(r[3] / r[2] for r in rows),
             samples=len(rows),
             threads=threads,
-            ratios=tuple(Ratio(r[4].upper(), int(r[5]), int(r[6]), r[1] / r[0], r[3] / r[2], r[7]) for r in rows),
+            ratios=tuple(Ratio(r[4].upper(), int(r[5]), int(r[6]), r[1] / r[0], r[3] / r[2], r[7],
+                               KernelShares.from_json(r[8]) if r[7] == "probe" else None) for r in rows),
             probe=probe,
         )
 

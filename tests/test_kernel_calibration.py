@@ -1,0 +1,182 @@
+"""Measurements correct a probe-based estimate per kernel (estimate/kernel_calibration.py):
+the arithmetic, the store, and a real bench on this machine against a stored probe."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rooflight.estimate import Calibration, Wishes, plan
+from rooflight.estimate.kernel_calibration import (
+    MIN_COVERAGE,
+    KernelShares,
+    factor,
+    kernel_ratios,
+    shares_of,
+)
+from rooflight.estimate.perf import Ratio
+from rooflight.gguf import load_model_spec
+from rooflight.gguf.synthetic import write_model
+from rooflight.hardware import profile_from_dict
+from rooflight.store.calibration import CalibrationStore, Measurement, machine_key
+
+# ---- arithmetic -----------------------------------------------------------------------------
+
+
+def test_shares_are_normalised_over_the_kernels_that_took_time():
+    assert shares_of({"Q4_K": 3.0, "Q6_K": 1.0, "F16": 0.0}) == (("Q4_K", 0.75), ("Q6_K", 0.25))
+    assert shares_of({}) == ()
+
+
+def test_a_kernel_takes_the_ratios_of_the_predictions_it_was_part_of_by_their_share():
+    q4k_heavy = (("Q4_K", 0.9), ("Q6_K", 0.1))
+    q6k_only = (("Q6_K", 1.0),)
+    ratios = kernel_ratios([(q4k_heavy, 0.8), (q6k_only, 1.3)])
+    assert ratios["Q4_K"] == 0.8  # one measurement used it
+    # Q6_K: weights 0.1 (ratio 0.8) and 1.0 (ratio 1.3): the weighted median is 1.3
+    assert ratios["Q6_K"] == 1.3
+
+
+def test_an_estimate_combines_its_kernels_corrections_as_times():
+    ratios = {"Q4_K": 0.8}
+    assert factor((("Q4_K", 1.0),), ratios) == (pytest.approx(0.8), 1.0)
+    # half its kernel time in a measured kernel (x1/0.8 slower), half in an unmeasured one
+    f, covered = factor((("Q4_K", 0.5), ("Q8_0", 0.5)), ratios)
+    assert f == pytest.approx(1 / (0.5 / 0.8 + 0.5)) and covered == 0.5
+    assert factor((("Q8_0", 1.0),), ratios) == (1.0, 0.0)
+    assert factor((), ratios) == (1.0, 0.0)
+
+
+def test_shares_round_trip_through_json_and_garbage_reads_as_none():
+    k = KernelShares(decode=(("Q4_K", 0.75), ("Q6_K", 0.25)), prefill=(("Q4_K", 1.0),))
+    assert KernelShares.from_json(k.to_json()) == k
+    for bad in ("", None, "not json", "[1, 2]", '{"decode": {"Q4_K": "x"}}'):
+        assert KernelShares.from_json(bad) is None
+
+
+# ---- Calibration: which measurements correct which estimates -----------------------------
+
+
+def _probe_for(hw, build: str = "b"):
+    """test_probe's synthetic probe, with a Q4_K figure too."""
+    from dataclasses import replace
+
+    from rooflight.estimate.probe import KernelFigure
+    from test_probe import _probe
+
+    p = _probe(machine_key(hw), build)
+    return replace(p, kernels=(*p.kernels, KernelFigure("Q4_K", 0.03e-9, 0.015e-9, 17.0, "compute")))
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict[str, Path]:
+    """Generated models whose kernel time is all Q6_K, all Q8_0, and mostly Q4_K with some
+    Q6_K (a Q4_K_M file: attn_v, half the ffn_down and the output layer in Q6_K)."""
+    d = tmp_path_factory.mktemp("k")
+    args = dict(n_layer=4, n_embd=512, n_head=8, n_head_kv=4, n_ff=1024, n_vocab=2000, context_length=4096)
+    return {"q6k": write_model(d / "q6k.gguf", ftype="Q6_K", pure=True, **args),
+            "q8": write_model(d / "q8.gguf", ftype="Q8_0", pure=True, **args),
+            "q4km": write_model(d / "q4km.gguf", ftype="Q4_K_M", **args)}
+
+
+def _perf(path: Path, hw, cal: Calibration):
+    return plan(load_model_spec(str(path)), hw, Wishes(n_ctx=2048, n_threads=2), calibration=cal).performance
+
+
+def test_a_measurement_corrects_the_kernels_it_used_and_only_by_their_share(models):
+    from test_probe import HW
+
+    hw = profile_from_dict(HW)
+    probe = _probe_for(hw)
+    bare = Calibration(probe=probe)
+    q6k = _perf(models["q6k"], hw, bare)
+    assert q6k.basis == "probe" and q6k.kernels is not None
+    assert dict(q6k.kernels.decode) == {"Q6_K": pytest.approx(1.0)}
+    measured = Ratio("Q6_K", 2, 10**7, 0.8, 1.25, "probe", q6k.kernels)
+    cal = Calibration(samples=1, ratios=(measured,), probe=probe)
+
+    # the measured model itself (and any model all of whose kernel time is Q6_K): fully
+    again = _perf(models["q6k"], hw, cal)
+    assert again.basis == "calibrated"
+    assert again.decode_tok_s == pytest.approx(0.8 * q6k.decode_tok_s)
+    assert again.prefill_tok_s == pytest.approx(1.25 * q6k.prefill_tok_s)
+
+    # another kernel: the probe stands
+    q8_bare, q8 = _perf(models["q8"], hw, bare), _perf(models["q8"], hw, cal)
+    assert q8.basis == "probe" and q8.decode_tok_s == pytest.approx(q8_bare.decode_tok_s)
+
+    # a Q4_K_M file: corrected by the Q6_K share of its kernel time, where the file-type
+    # rule did not correct it at all; calibrated only when that share reaches MIN_COVERAGE
+    km_bare, km = _perf(models["q4km"], hw, bare), _perf(models["q4km"], hw, cal)
+    share = dict(km_bare.kernels.decode)["Q6_K"]
+    assert 0 < share < 1
+    assert km.decode_tok_s == pytest.approx(km_bare.decode_tok_s / (share / 0.8 + 1 - share))
+    assert km.decode_tok_s < km_bare.decode_tok_s
+    assert (km.basis == "calibrated") == (share >= MIN_COVERAGE)
+
+
+def test_measurements_without_shares_still_correct_their_own_file_type(models):
+    """Rows stored before kernels were kept: the file-type rule."""
+    from test_probe import HW
+
+    hw = profile_from_dict(HW)
+    probe = _probe_for(hw)
+    old = Ratio("Q8_0", 2, 10**7, 0.8, 1.25, "probe")
+    base = _perf(models["q8"], hw, Calibration(probe=probe))
+    got = _perf(models["q8"], hw, Calibration(samples=1, ratios=(old,), probe=probe))
+    assert _perf(models["q6k"], hw, Calibration(samples=1, ratios=(old,), probe=probe)).basis == "probe"
+    assert got.decode_tok_s == pytest.approx(0.8 * base.decode_tok_s) and got.basis == "calibrated"
+
+
+def test_the_store_keeps_a_measurements_kernel_shares(tmp_path):
+    db = CalibrationStore(tmp_path / "c.sqlite3")
+    shares = KernelShares(decode=(("Q4_K", 0.8), ("Q6_K", 0.2)), prefill=(("Q4_K", 1.0),))
+    common = dict(machine="m", backend="cpu", model="x", quant="Q4_K_M", n_ctx=2048, n_gpu_layers=0,
+                  prompt_tokens=512, gen_tokens=64, predicted_decode=10.0, measured_decode=9.0,
+                  predicted_prefill=100.0, measured_prefill=110.0, n_threads=2, model_bytes=10**8)
+    try:
+        db.add(Measurement(**common, basis="probe", kernels=shares))
+        db.add(Measurement(**common, basis="table", kernels=shares))  # a table prediction has none
+        cal = db.calibration("m", "cpu")
+    finally:
+        db.close()
+    by_basis = {r.basis: r for r in cal.ratios}
+    assert by_basis["probe"].kernels == shares
+    assert by_basis["table"].kernels is None
+
+
+# ---- a real bench against a stored probe ---------------------------------------------------
+
+
+def test_a_real_bench_stores_its_kernels_and_corrects_a_model_of_another_file_type(models):
+    """llama.cpp runs the Q6_K model; the stored measurement carries its kernel shares, and
+    the Q4_K_M model (another file type) is then corrected by its Q6_K share of that
+    measurement's ratio, where the file-type rule corrected it not at all."""
+    pytest.importorskip("llama_cpp")
+    from rooflight.hardware import detect
+    from rooflight.runtime.bench import run_bench
+    from rooflight.runtime.build import llama_build
+    from rooflight.store.calibration import machine_calibration
+    from rooflight.store.probes import ProbeStore
+
+    hw = detect()
+    store = ProbeStore()
+    try:
+        store.put(_probe_for(hw, llama_build()))
+    finally:
+        store.close()
+    wishes = Wishes(n_ctx=1024, n_threads=2, prompt_tokens=64, gen_tokens=16)
+    before = machine_calibration(hw)
+    assert before.probe is not None and not before.ratios
+    result = run_bench(str(models["q6k"]), wishes, profile=hw, repetitions=1)
+    assert result.estimate.performance.basis == "probe"
+    cal = machine_calibration(hw)
+    (stored,) = cal.ratios
+    assert stored.basis == "probe" and dict(stored.kernels.decode) == {"Q6_K": pytest.approx(1.0)}
+
+    spec = load_model_spec(str(models["q4km"]))
+    bare = plan(spec, hw, wishes, calibration=before).performance
+    after = plan(spec, hw, wishes, calibration=cal).performance
+    share = dict(bare.kernels.decode)["Q6_K"]
+    assert after.decode_tok_s == pytest.approx(bare.decode_tok_s / (share / stored.decode + 1 - share))
