@@ -47,7 +47,7 @@ class BackendConstants:
 # and write its numbers back until they stop changing (a prompt's fixed part depends on the
 # decode constants below); tests/test_fit_constants.py checks these numbers against it.
 _FIT = "fitted on published llama-bench rows (bench/fit_constants.py)"
-BAND_TAIL = 4
+BAND_TAIL = 3
 _PCT = f"p{BAND_TAIL:g}-p{100 - BAND_TAIL:g}"
 _OWN = _FIT + f"; band: {_PCT} of this backend's leave-one-device-out ratios, checked on held-out devices"
 _POOLED = _FIT + f"; band: too few rows of its own, the GPU backends' pooled leave-one-device-out {_PCT}"
@@ -56,23 +56,23 @@ _POOLED = _FIT + f"; band: too few rows of its own, the GPU backends' pooled lea
 # cost 42 us from 13 decode rows (was 63 us from solving the 3090/3060 pair exactly); the
 # P40's 2024 decode rows run x0.79-0.83 of the estimate, the GB10's x1.0-1.12.
 CUDA = BackendConstants(0.834, 43.8e-6, 0.427, 0.185, _FIT, moe_expert_overhead_tokens=214,
-    decode_band=(0.81, 1.11), prefill_band=(0.57, 1.48), band_basis=_OWN)
+    decode_band=(0.8, 1.11), prefill_band=(0.55, 1.48), band_basis=_OWN)
 # Metal: 29 rows, 6 devices (M1 Max, M2, M2 Max, M2 Ultra, M3 Max, M5); MoE overhead from the
 # M2 Ultra, the one device with dense and MoE prompt rows. M1 Max's Qwen3-30B-A3B decode runs x0.65 of the
 # estimate (MoE decode on Metal is slower than its bytes say), the widest metal miss.
 METAL = BackendConstants(0.910, 162.8e-6, 0.706, 0.606, _FIT, moe_expert_overhead_tokens=23,
-    decode_band=(0.78, 1.33), prefill_band=(0.83, 1.55), band_basis=_OWN)
+    decode_band=(0.75, 1.33), prefill_band=(0.82, 1.66), band_basis=_OWN)
 # ROCm: 15 rows, 7 devices (RX 6700 XT, RX 6800, RX 7900 XTX, MI50, MI100, MI300X, Radeon 8060S /
 # Strix Halo);
 # no F16 rows: pooled float efficiency. Strix Halo's 2025 ROCm prompts run x0.50-0.62 of the
 # estimate while the discrete cards run x0.74-1.78: one quantized efficiency cannot fit both
 # (the wide band).
 ROCM = BackendConstants(0.853, 156.3e-6, 0.583, 0.235, _FIT, moe_expert_overhead_tokens=79,
-    decode_band=(0.76, 1.15), prefill_band=(0.43, 1.71), band_basis=_OWN)
+    decode_band=(0.76, 1.15), prefill_band=(0.42, 1.73), band_basis=_OWN)
 # Vulkan: 34 rows, 7 devices (Radeon 8060S / Strix Halo, RX 9070 XT, RX 5700 XT, Radeon PRO
 # W7900, RTX 3090, RTX 4070, RTX 5090); no F16 rows.
 VULKAN = BackendConstants(0.949, 95.1e-6, 0.583, 0.229, _FIT, moe_expert_overhead_tokens=58,
-    decode_band=(0.73, 1.25), prefill_band=(0.62, 1.44), band_basis=_OWN)
+    decode_band=(0.71, 1.25), prefill_band=(0.62, 1.46), band_basis=_OWN)
 # SYCL: 10 rows, 3 devices (Arc B580 with ggml-org's backend and Intel's IPEX-LLM build, Arc
 # A770 on a 2026 build, Lunar Lake's Arc 140V on 2025 builds); float efficiency and MoE
 # overhead pooled; quantized prompts priced at the FP16 GEMM rate the backend uses
@@ -80,7 +80,7 @@ VULKAN = BackendConstants(0.949, 95.1e-6, 0.583, 0.229, _FIT, moe_expert_overhea
 # 1.6-1.8x faster than the A770 and 140V predict, the A770 (Alchemist) prompts x0.43 of what
 # the other two predict, the 140V decodes a 1.5B model x0.56.
 SYCL = BackendConstants(0.592, 77.3e-6, 0.583, 0.173, _FIT, moe_expert_overhead_tokens=86,
-    decode_band=(0.72, 1.32), prefill_band=(0.48, 1.78), band_basis=_POOLED)
+    decode_band=(0.68, 1.35), prefill_band=(0.47, 1.88), band_basis=_POOLED)
 # CPU: fitted on this project's 2-core AMD EPYC VM with llama.cpp 0.3.36 against the
 # measured copy bandwidth (hardware/bandwidth.py) over generated llama models of 10-400 MB
 # and Gemma-3-270M (bench/accuracy.py prints the check).
@@ -89,12 +89,12 @@ SYCL = BackendConstants(0.592, 77.3e-6, 0.583, 0.173, _FIT, moe_expert_overhead_
 # cost (about 0.1 ms per token for 4-18 layers) is from the intercept of the same fit.
 # Prefill efficiencies are per weight type (perf.CPU_PREFILL_EFFICIENCY). A CPU known by its
 # datasheet (a what-if profile, the published rows) is priced by the same tables through the
-# three shares below, fitted on 136 published rows of 13 CPUs; the band is their
+# three shares below, fitted on 140 published rows of 13 CPUs; the band is their
 # leave-one-CPU-out BAND_TAIL percentiles (as the GPU bands, above).
 _CPU_BAND = ("constants fitted on the project's 2-core EPYC VM, datasheet shares on 13 published CPUs; "
              f"band: {_PCT} of those CPUs' leave-one-CPU-out ratios, checked on held-out CPUs")
 CPU = BackendConstants(1.15, 10e-6, 0.38, 0.42, "fitted on a 2-core EPYC VM, bench/accuracy.py",
-                       decode_band=(0.63, 1.98), prefill_band=(0.35, 1.93), band_basis=_CPU_BAND)
+                       decode_band=(0.61, 2.0), prefill_band=(0.34, 2.02), band_basis=_CPU_BAND)
 
 BACKENDS = {"cuda": CUDA, "metal": METAL, "rocm": ROCM, "vulkan": VULKAN, "sycl": SYCL, "cpu": CPU}
 
@@ -117,7 +117,7 @@ class CpuShares:
 
 
 CPU_SHARES = {
-    "x86": CpuShares(peak_read=0.64, clock=0.618, matmul_clock=0.257),
+    "x86": CpuShares(peak_read=0.64, clock=0.604, matmul_clock=0.257),
     "arm": CpuShares(peak_read=0.36, clock=1.050, matmul_clock=0.399),
 }
 
