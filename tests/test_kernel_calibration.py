@@ -114,6 +114,8 @@ def test_a_measurement_corrects_the_kernels_it_used_and_only_by_their_share(mode
     assert km.decode_tok_s == pytest.approx(km_bare.decode_tok_s / (share / 0.8 + 1 - share))
     assert km.decode_tok_s < km_bare.decode_tok_s
     assert (km.basis == "calibrated") == (share >= MIN_COVERAGE)
+    if km.basis == "probe":  # a partial correction is said in the range's basis
+        assert "partly corrected" in km.range_basis and "partly" not in km_bare.range_basis
 
 
 def test_measurements_without_shares_still_correct_their_own_file_type(models):
@@ -172,11 +174,14 @@ def test_a_real_bench_stores_its_kernels_and_corrects_a_model_of_another_file_ty
     result = run_bench(str(models["q6k"]), wishes, profile=hw, repetitions=1)
     assert result.estimate.performance.basis == "probe"
     cal = machine_calibration(hw)
-    (stored,) = cal.ratios
-    assert stored.basis == "probe" and dict(stored.kernels.decode) == {"Q6_K": pytest.approx(1.0)}
-
     spec = load_model_spec(str(models["q4km"]))
     bare = plan(spec, hw, wishes, calibration=before).performance
     after = plan(spec, hw, wishes, calibration=cal).performance
+    if not result.used_for_calibration:
+        # a busy machine ran it more than 8x off the synthetic probe: stored, never applied
+        assert cal.ratios == () and after.decode_tok_s == pytest.approx(bare.decode_tok_s)
+        return
+    (stored,) = cal.ratios
+    assert stored.basis == "probe" and dict(stored.kernels.decode) == {"Q6_K": pytest.approx(1.0)}
     share = dict(bare.kernels.decode)["Q6_K"]
     assert after.decode_tok_s == pytest.approx(bare.decode_tok_s / (share / stored.decode + 1 - share))

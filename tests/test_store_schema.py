@@ -20,7 +20,7 @@ def test_an_older_calibration_file_gains_the_later_columns_and_keeps_its_rows(tm
         CalibrationStore(path).close()
     db = sqlite3.connect(path)
     columns = {row[1]: row[4] for row in db.execute("PRAGMA table_info(measurements)")}
-    assert {"n_threads": "0", "model_bytes": "0", "basis": "'table'"}.items() <= columns.items()
+    assert {"n_threads": "0", "model_bytes": "0", "basis": "'table'", "kernel_shares": "''"}.items() <= columns.items()
     assert db.execute("SELECT model, n_threads, basis FROM measurements").fetchall() == [("x", 0, "table")]
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"measurements", "thread_choices"} <= tables

@@ -811,7 +811,7 @@ def estimate_performance(
         prefill_bound=prefill_bound,
         calibrated=calibrated,
         basis="calibrated" if calibrated else basis,
-        range_basis=band.basis,
+        range_basis=band.basis + _partial_note(basis, calibrated, matched, decode_factor, prefill_factor),
         kernels=kernels,
         network=network_summary(spec, hardware, mem, share, decode_factor) if hardware.remotes else None,
     )
@@ -827,6 +827,16 @@ def image_first_token_s(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConf
 
     vp = vision_for_plan(spec.projector, hardware, cfg, probe)
     return vp.encode_s + vp.image_tokens / prefill_tok_s
+
+
+def _partial_note(basis: str, calibrated: bool, matched: tuple[Ratio, ...], decode_factor: float,
+                  prefill_factor: float) -> str:
+    """What a probe-based estimate took from measurements of the few kernels it shares with
+    benched models (too few of its own to count as calibrated): said, not hidden."""
+    if basis != "probe" or calibrated or not matched or (decode_factor, prefill_factor) == (1.0, 1.0):
+        return ""
+    return (f"; partly corrected (decode x{decode_factor:.2f}, prompt x{prefill_factor:.2f}) by measurements"
+            " of the kernels it shares with benched models")
 
 
 def _band(hardware: HardwareProfile, basis: str, probe: MachineProbe | None,
