@@ -140,6 +140,7 @@ def test_bench_measures_and_calibrates(bench_model, tmp_path):
     doc = json.loads(r.stdout)
     assert doc["measured"]["decode_tok_s"] > 0 and doc["measured"]["prefill_tok_s"] > 0
     assert doc["stored"] is True and doc["used_for_calibration"] is True
+    assert doc["kernel_shares"] is None  # no probe here: a table-based prediction has no kernels
     # the next estimate on this machine is calibrated by that measurement
     r = subprocess.run([sys.executable, "-m", "rooflight", "estimate", str(model), "--json"],
                        capture_output=True, text=True, env=env, timeout=120)

@@ -173,6 +173,11 @@ def test_a_real_bench_stores_its_kernels_and_corrects_a_model_of_another_file_ty
     assert before.probe is not None and not before.ratios
     result = run_bench(str(models["q6k"]), wishes, profile=hw, repetitions=1)
     assert result.estimate.performance.basis == "probe"
+    assert result.to_dict()["kernel_shares"]["decode"] == {"Q6_K": pytest.approx(1.0)}  # bench --json
+    from rooflight.commands.bench import kernels_sentence
+
+    said = kernels_sentence(result.estimate.performance.kernels)
+    assert "decode: Q6_K 100%" in said and "their own share" in said
     cal = machine_calibration(hw)
     spec = load_model_spec(str(models["q4km"]))
     bare = plan(spec, hw, wishes, calibration=before).performance

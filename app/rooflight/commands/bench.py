@@ -27,6 +27,15 @@ def _stderr(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+def kernels_sentence(kernels) -> str:
+    """Which of the probe's kernels a probe-based bench corrects, by their shares of it."""
+    def shares(pairs) -> str:
+        return ", ".join(f"{k} {v:.0%}" for k, v in sorted(pairs, key=lambda kv: -kv[1])) or "none"
+
+    return (f"It corrects this machine's probe per kernel (decode: {shares(kernels.decode)}; prompt: "
+            f"{shares(kernels.prefill)}); other models are corrected by their own share of these kernels.")
+
+
 def cmd_bench(args) -> int:
     from rooflight.runtime.bench import run_bench
     from rooflight.store.calibration import PLAUSIBLE_RATIO
@@ -58,6 +67,8 @@ def cmd_bench(args) -> int:
     print(f"{'prefill':10}{p.prefill_tok_s:12.1f}{got.prefill_tok_s:12.1f}{ratio['prefill']:8.2f}  tok/s")
     if result.used_for_calibration:
         print("Stored for calibration: later estimates on this machine use it.")
+        if p.kernels is not None:
+            print(kernels_sentence(p.kernels))
     else:
         print(f"Stored, but not used for calibration: it is more than {PLAUSIBLE_RATIO:g}x off the "
               "estimate, which says more about this run (a busy machine, or a model so small that "

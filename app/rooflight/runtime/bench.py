@@ -62,6 +62,10 @@ class BenchResult:
             # a run far off the roofline is kept but not used (store/calibration.py)
             "used_for_calibration": self.used_for_calibration,
             "threads_sweep": sweep.to_dict() if sweep else None,
+            # a probe-based prediction: how its kernel time split over the probe's kernels,
+            # which the measurement corrects by those shares (estimate/kernel_calibration.py)
+            "kernel_shares": ({"decode": dict(p.kernels.decode), "prefill": dict(p.kernels.prefill)}
+                              if p.kernels is not None else None),
         }
 
 
