@@ -3,6 +3,7 @@ the arithmetic, the store, and a real bench on this machine against a stored pro
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -11,8 +12,8 @@ from rooflight.estimate import Calibration, Wishes, plan
 from rooflight.estimate.kernel_calibration import (
     MIN_COVERAGE,
     KernelShares,
+    corrections,
     factor,
-    kernel_ratios,
     shares_of,
 )
 from rooflight.estimate.perf import Ratio
@@ -29,23 +30,29 @@ def test_shares_are_normalised_over_the_kernels_that_took_time():
     assert shares_of({}) == ()
 
 
-def test_a_kernel_takes_the_ratios_of_the_predictions_it_was_part_of_by_their_share():
-    q4k_heavy = (("Q4_K", 0.9), ("Q6_K", 0.1))
-    q6k_only = (("Q6_K", 1.0),)
-    ratios = kernel_ratios([(q4k_heavy, 0.8), (q6k_only, 1.3)])
-    assert ratios["Q4_K"] == 0.8  # one measurement used it
-    # Q6_K: weights 0.1 (ratio 0.8) and 1.0 (ratio 1.3): the weighted median is 1.3
-    assert ratios["Q6_K"] == 1.3
+def test_one_measurement_is_explained_by_the_smallest_corrections():
+    """One bench of a Q4_K_M-like prediction: it reproduces its own ratio, and lays most of it
+    on the kernel that took most of its time (minimum norm), so a model all in its minor
+    kernel is corrected only a little, and known only as far as that kernel was measured."""
+    own = (("Q4_K", 0.8), ("Q6_K", 0.2))
+    fitted = corrections([(own, 0.8)])
+    assert factor(own, fitted)[0] == pytest.approx(0.8)
+    assert factor(own, fitted)[1] == pytest.approx(1.0)
+    q6k_only, covered = factor((("Q6_K", 1.0),), fitted)
+    assert 0.8 < q6k_only < 1.0 and q6k_only > factor((("Q4_K", 1.0),), fitted)[0]
+    assert covered == pytest.approx(0.2)
+    assert factor((("Q8_0", 1.0),), fitted) == (1.0, 0.0)  # a kernel nobody measured
+    assert factor((), fitted) == (1.0, 0.0)
 
 
-def test_an_estimate_combines_its_kernels_corrections_as_times():
-    ratios = {"Q4_K": 0.8}
-    assert factor((("Q4_K", 1.0),), ratios) == (pytest.approx(0.8), 1.0)
-    # half its kernel time in a measured kernel (x1/0.8 slower), half in an unmeasured one
-    f, covered = factor((("Q4_K", 0.5), ("Q8_0", 0.5)), ratios)
-    assert f == pytest.approx(1 / (0.5 / 0.8 + 0.5)) and covered == 0.5
-    assert factor((("Q8_0", 1.0),), ratios) == (1.0, 0.0)
-    assert factor((), ratios) == (1.0, 0.0)
+def test_measurements_that_tell_kernels_apart_give_each_its_own_correction():
+    fitted = corrections([((("Q6_K", 1.0),), 0.8), ((("Q4_K", 0.5), ("Q6_K", 0.5)), 1.0)])
+    assert math.exp(fitted.log_factor["Q6_K"]) == pytest.approx(0.8)
+    assert math.exp(fitted.log_factor["Q4_K"]) == pytest.approx(1.25)
+    assert factor((("Q4_K", 1.0),), fitted) == (pytest.approx(1.25), pytest.approx(0.5))
+    # two measurements of the same kernels: their geometric mean
+    same = corrections([((("Q8_0", 1.0),), 0.5), ((("Q8_0", 1.0),), 2.0)])
+    assert factor((("Q8_0", 1.0),), same) == (pytest.approx(1.0), 1.0)
 
 
 def test_shares_round_trip_through_json_and_garbage_reads_as_none():
@@ -111,7 +118,7 @@ def test_a_measurement_corrects_the_kernels_it_used_and_only_by_their_share(mode
     km_bare, km = _perf(models["q4km"], hw, bare), _perf(models["q4km"], hw, cal)
     share = dict(km_bare.kernels.decode)["Q6_K"]
     assert 0 < share < 1
-    assert km.decode_tok_s == pytest.approx(km_bare.decode_tok_s / (share / 0.8 + 1 - share))
+    assert km.decode_tok_s == pytest.approx(km_bare.decode_tok_s * 0.8 ** share)
     assert km.decode_tok_s < km_bare.decode_tok_s
     assert (km.basis == "calibrated") == (share >= MIN_COVERAGE)
     if km.basis == "probe":  # a partial correction is said in the range's basis
@@ -189,4 +196,4 @@ def test_a_real_bench_stores_its_kernels_and_corrects_a_model_of_another_file_ty
     (stored,) = cal.ratios
     assert stored.basis == "probe" and dict(stored.kernels.decode) == {"Q6_K": pytest.approx(1.0)}
     share = dict(bare.kernels.decode)["Q6_K"]
-    assert after.decode_tok_s == pytest.approx(bare.decode_tok_s / (share / stored.decode + 1 - share))
+    assert after.decode_tok_s == pytest.approx(bare.decode_tok_s * stored.decode ** share)

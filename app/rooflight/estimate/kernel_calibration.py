@@ -2,26 +2,35 @@
 
 With a probe (estimate/probe.py) a CPU estimate is a sum of measured kernel figures: each
 weight type's seconds per weight, plus attention and fixed costs. What a bench or a chat
-then finds wrong is a kernel's figure, so a measurement corrects each kernel by the share
-of the predicted time it took there, and an estimate takes each kernel's correction by
-the share of its own predicted time that kernel takes. So a bench of a Q4_K_M file
-(Q4_K blocks, a Q6_K output layer) corrects a Q4_K_S or Q5_K_M model by as much as they
-use those kernels, and not a Q8_0 model at all; a Gemma Q4_K_M file whose blocks are
-mostly Q5_0 (priced by the Q8_0 prompt kernel on x86) is not corrected by a llama one.
+then finds wrong is a kernel's figure, so each measurement is kept with how its
+prediction's kernel time split over the kernels (its shares), and the corrections are the
+per-kernel factors that explain the measured / predicted ratios: log ratio of a
+measurement = sum over kernels of share x log correction, solved by least squares, and
+where the measurements cannot tell kernels apart (one measurement, many kernels), the
+smallest corrections that explain them (minimum norm). So one bench of a Q4_K_M file
+(about 80% Q4_K, 20% Q6_K) reproduces its own measurement, puts most of the discrepancy on
+Q4_K, and corrects a Q6_K model only a little; a bench of a Q8_0 model never touches an F16
+one; a Gemma Q4_K_M file, whose blocks are mostly Q5_0 (priced by the table in decode),
+spreads its discrepancy over those and its Q8_0 output layer, not over Q4_K alone.
 
-Shares are of the time the probe's weight kernels take (seconds per weight x weights),
-normalised over those kernels: the fixed and attention costs ride along with the kernels
-of the models that paid them, as a measured ratio does. A kernel's correction is the
-median of the measured / predicted ratios that used it, weighted by how much of each
-prediction it was (one ratio: that ratio); an estimate's factor combines them as times
-(harmonic), kernels nobody measured counting 1.
+Work the probe has no figure for is priced by the table; it counts as a kernel of its own,
+"TYPE (table)", so a discrepancy there is not laid on the probe's kernels. Shares are of
+the time the weight kernels take, normalised over them: the fixed and attention costs ride
+along with the kernels of the models that paid them, as a measured ratio does. An
+estimate's factor is exp(sum of its shares x log corrections); its coverage, how much of
+its kernel time the measurements speak for, counts each kernel's share up to the total
+share the measurements gave that kernel (a benched model covers itself fully; a model all
+in a kernel that was 4% of one bench is 4% covered).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+import numpy as np
 
 # An estimate counts as calibrated when measured kernels cover this much of its kernel time.
 MIN_COVERAGE = 0.5
@@ -60,33 +69,31 @@ class KernelShares:
             return None
 
 
-def _weighted_median(pairs: list[tuple[float, float]]) -> float:
-    """Median of values weighted by weights: pairs of (value, weight > 0)."""
-    pairs = sorted(pairs)
-    half = sum(w for _, w in pairs) / 2
-    acc = 0.0
-    for value, weight in pairs:
-        acc += weight
-        if acc >= half:
-            return value
-    return pairs[-1][0]
+@dataclass(frozen=True)
+class Corrections:
+    """Per-kernel log corrections and how much measurement stands behind each."""
+
+    log_factor: Mapping[str, float]
+    evidence: Mapping[str, float]  # the sum of the kernel's shares over the measurements
 
 
-def kernel_ratios(measured: Iterable[tuple[Shares, float]]) -> dict[str, float]:
-    """{kernel: its correction} from (shares of a prediction, measured / predicted) pairs."""
-    per_kernel: dict[str, list[tuple[float, float]]] = {}
-    for shares, ratio in measured:
-        for kernel, share in shares:
-            per_kernel.setdefault(kernel, []).append((ratio, share))
-    return {k: _weighted_median(v) for k, v in per_kernel.items()}
+def corrections(measured: Iterable[tuple[Shares, float]]) -> Corrections:
+    """Least-squares (minimum-norm) per-kernel corrections from (shares of a prediction,
+    measured / predicted) pairs."""
+    rows = [(dict(shares), math.log(ratio)) for shares, ratio in measured if shares and ratio > 0]
+    kernels = sorted({k for shares, _ in rows for k in shares})
+    if not kernels:
+        return Corrections({}, {})
+    a = np.array([[shares.get(k, 0.0) for k in kernels] for shares, _ in rows])
+    x = np.linalg.lstsq(a, np.array([y for _, y in rows]), rcond=None)[0]
+    return Corrections(dict(zip(kernels, map(float, x), strict=True)),
+                       dict(zip(kernels, map(float, a.sum(axis=0)), strict=True)))
 
 
-def factor(target: Shares, ratios: Mapping[str, float]) -> tuple[float, float]:
-    """(tokens/s factor, coverage) for an estimate with these shares: its kernel times each
-    divided by their kernel's correction (1 where none was measured); coverage is the share
-    of its kernel time that measured kernels account for."""
+def factor(target: Shares, fitted: Corrections) -> tuple[float, float]:
+    """(tokens/s factor, coverage) for an estimate with these shares."""
     if not target:
         return 1.0, 0.0
-    time = sum(share / ratios.get(kernel, 1.0) for kernel, share in target)
-    covered = sum(share for kernel, share in target if kernel in ratios)
-    return 1.0 / time, covered
+    log_f = sum(share * fitted.log_factor.get(kernel, 0.0) for kernel, share in target)
+    covered = sum(min(share, fitted.evidence.get(kernel, 0.0)) for kernel, share in target)
+    return math.exp(log_f), covered

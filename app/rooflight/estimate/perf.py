@@ -40,7 +40,7 @@ from rooflight.estimate.compute import micro_batch
 from rooflight.estimate.config import RunConfig
 from rooflight.estimate.fp4 import prefill_speed_factor
 from rooflight.estimate.kernel_calibration import MIN_COVERAGE as _MIN_KERNEL_COVERAGE
-from rooflight.estimate.kernel_calibration import KernelShares, kernel_ratios, shares_of
+from rooflight.estimate.kernel_calibration import KernelShares, corrections, shares_of
 from rooflight.estimate.kernel_calibration import factor as _kernel_factor
 from rooflight.estimate.kv import kv_cells_seen, kv_reads_by_layer
 from rooflight.estimate.layers import cpu_cycles_per_weight, layer_table
@@ -134,8 +134,9 @@ class Calibration:
     so `ratios` keeps each measurement's thread count, size and type, and factors()
     uses the measurements that match best. With a probe, the kernels, caches and fixed
     costs are measured, so what is left to correct is per kernel: a measurement against a
-    probe-based prediction corrects the kernels that prediction used, by their shares of it,
-    and an estimate takes those corrections by its own shares (kernel_calibration.py);
+    probe-based prediction corrects the kernels that prediction used, by their shares of it
+    (a least-squares split over the kernels), and an estimate takes those corrections by its
+    own shares (kernel_calibration.py);
     measurements stored before shares were kept correct models of their own file type.
     """
 
@@ -207,14 +208,14 @@ class Calibration:
             return False
         if kernels is None or not all(r.kernels for r in matched):
             return True
-        decode = kernel_ratios((r.kernels.decode, r.decode) for r in matched if r.kernels)
+        decode = corrections((r.kernels.decode, r.decode) for r in matched if r.kernels)
         return _kernel_factor(kernels.decode, decode)[1] >= _MIN_KERNEL_COVERAGE
 
     @staticmethod
     def _kernel_factors(kernels: KernelShares, chosen: Iterable[Ratio]) -> tuple[float, float]:
         chosen = [r for r in chosen if r.kernels]
-        decode = kernel_ratios((r.kernels.decode, r.decode) for r in chosen if r.kernels)
-        prefill = kernel_ratios((r.kernels.prefill, r.prefill) for r in chosen if r.kernels)
+        decode = corrections((r.kernels.decode, r.decode) for r in chosen if r.kernels)
+        prefill = corrections((r.kernels.prefill, r.prefill) for r in chosen if r.kernels)
         return (_bounded(_kernel_factor(kernels.decode, decode)[0]),
                 _bounded(_kernel_factor(kernels.prefill, prefill)[0]))
 
@@ -833,7 +834,7 @@ def _partial_note(basis: str, calibrated: bool, matched: tuple[Ratio, ...], deco
                   prefill_factor: float) -> str:
     """What a probe-based estimate took from measurements of the few kernels it shares with
     benched models (too few of its own to count as calibrated): said, not hidden."""
-    if basis != "probe" or calibrated or not matched or (decode_factor, prefill_factor) == (1.0, 1.0):
+    if basis != "probe" or calibrated or not matched or (round(decode_factor, 2), round(prefill_factor, 2)) == (1, 1):
         return ""
     return (f"; partly corrected (decode x{decode_factor:.2f}, prompt x{prefill_factor:.2f}) by measurements"
             " of the kernels it shares with benched models")

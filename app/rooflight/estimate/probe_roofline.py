@@ -13,6 +13,11 @@ from collections.abc import Callable, Iterable
 from rooflight.estimate.probe import MachineProbe
 
 
+def table_kernel(kind: str) -> str:
+    """The name table-priced work of a type goes by in a measurement's kernel shares."""
+    return f"{kind.upper()} (table)"
+
+
 def decode_weights_s(
     probe: MachineProbe, by_type: Iterable[dict[str, float]], table_s: Callable[[str, float], float],
     by_kernel: dict[str, float] | None = None,
@@ -21,13 +26,17 @@ def decode_weights_s(
     "compute"): elements of each type x the probe's seconds per weight; table_s(type,
     elements) for types it has no figure for (counted as memory-bound, as the table's
     bandwidth term usually is). by_kernel, if given, gathers the seconds each of the
-    probe's kernels takes (estimate/kernel_calibration.py)."""
+    probe's kernels takes, and the table's under table_kernel(type)
+    (estimate/kernel_calibration.py)."""
     out = {"memory": 0.0, "compute": 0.0}
     for counts in by_type:
         for kind, n in counts.items():
             k = probe.kernel(kind)
             if k is None:
                 out["memory"] += table_s(kind, n)
+                if by_kernel is not None:
+                    key = table_kernel(kind)
+                    by_kernel[key] = by_kernel.get(key, 0.0) + table_s(kind, n)
             else:
                 out[k.bound] += n * k.decode_s_per_weight
                 if by_kernel is not None:
@@ -58,7 +67,8 @@ def prefill_weights_s(
     shapes cost per weight against the probe's: matmul_shape.relative_cost), never less
     than one matrix-vector pass over the weights (a small batch still reads them all
     once); table_s(type, elements x tokens) for types without a figure. by_kernel, if
-    given, gathers the seconds each of the probe's kernels takes."""
+    given, gathers the seconds each of the probe's kernels takes (the table's under
+    table_kernel(type))."""
     isa = tuple(isa)
     total = 0.0
     for kind, n in counts.items():
@@ -67,6 +77,9 @@ def prefill_weights_s(
             k = probe.kernel(stand_in)
         if k is None:
             total += table_s(kind, n * n_tokens)
+            if by_kernel is not None:
+                key = table_kernel(kind)
+                by_kernel[key] = by_kernel.get(key, 0.0) + table_s(kind, n * n_tokens)
         else:
             seconds = max(n * n_tokens * k.prefill_s_per_weight * shape_cost, n * k.decode_s_per_weight)
             total += seconds
