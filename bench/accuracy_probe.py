@@ -1,10 +1,12 @@
 """This VM after `rooflight probe` only: probe-based estimates vs llama.cpp, side by side
 with the table-based ones, on shapes the probe never ran (issue 14's targets).
 
-    python bench/accuracy_probe.py [--quick] [--keep-disturbed] [--repeats N]
+    python bench/accuracy_probe.py [--quick] [--keep-disturbed] [--repeats N] [--fresh-probe]
+                                   [--bench-with SHAPE]
     (also: python bench/accuracy.py --probe)
 
-1. Uses the stored probe of this machine and llama.cpp build, or runs one (30 s).
+1. Uses the stored probe of this machine and llama.cpp build, or runs one (30 s; always
+   with --fresh-probe).
 2. Generates random-weight llama models of 25M-1.5B parameters (F16, Q8_0, Q4_0, Q4_K_M,
    Q6_K; with and without GQA; none of the probe's shapes) and takes the Gemma-3-270M
    package model, and measures each with llama.cpp at the planned config: decode right
@@ -73,15 +75,15 @@ def pct(pred: float, real: float) -> str:
     return f"{(pred / real - 1) * 100:+6.1f}%"
 
 
-def the_probe(hw, keep_disturbed: bool):
+def the_probe(hw, keep_disturbed: bool, fresh: bool = False):
     from rooflight.runtime.probe import probe_machine
     from rooflight.store.probes import probe_status
 
     status = probe_status(hw)
-    if status.probe is not None:
+    if status.probe is not None and not fresh:
         print(f"probe: stored one ({status.message})")
         return status.probe
-    print(f"probe: {status.message} Running `rooflight probe`...")
+    print(f"probe: {'a fresh one asked for.' if fresh else status.message} Running `rooflight probe`...")
     run = probe_machine(hw, keep_disturbed=keep_disturbed,
                         progress=lambda f, m, s: print(f"  {f:4.0%} {m}", flush=True))
     if not run.stored:
@@ -206,12 +208,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="three shapes and Gemma at 512 only, one repeat")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--keep-disturbed", action="store_true", help="use a probe taken on a busy machine")
+    ap.add_argument("--fresh-probe", action="store_true",
+                    help="probe now even if a stored probe is current (this VM drifts within the hour)")
     ap.add_argument("--bench-with", metavar="SHAPE",
                     help="also show what one bench of this shape (at 512 positions) does to the others' estimates")
     args = ap.parse_args(argv)
     hw = detect()
     print(f"machine: {hw.cpu.name}, {hw.cpu.cores} cores, RAM bandwidth {hw.cpu.ram_bandwidth_gbs:.1f} GB/s")
-    probe = the_probe(hw, args.keep_disturbed)
+    probe = the_probe(hw, args.keep_disturbed, args.fresh_probe)
     if probe is None:
         print("no probe: nothing to check (the machine was too busy to measure it cleanly)")
         return 1
