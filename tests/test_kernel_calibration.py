@@ -197,3 +197,16 @@ def test_a_real_bench_stores_its_kernels_and_corrects_a_model_of_another_file_ty
     assert stored.basis == "probe" and dict(stored.kernels.decode) == {"Q6_K": pytest.approx(1.0)}
     share = dict(bare.kernels.decode)["Q6_K"]
     assert after.decode_tok_s == pytest.approx(bare.decode_tok_s * stored.decode ** share)
+
+
+def test_the_learnt_corrections_read_in_one_line():
+    from rooflight.estimate.kernel_calibration import learnt_line
+
+    shares = KernelShares(decode=(("Q4_K", 0.8), ("Q6_K", 0.2)), prefill=(("Q4_K", 0.9), ("Q6_K", 0.1)))
+    ratios = [Ratio("Q4_K_M", 2, 10**8, 0.9, 1.1, "probe", shares),
+              Ratio("Q4_K_M", 4, 10**8, 0.5, 0.5, "probe", shares),  # another thread count
+              Ratio("Q8_0", 2, 10**8, 3.0, 3.0, "table")]  # against the table
+    line = learnt_line(ratios, 2)
+    assert line.startswith("Corrected by 1 measurement against this probe (benches and chats): Q4_K decode x")
+    assert "Q6_K decode x" in line and "prompt x" in line
+    assert learnt_line(ratios[2:], 2) == "" and learnt_line(ratios, 8) == ""

@@ -99,3 +99,37 @@ def test_a_stored_probe_reaches_every_estimate(qtbot, llama_cpp):
     qtbot.waitUntil(lambda: panel.status is not None and panel.status.state == "current", timeout=10000)
     assert "Q4_0" in panel.figures.text() and panel.measure_button.text() == "Measure again"
     assert "Image encode: " in panel.figures.text().splitlines()[-1]  # measured, or why not
+
+
+def test_the_panel_says_what_measurements_taught_the_probe(qtbot):
+    """A stored probe and one bench against it (stored as rooflight bench stores it): the
+    This machine page names the kernels it corrected, above the image encode line."""
+    from rooflight.estimate.kernel_calibration import KernelShares
+    from rooflight.runtime.build import llama_build
+    from rooflight.store.calibration import CalibrationStore, Measurement, machine_key
+    from rooflight.store.probes import ProbeStore
+    from test_probe import _probe
+
+    hw = _detected()
+    store = ProbeStore()
+    try:
+        store.put(_probe(machine_key(hw), llama_build()))
+    finally:
+        store.close()
+    db = CalibrationStore()
+    try:
+        db.add(Measurement(machine=machine_key(hw), backend=hw.backend, model="x", quant="Q8_0", n_ctx=2048,
+                           n_gpu_layers=0, prompt_tokens=512, gen_tokens=64, predicted_decode=100.0,
+                           measured_decode=90.0, predicted_prefill=1000.0, measured_prefill=1100.0, n_threads=2,
+                           model_bytes=10**8, basis="probe",
+                           kernels=KernelShares(decode=(("Q8_0", 1.0),), prefill=(("Q8_0", 1.0),))))
+    finally:
+        db.close()
+    from rooflight.store.calibration import machine_calibration
+
+    window = make_window(qtbot, hw, settings=Settings(probe_offered=True))
+    panel = window.page("machine").probe_panel
+    window.ctx.machine.set_calibration(machine_calibration(hw))  # as a bench or chat does: the page follows
+    qtbot.waitUntil(lambda: "Corrected by" in panel.figures.text(), timeout=10000)
+    lines = panel.figures.text().splitlines()
+    assert "Q8_0 decode x0.90, prompt x1.10" in lines[1] and lines[-1].startswith("Image encode: ")

@@ -97,3 +97,24 @@ def factor(target: Shares, fitted: Corrections) -> tuple[float, float]:
     log_f = sum(share * fitted.log_factor.get(kernel, 0.0) for kernel, share in target)
     covered = sum(min(share, fitted.evidence.get(kernel, 0.0)) for kernel, share in target)
     return math.exp(log_f), covered
+
+
+def learnt_line(ratios: Iterable, n_threads: int, most: int = 4) -> str:
+    """What measurements against a probe taught it, per kernel, in one line for the This
+    machine page ('' when nothing has): the kernels with the most evidence behind them and
+    their decode (and prompt) corrections. ratios: perf.Ratio, those against probe-based
+    predictions at the probe's thread count count."""
+    used = [r for r in ratios if r.basis == "probe" and r.kernels and r.n_threads == n_threads]
+    if not used:
+        return ""
+    decode = corrections((r.kernels.decode, r.decode) for r in used)
+    prompt = corrections((r.kernels.prefill, r.prefill) for r in used)
+    parts = []
+    for kernel in sorted(decode.evidence, key=lambda k: -decode.evidence[k])[:most]:
+        text = f"{kernel} decode x{math.exp(decode.log_factor[kernel]):.2f}"
+        if kernel in prompt.log_factor:
+            text += f", prompt x{math.exp(prompt.log_factor[kernel]):.2f}"
+        parts.append(text)
+    n = len(used)
+    return (f"Corrected by {n} measurement{'s' if n != 1 else ''} against this probe (benches and chats): "
+            + "; ".join(parts))

@@ -36,12 +36,16 @@ def run_probe(task, profile, options: dict):
     return run, machine_calibration(profile)
 
 
-def summary(probe) -> str:
-    """The weight types' figures on one line, the image encode on the next, for the card."""
+def summary(probe, ratios=()) -> str:
+    """The weight types' figures on one line, what benches and chats corrected in them on
+    the next (estimate/kernel_calibration.py; none yet: no line), the image encode last."""
+    from rooflight.estimate.kernel_calibration import learnt_line
+
     parts = []
     for k in probe.kernels:
         parts.append(f"{k.weight_type}: {k.decode_gbs:.0f} GB/s decode ({k.bound}-bound)")
-    return "; ".join(parts) + "\n" + encode_line(probe.encode)
+    learnt = learnt_line(ratios, probe.n_threads)
+    return "\n".join(["; ".join(parts), *([learnt] if learnt else []), encode_line(probe.encode)])
 
 
 def encode_line(encode) -> str:
@@ -121,7 +125,8 @@ class ProbePanel(Card):
     def _status_read(self, status) -> None:
         self.status = status
         self.state.setText(status.message)
-        self.figures.setText(summary(status.probe) if status.probe else "")
+        ratios = getattr(self.ctx.machine.calibration, "ratios", ())  # none for a what-if machine
+        self.figures.setText(summary(status.probe, ratios) if status.probe else "")
         self.measure_button.setText("Measure again" if status.probe else "Measure this machine")
         if status.probe is None and not getattr(self.ctx.settings, "probe_offered", True) and self.task is None:
             # first start: offer once, and remember that it was offered
