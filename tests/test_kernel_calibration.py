@@ -210,3 +210,20 @@ def test_the_learnt_corrections_read_in_one_line():
     assert line.startswith("Corrected by 1 measurement against this probe (benches and chats): Q4_K decode x")
     assert "Q6_K decode x" in line and "prompt x" in line
     assert learnt_line(ratios[2:], 2) == "" and learnt_line(ratios, 8) == ""
+
+
+def test_the_measured_range_stands_on_left_out_measurements(models):
+    """Five measurements, each half Q8_0 and half a kernel of its own: least squares fits
+    them all exactly, so their in-sample residuals say nothing; the range comes from each
+    one priced by the other four, and is a real band."""
+    from test_probe import HW
+
+    hw = profile_from_dict(HW)
+    probe = _probe_for(hw)
+    ratios = tuple(Ratio("Q8_0", 2, 10**7, r, r, "probe",
+                         KernelShares(decode=(("Q8_0", 0.5), (f"K{i}", 0.5)), prefill=(("Q8_0", 0.5), (f"K{i}", 0.5))))
+                   for i, r in enumerate((0.8, 0.9, 1.0, 1.1, 1.25)))
+    p = _perf(models["q8"], hw, Calibration(samples=5, ratios=ratios, probe=probe))
+    assert p.basis == "calibrated" and "5 stored measurements" in p.range_basis
+    lo, hi = p.decode_tok_s_range
+    assert lo < 0.97 * p.decode_tok_s and hi > 1.03 * p.decode_tok_s

@@ -222,9 +222,13 @@ class Calibration:
     def residuals(self, matched: tuple[Ratio, ...], decode_factor: float,
                   prefill_factor: float) -> tuple[list[float], list[float]]:
         """How far each matched measurement lies from the correction as it now stands
-        (decode, prefill): its ratio over the factor its own prediction would now get."""
+        (decode, prefill): its ratio over the factor its own prediction would get. Per
+        kernel, that factor comes from the other measurements only (leave one out): a
+        least-squares split with as many kernels as measurements fits each exactly, and
+        would leave a range of nothing."""
         if matched and all(r.kernels for r in matched):
-            own = [self._kernel_factors(r.kernels, matched) for r in matched if r.kernels]
+            own = [self._kernel_factors(r.kernels, [o for o in matched if o is not r]) if r.kernels else (1.0, 1.0)
+                   for r in matched]
             return ([r.decode / f[0] for r, f in zip(matched, own, strict=True)],
                     [r.prefill / f[1] for r, f in zip(matched, own, strict=True)])
         return [r.decode / decode_factor for r in matched], [r.prefill / prefill_factor for r in matched]
