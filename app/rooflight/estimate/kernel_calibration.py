@@ -30,8 +30,6 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-import numpy as np
-
 # An estimate counts as calibrated when measured kernels cover this much of its kernel time.
 MIN_COVERAGE = 0.5
 
@@ -84,6 +82,8 @@ def corrections(measured: Iterable[tuple[Shares, float]]) -> Corrections:
     kernels = sorted({k for shares, _ in rows for k in shares})
     if not kernels:
         return Corrections({}, {})
+    import numpy as np  # here, not above: ranking without measurements must not load numpy (startup)
+
     a = np.array([[shares.get(k, 0.0) for k in kernels] for shares, _ in rows])
     x = np.linalg.lstsq(a, np.array([y for _, y in rows]), rcond=None)[0]
     return Corrections(dict(zip(kernels, map(float, x), strict=True)),
