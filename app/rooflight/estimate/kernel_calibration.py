@@ -14,9 +14,11 @@ one; a Gemma Q4_K_M file, whose blocks are mostly Q5_0 (priced by the table in d
 spreads its discrepancy over those and its Q8_0 output layer, not over Q4_K alone.
 
 Work the probe has no figure for is priced by the table; it counts as a kernel of its own,
-"TYPE (table)", so a discrepancy there is not laid on the probe's kernels. Shares are of
-the time the weight kernels take, normalised over them: the fixed and attention costs ride
-along with the kernels of the models that paid them, as a measured ratio does. An
+"TYPE (table)", so a discrepancy there is not laid on the probe's kernels. The probe's
+attention and fixed-cost figures count as kernels too ("attention", "fixed"): a chat turn
+after a long conversation or a stress point at a large context, mostly attention, then
+corrects attention, and measurements at several contexts tell it apart from the weights.
+Shares are of the probe-priced time of a token (decode) or a prompt, normalised. An
 estimate's factor is exp(sum of its shares x log corrections); its coverage, how much of
 its kernel time the measurements speak for, counts each kernel's share up to the total
 share the measurements gave that kernel (a benched model covers itself fully; a model all
@@ -29,6 +31,12 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+# The probe's other figures, corrected like its weight kernels: attention over the cache
+# (a long chat or a stress run at a large context is mostly attention) and the fixed costs
+# per token and layer (most of a tiny model's time).
+ATTENTION_KERNEL = "attention"
+FIXED_KERNEL = "fixed"
 
 # An estimate counts as calibrated when measured kernels cover this much of its kernel time.
 MIN_COVERAGE = 0.5

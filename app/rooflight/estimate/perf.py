@@ -39,8 +39,14 @@ from rooflight.estimate.backend_constants import BACKENDS, DEFAULT_CPU_MHZ, Back
 from rooflight.estimate.compute import micro_batch
 from rooflight.estimate.config import RunConfig
 from rooflight.estimate.fp4 import prefill_speed_factor
+from rooflight.estimate.kernel_calibration import (
+    ATTENTION_KERNEL,
+    FIXED_KERNEL,
+    KernelShares,
+    corrections,
+    shares_of,
+)
 from rooflight.estimate.kernel_calibration import MIN_COVERAGE as _MIN_KERNEL_COVERAGE
-from rooflight.estimate.kernel_calibration import KernelShares, corrections, shares_of
 from rooflight.estimate.kernel_calibration import factor as _kernel_factor
 from rooflight.estimate.kv import kv_cells_seen, kv_reads_by_layer
 from rooflight.estimate.layers import cpu_cycles_per_weight, layer_table
@@ -396,13 +402,15 @@ def cpu_table_matvec_s(hardware: HardwareProfile, cfg: RunConfig, ggml_type: str
 def decode_parts_s(
     spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig, mem: MemoryPlan, position: int,
     _fixed: _DecodeFixed | None = None, probe: MachineProbe | None = None,
+    kernels: dict[str, float] | None = None,
 ) -> dict[str, float]:
     """Seconds for one token at `position`, split by what bounds each part:
     {"memory": bytes over bandwidth, "compute": CPU dot products, "overhead": fixed}.
 
     probe: this machine's probe (Calibration.probe_for): the CPU's share is then priced by
     its measured kernels, attention and fixed costs. _fixed: _decode_fixed(...) for this
-    plan, when the caller asks for several positions."""
+    plan, when the caller asks for several positions. kernels, if given, gathers the
+    seconds the probe's attention figure prices at this position (kernel_calibration.py)."""
     devices = mem.layer_devices
     fixed = _fixed or _decode_fixed(spec, hardware, mem, cfg, probe)
     reads = dict(fixed.reads)
@@ -418,6 +426,8 @@ def decode_parts_s(
             cyc = _cpu_attention_cycles(spec, cfg, position, start, end)
             if att is not None:
                 parts["compute"] += cyc * att.decode_s_per_unit
+                if kernels is not None:
+                    kernels[ATTENTION_KERNEL] = kernels.get(ATTENTION_KERNEL, 0.0) + cyc * att.decode_s_per_unit
             else:
                 parts["compute"] += cyc / (_cpu_threads(hardware, cfg) * _cpu_hz(hardware))
             continue
@@ -661,10 +671,13 @@ def prefill_time_s(
                     probe, counts, t,
                     lambda kind, n: cpu_table_matmul_s(hardware, cfg, spec.file_type, n), hardware.cpu.isa,
                     matmul_shape.relative_cost(spec), by_kernel=kernels)
-                probe_s += (t * attn_flops * att.prefill_s_per_flop if att is not None
-                            else cpu_table_matmul_s(hardware, cfg, spec.file_type,
-                                                    t * attn_flops * CPU_ATTENTION_SLOWDOWN / 2))
-                probe_s += probe.fixed.layer_s * w.n_layers
+                t_attn = (t * attn_flops * att.prefill_s_per_flop if att is not None
+                          else cpu_table_matmul_s(hardware, cfg, spec.file_type,
+                                                  t * attn_flops * CPU_ATTENTION_SLOWDOWN / 2))
+                probe_s += t_attn + probe.fixed.layer_s * w.n_layers
+                if kernels is not None:
+                    kernels[ATTENTION_KERNEL] = kernels.get(ATTENTION_KERNEL, 0.0) + t_attn
+                    kernels[FIXED_KERNEL] = kernels.get(FIXED_KERNEL, 0.0) + probe.fixed.layer_s * w.n_layers
                 continue
             # attention (QK^T and softmax*V over the context so far) runs well below GEMM
             # speed on CPUs; on GPUs it runs FP16 products, priced apart (tensor_rates.py)
@@ -785,14 +798,20 @@ def estimate_performance(
     # integrate the per-token time at a few positions (KV reads grow linearly)
     positions = [prompt_start + prompt_tokens + (i + 0.5) * gen_tokens / 4 for i in range(4)]
     fixed = _decode_fixed(spec, hardware, mem, cfg, probe)
-    parts = [decode_parts_s(spec, hardware, cfg, mem, int(p), fixed, probe) for p in positions]
+    decode_attention: dict[str, float] = {}
+    parts = [decode_parts_s(spec, hardware, cfg, mem, int(p), fixed, probe, decode_attention) for p in positions]
     share = {k: sum(p[k] for p in parts) / len(parts) for k in parts[0]}
     t_token = sum(share.values())
     prefill_kernels: dict[str, float] = {}
     t_prefill, prefill_bound = prefill_time_s(spec, hardware, cfg, mem, max(1, prompt_tokens), probe,
                                               start=max(0, prompt_start), kernels=prefill_kernels)
-    kernels = (KernelShares(shares_of(fixed.cpu_kernels or {}), shares_of(prefill_kernels))
-               if basis == "probe" else None)
+    kernels = None
+    if basis == "probe":
+        # what the probe priced, per figure: weight kernels, attention, fixed costs
+        decode_kernels = dict(fixed.cpu_kernels or {})
+        decode_kernels.update({k: v / len(positions) for k, v in decode_attention.items()})
+        decode_kernels[FIXED_KERNEL] = fixed.overhead
+        kernels = KernelShares(shares_of(decode_kernels), shares_of(prefill_kernels))
     decode_factor, prefill_factor = cal.factors(spec.file_type, cfg.n_threads, spec.file_bytes, basis, kernels)
     matched = cal.matching(spec.file_type, cfg.n_threads, spec.file_bytes, basis, kernels)
     calibrated = cal.calibrates(matched, basis, kernels)

@@ -231,6 +231,9 @@ def run_stress(
     on_plan(point) before each load (the GUI shows what is being measured), on_point after.
     """
     wishes = wishes or Wishes()
+    # this machine (a store to keep the points): planned on its probe where it has one, as
+    # estimates are, and uncorrected by earlier measurements (what a new one is compared with)
+    baseline = _this_machines_probe(hardware) if store is not None and machine else None
     asked = sorted(set(contexts or default_contexts(spec)))
     trained = spec.context_length or None
     points: list[StressPoint] = []
@@ -247,7 +250,7 @@ def run_stress(
                 f"{n_ctx} tokens is beyond the model's trained context of {trained}; stopped there.",
             )
             break
-        planned = plan_at(spec, hardware, n_ctx, wishes, gen_tokens=gen_tokens)
+        planned = plan_at(spec, hardware, n_ctx, wishes, gen_tokens=gen_tokens, calibration=baseline)
         model_doc = model_doc or planned.estimate.to_dict()["model"]
         if not planned.fits:
             stopped = StressStop(n_ctx, "too_large", _too_large_message(planned))
@@ -277,6 +280,14 @@ def run_stress(
     return StressResult(model_doc, tuple(asked), tuple(points), stopped, stored > 0, used)
 
 
+def _this_machines_probe(hardware: HardwareProfile):
+    """A calibration holding only this machine's valid probe (none: the table)."""
+    from rooflight.estimate import Calibration
+    from rooflight.store.probes import probe_status
+
+    return Calibration(probe=probe_status(hardware).probe)
+
+
 def _measurement(point: StressPoint, spec: ModelSpec, hardware: HardwareProfile, machine: str):
     from rooflight.store.calibration import Measurement
 
@@ -288,7 +299,10 @@ def _measurement(point: StressPoint, spec: ModelSpec, hardware: HardwareProfile,
         prompt_tokens=point.prompt_tokens, gen_tokens=point.gen_tokens,
         predicted_decode=p.decode_tok_s, measured_decode=point.measured.decode_tok_s,
         predicted_prefill=p.prefill_tok_s, measured_prefill=point.measured.prefill_tok_s,
-        n_threads=est.config.n_threads,
+        n_threads=est.config.n_threads, model_bytes=spec.file_bytes,
+        # against this machine's probe when it has one: the points then correct its kernels,
+        # attention most of all at large contexts (estimate/kernel_calibration.py)
+        basis=p.basis, kernels=p.kernels,
     )
 
 
