@@ -168,18 +168,15 @@ def test_the_store_keeps_a_measurements_kernel_shares(tmp_path):
     assert by_basis["table"].kernels is None
 
 
-# ---- a real bench against a stored probe ---------------------------------------------------
+# ---- real runs against a stored probe -------------------------------------------------------
 
 
-def test_a_real_bench_stores_its_kernels_and_corrects_a_model_of_another_file_type(models):
-    """llama.cpp runs the Q6_K model; the stored measurement carries its kernel shares, and
-    the Q4_K_M model (another file type) is then corrected by its Q6_K share of that
-    measurement's ratio, where the file-type rule corrected it not at all."""
+def _this_machine_probed():
+    """This machine, with test_probe's synthetic figures stored as its probe for the
+    installed llama.cpp build (the test's own data dir)."""
     pytest.importorskip("llama_cpp")
     from rooflight.hardware import detect
-    from rooflight.runtime.bench import run_bench
     from rooflight.runtime.build import llama_build
-    from rooflight.store.calibration import machine_calibration
     from rooflight.store.probes import ProbeStore
 
     hw = detect()
@@ -188,6 +185,17 @@ def test_a_real_bench_stores_its_kernels_and_corrects_a_model_of_another_file_ty
         store.put(_probe_for(hw, llama_build()))
     finally:
         store.close()
+    return hw
+
+
+def test_a_real_bench_stores_its_kernels_and_corrects_a_model_of_another_file_type(models):
+    """llama.cpp runs the Q6_K model; the stored measurement carries its kernel shares, and
+    the Q4_K_M model (another file type) is then corrected by its Q6_K share of that
+    measurement's ratio, where the file-type rule corrected it not at all."""
+    from rooflight.runtime.bench import run_bench
+    from rooflight.store.calibration import machine_calibration
+
+    hw = _this_machine_probed()
     wishes = Wishes(n_ctx=1024, n_threads=2, prompt_tokens=64, gen_tokens=16)
     before = machine_calibration(hw)
     assert before.probe is not None and not before.ratios
@@ -249,19 +257,10 @@ def test_a_stress_run_on_this_machine_stands_on_its_probe_and_corrects_attention
     """rooflight stress on a probed machine: each point is planned on the probe and stored
     with its kernel shares, and the larger context gives attention the larger share, so the
     points tell attention apart from the weights (least squares)."""
-    pytest.importorskip("llama_cpp")
-    from rooflight.hardware import detect
-    from rooflight.runtime.build import llama_build
     from rooflight.runtime.stress import run_stress
     from rooflight.store.calibration import machine_calibration
-    from rooflight.store.probes import ProbeStore
 
-    hw = detect()
-    store = ProbeStore()
-    try:
-        store.put(_probe_for(hw, llama_build()))
-    finally:
-        store.close()
+    hw = _this_machine_probed()
     spec = load_model_spec(str(models["q6k"]))
     db = CalibrationStore()
     try:
