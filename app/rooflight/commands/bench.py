@@ -30,7 +30,7 @@ def _stderr(text: str) -> None:
 def kernels_sentence(kernels) -> str:
     """Which of the probe's kernels a probe-based bench corrects, by their shares of it."""
     def shares(pairs) -> str:
-        return ", ".join(f"{k} {v:.0%}" for k, v in sorted(pairs, key=lambda kv: -kv[1])) or "none"
+        return ", ".join(f"{k} {v:.0%}" for k, v in sorted(pairs, key=lambda kv: -kv[1]) if v >= 0.005) or "none"
 
     return (f"It corrects this machine's probe per kernel (decode: {shares(kernels.decode)}; prompt: "
             f"{shares(kernels.prefill)}); other models are corrected by their own share of these kernels.")

@@ -44,6 +44,12 @@ MIN_COVERAGE = 0.5
 Shares = tuple[tuple[str, float], ...]  # (kernel, share of the predicted kernel time), sorted
 
 
+def tally(seconds_by_kernel: dict[str, float] | None, kernel: str, seconds: float) -> None:
+    """Add to a kernel's seconds where the caller gathers them (None: it does not)."""
+    if seconds_by_kernel is not None:
+        seconds_by_kernel[kernel] = seconds_by_kernel.get(kernel, 0.0) + seconds
+
+
 def shares_of(seconds: Mapping[str, float]) -> Shares:
     """Normalised shares from seconds per kernel (empty when there are none)."""
     total = sum(s for s in seconds.values() if s > 0)

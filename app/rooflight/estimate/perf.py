@@ -45,6 +45,7 @@ from rooflight.estimate.kernel_calibration import (
     KernelShares,
     corrections,
     shares_of,
+    tally,
 )
 from rooflight.estimate.kernel_calibration import MIN_COVERAGE as _MIN_KERNEL_COVERAGE
 from rooflight.estimate.kernel_calibration import factor as _kernel_factor
@@ -190,54 +191,37 @@ class Calibration:
 
     def factors(self, file_type: str, n_threads: int, model_bytes: int = 0, basis: str = "table",
                 kernels: KernelShares | None = None) -> tuple[float, float]:
-        """(decode, prefill) factors for a run: with a probe and kernel shares, the per-kernel
-        corrections of matching() measurements combined by the run's shares; otherwise the
+        """(decode, prefill) factors for a run (correction())."""
+        c = self.correction(file_type, n_threads, model_bytes, basis, kernels)
+        return c.decode, c.prefill
+
+    def correction(self, file_type: str, n_threads: int, model_bytes: int = 0, basis: str = "table",
+                   kernels: KernelShares | None = None) -> Correction:
+        """What this machine's measurements do to a run. With a probe and kernel shares on
+        both sides: the per-kernel corrections of the matching() measurements combined by
+        the run's shares, calibrated once they cover MIN_COVERAGE of its time; otherwise the
         median over matching() measurements; without a probe and with none at this thread
         count, all measurements'; with a probe and none that match, 1 (the probe stands)."""
-        chosen = self.matching(file_type, n_threads, model_bytes, basis, kernels)
-        if not chosen:
-            if basis == "probe":
-                return 1.0, 1.0
-            return _bounded(self.decode_factor), _bounded(self.prefill_factor)
-        if basis == "probe" and kernels is not None and all(r.kernels for r in chosen):
-            return self._kernel_factors(kernels, chosen)
-        return (_bounded(statistics.median(r.decode for r in chosen)),
-                _bounded(statistics.median(r.prefill for r in chosen)))
-
-    def calibrates(self, matched: tuple[Ratio, ...], basis: str, kernels: KernelShares | None) -> bool:
-        """Whether a run's estimate stands on measurements: with a probe, when matched ones
-        measured at least MIN_COVERAGE of its kernel time (per kernel) or any matched (per
-        file type); without, when any measurement exists."""
-        if basis != "probe":
-            return self.active
+        matched = self.matching(file_type, n_threads, model_bytes, basis, kernels)
         if not matched:
-            return False
-        if kernels is None or not all(r.kernels for r in matched):
-            return True
-        decode = corrections((r.kernels.decode, r.decode) for r in matched if r.kernels)
-        return _kernel_factor(kernels.decode, decode)[1] >= _MIN_KERNEL_COVERAGE
-
-    @staticmethod
-    def _kernel_factors(kernels: KernelShares, chosen: Iterable[Ratio]) -> tuple[float, float]:
-        chosen = [r for r in chosen if r.kernels]
-        decode = corrections((r.kernels.decode, r.decode) for r in chosen if r.kernels)
-        prefill = corrections((r.kernels.prefill, r.prefill) for r in chosen if r.kernels)
-        return (_bounded(_kernel_factor(kernels.decode, decode)[0]),
-                _bounded(_kernel_factor(kernels.prefill, prefill)[0]))
-
-    def residuals(self, matched: tuple[Ratio, ...], decode_factor: float,
-                  prefill_factor: float) -> tuple[list[float], list[float]]:
-        """How far each matched measurement lies from the correction as it now stands
-        (decode, prefill): its ratio over the factor its own prediction would get. Per
-        kernel, that factor comes from the other measurements only (leave one out): a
-        least-squares split with as many kernels as measurements fits each exactly, and
-        would leave a range of nothing."""
-        if matched and all(r.kernels for r in matched):
-            own = [self._kernel_factors(r.kernels, [o for o in matched if o is not r]) if r.kernels else (1.0, 1.0)
+            if basis == "probe":
+                return Correction(1.0, 1.0, (), False, ([], []))
+            return Correction(_bounded(self.decode_factor), _bounded(self.prefill_factor), (), self.active, ([], []))
+        if basis == "probe" and kernels is not None and all(r.kernels for r in matched):
+            decode, prefill, covered = _kernel_fit(kernels, matched)
+            calibrated = covered >= _MIN_KERNEL_COVERAGE
+            # each measurement priced by the others (leave one out): a least-squares split
+            # with as many kernels as measurements fits each exactly, and would leave a
+            # range of nothing; a run the measurements hardly cover keeps the probe's band
+            own = [_kernel_fit(r.kernels, [o for o in matched if o is not r])[:2] if r.kernels else (1.0, 1.0)
                    for r in matched]
-            return ([r.decode / f[0] for r, f in zip(matched, own, strict=True)],
-                    [r.prefill / f[1] for r, f in zip(matched, own, strict=True)])
-        return [r.decode / decode_factor for r in matched], [r.prefill / prefill_factor for r in matched]
+            residuals = (([r.decode / f[0] for r, f in zip(matched, own, strict=True)],
+                          [r.prefill / f[1] for r, f in zip(matched, own, strict=True)]) if calibrated else ([], []))
+            return Correction(decode, prefill, matched, calibrated, residuals)
+        decode = _bounded(statistics.median(r.decode for r in matched))
+        prefill = _bounded(statistics.median(r.prefill for r in matched))
+        return Correction(decode, prefill, matched, basis == "probe" or self.active,
+                          ([r.decode / decode for r in matched], [r.prefill / prefill for r in matched]))
 
     def preferred_threads(self, model_bytes: int) -> int | None:
         """The fastest thread count measured for the model nearest in size, if within 8x.
@@ -251,6 +235,27 @@ class Calibration:
             if dist <= best_dist:
                 best, best_dist = n_threads, dist
         return best
+
+
+@dataclass(frozen=True)
+class Correction:
+    """Calibration.correction: the factors for a run, the measurements they stand on,
+    whether it counts as calibrated, and those measurements' residuals for its range."""
+
+    decode: float
+    prefill: float
+    matched: tuple[Ratio, ...]
+    calibrated: bool
+    residuals: tuple[list[float], list[float]]  # (decode, prefill); empty: not the range's basis
+
+
+def _kernel_fit(kernels: KernelShares, measured: Iterable[Ratio]) -> tuple[float, float, float]:
+    """(decode factor, prefill factor, decode coverage) of a run with these shares from the
+    per-kernel least-squares corrections of these measurements (kernel_calibration.py)."""
+    known = [(r.kernels, r) for r in measured if r.kernels is not None]
+    decode, covered = _kernel_factor(kernels.decode, corrections((k.decode, r.decode) for k, r in known))
+    prefill, _ = _kernel_factor(kernels.prefill, corrections((k.prefill, r.prefill) for k, r in known))
+    return _bounded(decode), _bounded(prefill), covered
 
 
 def _bounded(factor: float) -> float:
@@ -426,8 +431,7 @@ def decode_parts_s(
             cyc = _cpu_attention_cycles(spec, cfg, position, start, end)
             if att is not None:
                 parts["compute"] += cyc * att.decode_s_per_unit
-                if kernels is not None:
-                    kernels[ATTENTION_KERNEL] = kernels.get(ATTENTION_KERNEL, 0.0) + cyc * att.decode_s_per_unit
+                tally(kernels, ATTENTION_KERNEL, cyc * att.decode_s_per_unit)
             else:
                 parts["compute"] += cyc / (_cpu_threads(hardware, cfg) * _cpu_hz(hardware))
             continue
@@ -674,10 +678,10 @@ def prefill_time_s(
                 t_attn = (t * attn_flops * att.prefill_s_per_flop if att is not None
                           else cpu_table_matmul_s(hardware, cfg, spec.file_type,
                                                   t * attn_flops * CPU_ATTENTION_SLOWDOWN / 2))
-                probe_s += t_attn + probe.fixed.layer_s * w.n_layers
-                if kernels is not None:
-                    kernels[ATTENTION_KERNEL] = kernels.get(ATTENTION_KERNEL, 0.0) + t_attn
-                    kernels[FIXED_KERNEL] = kernels.get(FIXED_KERNEL, 0.0) + probe.fixed.layer_s * w.n_layers
+                t_layers = probe.fixed.layer_s * w.n_layers
+                probe_s += t_attn + t_layers
+                tally(kernels, ATTENTION_KERNEL, t_attn)
+                tally(kernels, FIXED_KERNEL, t_layers)
                 continue
             # attention (QK^T and softmax*V over the context so far) runs well below GEMM
             # speed on CPUs; on GPUs it runs FP16 products, priced apart (tensor_rates.py)
@@ -812,15 +816,12 @@ def estimate_performance(
         decode_kernels.update({k: v / len(positions) for k, v in decode_attention.items()})
         decode_kernels[FIXED_KERNEL] = fixed.overhead
         kernels = KernelShares(shares_of(decode_kernels), shares_of(prefill_kernels))
-    decode_factor, prefill_factor = cal.factors(spec.file_type, cfg.n_threads, spec.file_bytes, basis, kernels)
-    matched = cal.matching(spec.file_type, cfg.n_threads, spec.file_bytes, basis, kernels)
-    calibrated = cal.calibrates(matched, basis, kernels)
+    c = cal.correction(spec.file_type, cfg.n_threads, spec.file_bytes, basis, kernels)
+    decode_factor, prefill_factor, matched, calibrated = c.decode, c.prefill, c.matched, c.calibrated
     decode = decode_factor / t_token
     prefill = prefill_factor * max(1, prompt_tokens) / t_prefill
 
-    # a probe-based estimate whose kernels were mostly not measured keeps the probe's band
-    residuals = cal.residuals(matched, decode_factor, prefill_factor) if calibrated or basis != "probe" else ([], [])
-    band = _band(hardware, basis, probe, residuals)
+    band = _band(hardware, basis, probe, c.residuals)
     (d_lo, d_hi), (p_lo, p_hi) = band.decode, band.prefill
     return PerfEstimate(
         decode_tok_s=decode,

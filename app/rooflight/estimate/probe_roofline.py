@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from rooflight.estimate.kernel_calibration import tally
 from rooflight.estimate.probe import MachineProbe
 
 
@@ -33,14 +34,12 @@ def decode_weights_s(
         for kind, n in counts.items():
             k = probe.kernel(kind)
             if k is None:
-                out["memory"] += table_s(kind, n)
-                if by_kernel is not None:
-                    key = table_kernel(kind)
-                    by_kernel[key] = by_kernel.get(key, 0.0) + table_s(kind, n)
+                seconds = table_s(kind, n)
+                out["memory"] += seconds
+                tally(by_kernel, table_kernel(kind), seconds)
             else:
                 out[k.bound] += n * k.decode_s_per_weight
-                if by_kernel is not None:
-                    by_kernel[k.weight_type] = by_kernel.get(k.weight_type, 0.0) + n * k.decode_s_per_weight
+                tally(by_kernel, k.weight_type, n * k.decode_s_per_weight)
     return out
 
 
@@ -76,15 +75,12 @@ def prefill_weights_s(
         if k is None and (stand_in := prompt_stand_in(kind, isa)) is not None:
             k = probe.kernel(stand_in)
         if k is None:
-            total += table_s(kind, n * n_tokens)
-            if by_kernel is not None:
-                key = table_kernel(kind)
-                by_kernel[key] = by_kernel.get(key, 0.0) + table_s(kind, n * n_tokens)
+            seconds = table_s(kind, n * n_tokens)
+            tally(by_kernel, table_kernel(kind), seconds)
         else:
             seconds = max(n * n_tokens * k.prefill_s_per_weight * shape_cost, n * k.decode_s_per_weight)
-            total += seconds
-            if by_kernel is not None:
-                by_kernel[k.weight_type] = by_kernel.get(k.weight_type, 0.0) + seconds
+            tally(by_kernel, k.weight_type, seconds)
+        total += seconds
     return total
 
 

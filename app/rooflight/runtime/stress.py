@@ -233,7 +233,10 @@ def run_stress(
     wishes = wishes or Wishes()
     # this machine (a store to keep the points): planned on its probe where it has one, as
     # estimates are, and uncorrected by earlier measurements (what a new one is compared with)
-    baseline = _this_machines_probe(hardware) if store is not None and machine else None
+    from rooflight.estimate import Calibration
+    from rooflight.store.probes import current_probe
+
+    baseline = Calibration(probe=current_probe(hardware)) if store is not None and machine else None
     asked = sorted(set(contexts or default_contexts(spec)))
     trained = spec.context_length or None
     points: list[StressPoint] = []
@@ -278,14 +281,6 @@ def run_stress(
     if model_doc is None:
         model_doc = plan_at(spec, hardware, asked[0], wishes, gen_tokens=gen_tokens).estimate.to_dict()["model"]
     return StressResult(model_doc, tuple(asked), tuple(points), stopped, stored > 0, used)
-
-
-def _this_machines_probe(hardware: HardwareProfile):
-    """A calibration holding only this machine's valid probe (none: the table)."""
-    from rooflight.estimate import Calibration
-    from rooflight.store.probes import probe_status
-
-    return Calibration(probe=probe_status(hardware).probe)
 
 
 def _measurement(point: StressPoint, spec: ModelSpec, hardware: HardwareProfile, machine: str):

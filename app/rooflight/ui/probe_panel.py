@@ -19,11 +19,14 @@ TOOLTIP = ("The probe times llama.cpp's own kernels on this machine with small g
            "their ranges are the band 8 of 10 measurements fall inside.")
 
 
-def read_probe_status(profile):
-    """Worker side: the stored probe's state for this machine and llama.cpp build."""
+def read_probe_status(profile, ratios=()):
+    """Worker side: the stored probe's state for this machine and llama.cpp build, and the
+    card's figures (what measurements corrected in them is a least-squares fit: not on
+    the GUI thread)."""
     from rooflight.store.probes import probe_status
 
-    return probe_status(profile)
+    status = probe_status(profile)
+    return status, summary(status.probe, ratios) if status.probe else ""
 
 
 def run_probe(task, profile, options: dict):
@@ -120,13 +123,14 @@ class ProbePanel(Card):
             self.measure_button.setEnabled(False)
             return
         self.measure_button.setEnabled(self.task is None)
-        self.ctx.runner.run(read_probe_status, profile, on_done=self._status_read, what="reading the probe")
+        ratios = getattr(self.ctx.machine.calibration, "ratios", ())  # none for a what-if machine
+        self.ctx.runner.run(read_probe_status, profile, ratios, on_done=self._status_read, what="reading the probe")
 
-    def _status_read(self, status) -> None:
+    def _status_read(self, result) -> None:
+        status, figures = result
         self.status = status
         self.state.setText(status.message)
-        ratios = getattr(self.ctx.machine.calibration, "ratios", ())  # none for a what-if machine
-        self.figures.setText(summary(status.probe, ratios) if status.probe else "")
+        self.figures.setText(figures)
         self.measure_button.setText("Measure again" if status.probe else "Measure this machine")
         if status.probe is None and not getattr(self.ctx.settings, "probe_offered", True) and self.task is None:
             # first start: offer once, and remember that it was offered
