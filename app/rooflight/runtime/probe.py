@@ -69,7 +69,24 @@ DECODE_MAX_BYTES = 512 << 20
 _DECODE_SHAPE = dict(n_embd=2048, n_head=16, n_head_kv=4, head_dim=128, n_ff=5632)
 _PREFILL_SHAPE = PROBE_PROMPT_SHAPE  # estimate/matmul_shape.py prices other shapes against it
 _TINY_SHAPE = dict(n_embd=64, n_head=2, n_head_kv=2, head_dim=32, n_ff=64)
-_ATTN_SHAPE = dict(n_layer=2, n_embd=256, n_head=16, n_head_kv=4, head_dim=128, n_ff=256)
+# The attention model: wide attention, tiny weights, and layers enough that its KV cache at
+# ATTN_PROMPT positions is ATTN_CACHE_FACTOR x the last-level cache (attention_shape). In a
+# real model the weights evict each layer's cache between tokens, so attention reads it from
+# RAM; a 2-layer model's 4 MiB cache stayed in the caches and its figure priced the attention
+# of generated 450M-1.5B models at 512 positions 1.4-1.7x too fast here (Zen 5 EPYC, 32 MiB
+# L3). MHA rather than GQA: four times the cache per layer for the same prompt FLOPs, so the
+# 1024-token prompt that fills it costs a quarter of what as many GQA layers would.
+_ATTN_HEADS = dict(n_embd=256, n_head=16, n_head_kv=16, head_dim=128, n_ff=256)
+ATTN_CACHE_FACTOR = 2
+ATTN_MAX_LAYERS = 16  # 128 MiB of cache: a larger last-level cache gets less than 2x
+
+
+def attention_shape(llc: int) -> dict:
+    """write_model arguments of the attention model for a last-level cache of llc bytes."""
+    h = _ATTN_HEADS
+    per_layer = ATTN_PROMPT * h["n_head_kv"] * 2 * h["head_dim"] * 2  # K and V, f16
+    n_layer = min(ATTN_MAX_LAYERS, max(2, math.ceil(ATTN_CACHE_FACTOR * llc / per_layer)))
+    return dict(n_layer=n_layer, **h)
 # 8, not 2: at twice the cache part of the decode model stayed cached here (a 32 MiB L3):
 # its per-weight figures came out 16-34% faster than at 8x, and the probe-based decode of
 # nine generated and real models 0.65-0.90x of measured (median error 20.5%); at 8x, three
@@ -480,7 +497,7 @@ def probe_machine(
 
             # 2. attention, flash on and off (decode short/long, a long prompt)
             attn_raw = []
-            attn_path = write("attention", ftype="F16", **_ATTN_SHAPE)
+            attn_path = write("attention", ftype="F16", **attention_shape(llc))
             for fa in (True, False):
                 clock.step(f"attention, flash attention {'on' if fa else 'off'}")
                 m = _Model(attn_path, n_threads, 2048, fa, n_ubatch)
