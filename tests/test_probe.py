@@ -122,6 +122,27 @@ def test_attention_cost_per_unit():
     assert a.prefill_s_per_flop == pytest.approx(0.2 / 4e9)
 
 
+def test_the_attention_model_s_cache_outgrows_the_last_level_cache():
+    """Its KV cache at the probe's cached positions is twice the LLC (the weights of a real
+    model evict each layer's cache between tokens), within 2-16 layers."""
+    from rooflight.runtime.probe import ATTN_PROMPT, attention_shape
+
+    def cache_bytes(shape: dict) -> int:
+        return ATTN_PROMPT * shape["n_head_kv"] * 2 * shape["head_dim"] * 2 * shape["n_layer"]
+
+    assert attention_shape(32 << 20)["n_layer"] == 8 and cache_bytes(attention_shape(32 << 20)) == 64 << 20
+    assert attention_shape(12 << 20)["n_layer"] == 3  # 24 MiB of cache: 3 layers of 8 MiB
+    assert attention_shape(1 << 20)["n_layer"] == 2  # a small cache keeps two layers
+    assert attention_shape(1 << 30)["n_layer"] == 16  # a huge one is capped (the prompt's time)
+    assert cache_bytes(attention_shape(20 << 20)) >= 2 * (20 << 20)
+
+
+def test_a_probe_measured_the_older_way_is_measured_again():
+    old = dict(_probe("m", "b").to_dict(), method=2)
+    with pytest.raises(ValueError, match="measure again"):
+        MachineProbe.from_dict(old)
+
+
 def test_probe_round_trips_through_a_dict():
     p = _probe("m", "b")
     assert MachineProbe.from_dict(json.loads(json.dumps(p.to_dict()))) == p

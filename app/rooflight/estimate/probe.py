@@ -35,10 +35,12 @@ KEEP = 3
 
 
 
-# The arithmetic a stored probe's figures were derived by. 2: a prompt's weights exclude the
+# How a stored probe's figures were measured and derived. 2: a prompt's weights exclude the
 # last block's FFN, which llama.cpp multiplies for the output rows only (output_rows.py);
-# figures of method 1 price prompts about a fifth fast and are measured again.
-PROBE_METHOD = 2
+# figures of method 1 price prompts about a fifth fast. 3: attention measured with a KV cache
+# twice the last-level cache (runtime/probe.attention_shape); method 2's cache-resident
+# figure priced real models' decode attention 1.2-1.8x fast. Older probes are measured again.
+PROBE_METHOD = 3
 
 @dataclass(frozen=True)
 class Repeats:
