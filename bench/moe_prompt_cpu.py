@@ -10,8 +10,10 @@ does not see. This prints how far that leaves the estimate, per type and micro-b
 shapes (32 experts, 4 used; 128 experts, 8 used), a 512-token prompt, 2 threads, flash
 attention on, the best of --rounds runs, the models kept loaded and run interleaved; decode:
 GEN tokens right after the prompt. Needs a stored probe of this machine (`rooflight probe`).
---fit: per expert type, the moe_prompt.CPU_EXPERT_COST that prices the first shape's prompt
-(the fitting shape) as measured, then the second shape's ratio with it (the check).
+--fit: per expert type, the MUL_MAT_ID cost (moe_prompt.CPU_EXPERT_COST, or a probe's
+expert_costs) that prices the first shape's prompt (the fitting shape) as measured, then the
+second shape's ratio with it (the check). The estimates without --fit use the stored probe's
+own expert costs where it measured them (the probe measures Q4_K, Q8_0 and MXFP4).
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ import argparse
 import math
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
-from rooflight.estimate import Calibration, Wishes, moe_prompt, plan
+from rooflight.estimate import Calibration, Wishes, plan
 from rooflight.gguf import load_model_spec
 from rooflight.gguf.synthetic import write_model
 from rooflight.hardware import detect
@@ -39,17 +42,13 @@ COSTS = [round(1.0 + 0.02 * i, 2) for i in range(201)]  # 1.0 to 5.0
 
 
 def prompt_estimate(spec, hw, probe, ub: int, wt: str | None = None, cost: float | None = None):
-    """The probe-based estimate of the bench prompt, with CPU_EXPERT_COST[wt] = cost if given."""
-    saved = dict(moe_prompt.CPU_EXPERT_COST)
+    """The probe-based estimate of the bench prompt; with wt and cost, that type's experts
+    priced at `cost` dense multiply-adds (the probe's own measured costs set aside)."""
     if wt is not None and cost is not None:
-        moe_prompt.CPU_EXPERT_COST[wt] = cost
-    try:
-        w = Wishes(n_ctx=1024, n_gpu_layers=0, n_threads=probe.n_threads, flash_attn="on", n_batch=PROMPT,
-                   n_ubatch=ub, prompt_tokens=PROMPT, gen_tokens=GEN)
-        return plan(spec, hw, w, calibration=Calibration(probe=probe)).performance
-    finally:
-        moe_prompt.CPU_EXPERT_COST.clear()
-        moe_prompt.CPU_EXPERT_COST.update(saved)
+        probe = replace(probe, expert_costs=((wt, cost),))
+    w = Wishes(n_ctx=1024, n_gpu_layers=0, n_threads=probe.n_threads, flash_attn="on", n_batch=PROMPT,
+               n_ubatch=ub, prompt_tokens=PROMPT, gen_tokens=GEN)
+    return plan(spec, hw, w, calibration=Calibration(probe=probe)).performance
 
 
 def main() -> int:

@@ -69,7 +69,7 @@ def main() -> int:
                 best[(i, prompt)] = max(best.get((i, prompt), 0.0), got.decode_tok_s)
     print(f"last-level cache {llc >> 20} MiB; decode after {SHORT} and {args.long} tokens, best of {args.rounds}")
     figures = []
-    for i, (name, _, spec, cfg) in enumerate(models):
+    for i, (_, _, spec, cfg) in enumerate(models):
         t_short, t_long = 1 / best[(i, SHORT)], 1 / best[(i, args.long)]
         units = (cpu_attention_units(spec, cfg, args.long + GEN / 2) - cpu_attention_units(spec, cfg, SHORT + GEN / 2))
         figures.append((t_long - t_short) / units)

@@ -98,6 +98,42 @@ def test_cpu_experts_cost_more_than_dense_matmuls_by_type():
                      "F16": pytest.approx(2e6 * (CPU_EXPERT_COST["F16"] - 1))}
 
 
+def test_a_probe_s_measured_expert_costs_stand_before_the_table_s():
+    """This machine's MUL_MAT_ID costs (MachineProbe.expert_costs) price its types; a type it
+    did not measure takes the mean of its class's measured ones, a class it measured none of
+    the table's."""
+    from rooflight.estimate.moe_prompt import CPU_EXPERT_COST, cpu_expert_cost, cpu_extra_by_type
+
+    measured = {"Q4_K": 2.4, "Q8_0": 2.0}
+    assert cpu_expert_cost("q4_k", measured) == 2.4
+    assert cpu_expert_cost("Q6_K", measured) == pytest.approx(2.2)  # quantized: their mean
+    assert cpu_expert_cost("F16", measured) == CPU_EXPERT_COST["F16"]  # no float type measured
+    assert cpu_expert_cost("BF16", {"F16": 3.0, **measured}) == 3.0
+    assert cpu_extra_by_type({"Q4_K": 1e6}, measured) == {"Q4_K": pytest.approx(1.4e6)}
+
+
+def test_a_probed_machine_prices_moe_prompts_by_its_own_expert_costs(qwen3_moe):
+    from dataclasses import replace
+
+    from rooflight.estimate.probe import AttentionCost, FixedCosts, KernelFigure, MachineProbe
+
+    hw = machine(ram=64 * GiB, backend="cpu")
+    cfg = RunConfig(n_ctx=4096, n_gpu_layers=0, n_threads=8, flash_attn=True)
+    mem = plan_memory(qwen3_moe, hw, cfg)
+    kernels = tuple(KernelFigure(t, 0.05e-9, 0.02e-9, 21.0, "memory") for t in ("Q4_K", "Q6_K", "Q8_0", "F16", "F32"))
+    probe = MachineProbe(machine="m", build="b", n_threads=8, n_ubatch=512, kernels=kernels,
+                         attention=(AttentionCost(True, 0.3e-9, 0.03e-9),), fixed=FixedCosts(70e-6, 25e-6, 3e-9),
+                         spread=0.1, disturbed=False)
+
+    def prompt_s(costs):
+        return prefill_time_s(qwen3_moe, hw, cfg, mem, 512, probe=replace(probe, expert_costs=costs))[0]
+
+    at_1, at_2, at_3 = prompt_s((("Q4_K", 1.0),)), prompt_s((("Q4_K", 2.0),)), prompt_s((("Q4_K", 3.0),))
+    assert at_1 < at_2 < at_3 and at_3 - at_2 == pytest.approx(at_2 - at_1)  # linear, as probe.expert_cost needs
+    # the model's Q6_K experts take the measured quantized type's cost too
+    assert prompt_s((("Q4_K", 2.0),)) > prompt_s((("Q4_K", 2.0), ("Q6_K", 1.0)))
+
+
 def test_a_cpu_moe_prompt_pays_mul_mat_id_and_a_gpu_one_does_not(qwen3_moe, monkeypatch):
     from rooflight.estimate import moe_prompt
 

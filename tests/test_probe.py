@@ -144,8 +144,22 @@ def test_a_probe_measured_the_older_way_is_measured_again():
 
 
 def test_probe_round_trips_through_a_dict():
-    p = _probe("m", "b")
+    p = _probe("m", "b", expert_costs=(("Q4_K", 2.3), ("Q8_0", 1.8)))
     assert MachineProbe.from_dict(json.loads(json.dumps(p.to_dict()))) == p
+    assert p.expert_cost_by_type == {"Q4_K": 2.3, "Q8_0": 1.8}
+
+
+def test_expert_cost_is_what_prices_the_measured_moe_prompt():
+    """The estimate is linear in the MUL_MAT_ID cost: the cost that makes it the measured
+    time, from the estimate at 1 and at 2; absurd results are clamped, a flat slope refused."""
+    from rooflight.estimate.probe import expert_cost
+
+    assert expert_cost(0.30, priced_at_1_s=0.20, priced_at_2_s=0.25) == pytest.approx(3.0)
+    assert expert_cost(0.18, priced_at_1_s=0.20, priced_at_2_s=0.25) == pytest.approx(0.6)
+    assert expert_cost(5.0, priced_at_1_s=0.20, priced_at_2_s=0.25) == 10.0
+    assert expert_cost(0.01, priced_at_1_s=0.20, priced_at_2_s=0.25) == 0.5
+    with pytest.raises(ValueError):
+        expert_cost(0.3, 0.2, 0.2)
 
 
 # ---- the roofline on a probe ---------------------------------------------------------------
@@ -310,6 +324,10 @@ def test_reduced_probe_then_estimate_stands_on_it(llama_cpp, q8_model, tmp_path,
     assert q8["decode_ns_per_weight"] > 0 and q8["prefill_ns_per_weight"] > 0 and q8["bound"] in ("memory", "compute")
     assert {a["flash_attn"] for a in cpu["attention"]} == {True, False}
     assert cpu["fixed"]["token_us"] >= 0 and doc["duration_s"] <= 60 + 10
+    # Q8_0 is an expert type: its MoE prompt was measured and priced, or it says why not
+    assert ("Q8_0" in cpu["expert_costs"] and 0.5 <= cpu["expert_costs"]["Q8_0"] <= 10) or (
+        "Q8_0 experts" in cpu["not_measured"])
+    assert "experts/Q8_0/prefill-512" in doc["runs"] or "Q8_0 experts" in cpu["not_measured"]
     # the image part ran too: its figure, or a note that says why there is none
     enc = cpu["image_encode"]
     assert (enc is not None and enc["gflops"] > 0 and "image/encode" in doc["runs"]) or any(

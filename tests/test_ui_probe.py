@@ -99,6 +99,7 @@ def test_a_stored_probe_reaches_every_estimate(qtbot, llama_cpp):
     qtbot.waitUntil(lambda: panel.status is not None and panel.status.state == "current", timeout=10000)
     assert "Q4_0" in panel.figures.text() and panel.measure_button.text() == "Measure again"
     assert "Image encode: " in panel.figures.text().splitlines()[-1]  # measured, or why not
+    assert "MoE experts in prompts: " in panel.figures.text().splitlines()[-2]  # measured, or why not
 
 
 def test_the_panel_says_what_measurements_taught_the_probe(qtbot):
@@ -133,3 +134,4 @@ def test_the_panel_says_what_measurements_taught_the_probe(qtbot):
     qtbot.waitUntil(lambda: "Corrected by" in panel.figures.text(), timeout=10000)
     lines = panel.figures.text().splitlines()
     assert "Q8_0 decode x0.90, prompt x1.10" in lines[1] and lines[-1].startswith("Image encode: ")
+    assert lines[2] == "MoE experts in prompts: not measured (MoE prompts use the table's MUL_MAT_ID cost)"

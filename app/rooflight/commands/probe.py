@@ -93,6 +93,9 @@ def format_probe(run) -> str:
         lines.append(f"fixed: {f.token_s * 1e6:.1f} us per token, "
                      f"{f.layer_s * 1e6:.1f} us per layer, {f.vocab_s * 1e9:.2f} ns per vocabulary entry "
                      f"(spread {f.spread:.0%})")
+    if p.expert_costs:
+        lines.append("MoE experts (MUL_MAT_ID) in prompts: " + ", ".join(
+            f"{wt} x{cost:.2f}" for wt, cost in p.expert_costs) + " the dense kernel's cost per multiply-add")
     if p.encode is not None:
         e = p.encode
         lines.append(f"image encode ({e.file_type} projector): {e.flops_per_s / 1e9:.1f} GFLOP/s, "

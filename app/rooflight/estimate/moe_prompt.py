@@ -17,6 +17,8 @@ cpu_expert_cost(type) dense ones.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from rooflight.estimate.tensor_rates import FLOAT_TYPES
 from rooflight.gguf.spec import ModelSpec
 
@@ -41,14 +43,26 @@ def overhead_multiply_adds(spec: ModelSpec, routed_params: float, n_tokens: int,
 
 # CPU MUL_MAT_ID cost per multiply-add against the dense kernels, by expert weight type: fitted
 # by bench/moe_prompt_cpu.py --fit on one generated Qwen3-MoE shape (32 experts, 4 used) on
-# the project's 2-core VM, checked on another (128 experts, 8 used). Types not measured take
-# the value of their class (an assumption: float types F16's, quantized the mean of Q8_0 and
-# Q4_0's).
+# the project's 2-core Zen 4 VM, checked on another (128 experts, 8 used). Types not measured
+# take the value of their class (an assumption: float types F16's, quantized the mean of Q8_0
+# and Q4_0's). Machine-specific: the same fit on a Zen 5 VM gave F16 2.38, Q8_0 1.94, Q4_0
+# 2.86, so a probe measures this machine's (MachineProbe.expert_costs), and these price only
+# machines without one.
 CPU_EXPERT_COST = {"F16": 2.71, "Q8_0": 1.41, "Q4_0": 1.65}
 
 
-def cpu_expert_cost(ggml_type: str) -> float:
+def cpu_expert_cost(ggml_type: str, measured: Mapping[str, float] | None = None) -> float:
+    """MUL_MAT_ID cost per routed multiply-add of this type, in dense ones. measured: a probe's
+    figures for this machine (MachineProbe.expert_costs), which stand before the table's; a
+    type the probe did not measure takes the mean of the measured types of its class (float
+    or quantized), else the table's."""
     kind = ggml_type.upper()
+    if measured:
+        if kind in measured:
+            return measured[kind]
+        alike = [v for k, v in measured.items() if (k in FLOAT_TYPES) == (kind in FLOAT_TYPES)]
+        if alike:
+            return sum(alike) / len(alike)
     if kind in CPU_EXPERT_COST:
         return CPU_EXPERT_COST[kind]
     if kind in FLOAT_TYPES:
@@ -56,6 +70,7 @@ def cpu_expert_cost(ggml_type: str) -> float:
     return (CPU_EXPERT_COST["Q8_0"] + CPU_EXPERT_COST["Q4_0"]) / 2
 
 
-def cpu_extra_by_type(routed_by_type: dict[str, float]) -> dict[str, float]:
-    """The multiply-adds a CPU pays beyond the dense price of these routed-expert elements."""
-    return {k: n * (cpu_expert_cost(k) - 1.0) for k, n in routed_by_type.items() if n > 0}
+def cpu_extra_by_type(routed_by_type: dict[str, float], measured: Mapping[str, float] | None = None) -> dict[str, float]:
+    """The multiply-adds a CPU pays beyond the dense price of these routed-expert elements
+    (measured: as cpu_expert_cost)."""
+    return {k: n * (cpu_expert_cost(k, measured) - 1.0) for k, n in routed_by_type.items() if n > 0}

@@ -666,7 +666,8 @@ def prefill_time_s(
                 pcie_bytes += w.weight_bytes
             attn_flops = _attention_flops_per_token(spec, w, ctx_seen)
             # a CPU multiplies routed experts with MUL_MAT_ID, dearer than the dense kernels
-            cpu_extra = moe_prompt.cpu_extra_by_type(w.routed_by_type) if _runs_on_cpu(hardware, run_on) else {}
+            cpu_extra = (moe_prompt.cpu_extra_by_type(w.routed_by_type, probe.expert_cost_by_type if probe else None)
+                         if _runs_on_cpu(hardware, run_on) else {})
             if run_on == CPU and probe is not None:
                 counts = dict(w.params_by_type or {})
                 for kind, n in cpu_extra.items():

@@ -227,6 +227,17 @@ def encode_figure(file_type: str, encode_flops: float, runs: Repeats) -> EncodeF
     return EncodeFigure(file_type.upper(), encode_flops / t, t, encode_flops, runs.spread, runs.disturbed)
 
 
+def expert_cost(measured_s: float, priced_at_1_s: float, priced_at_2_s: float) -> float:
+    """The MUL_MAT_ID cost per routed multiply-add (in dense ones) that prices a MoE prompt
+    as measured: the estimate is linear in it (t(c) = t(1) + (c - 1) x (t(2) - t(1))), so c
+    follows from the estimate at 1 and 2 and the measured seconds. Kept within 0.5-10: beyond,
+    the measurement or the dense figures it stands on are wrong, not the kernel."""
+    slope = priced_at_2_s - priced_at_1_s
+    if slope <= 0:
+        raise ValueError("an estimate whose routed experts cost nothing cannot price them")
+    return min(10.0, max(0.5, 1.0 + (measured_s - priced_at_1_s) / slope))
+
+
 @dataclass(frozen=True)
 class MachineProbe:
     """One probe of this machine's llama.cpp CPU kernels."""
@@ -247,6 +258,9 @@ class MachineProbe:
     # the probe measured it): estimates then count the encoder's FLOPs at table efficiency
     encode: EncodeFigure | None = None
     method: int = PROBE_METHOD  # the arithmetic that derived the figures (from_dict refuses others)
+    # MoE prompts: what a routed expert's multiply-add costs through MUL_MAT_ID against the
+    # dense kernel of its weight type (moe_prompt.cpu_expert_cost), per type measured
+    expert_costs: tuple[tuple[str, float], ...] = ()
 
     def kernel(self, weight_type: str) -> KernelFigure | None:
         return self._kernels_by_type.get(weight_type.upper())
@@ -258,6 +272,10 @@ class MachineProbe:
         for k in self.kernels:
             by_type.setdefault(k.weight_type, k)
         return by_type
+
+    @cached_property
+    def expert_cost_by_type(self) -> dict[str, float]:
+        return dict(self.expert_costs)
 
     def attention_for(self, flash_attn: bool) -> AttentionCost | None:
         return next((a for a in self.attention if a.flash_attn == bool(flash_attn)), None)
@@ -278,4 +296,5 @@ class MachineProbe:
             disturbed=bool(d["disturbed"]), created_at=float(d.get("created_at", 0.0)),
             duration_s=float(d.get("duration_s", 0.0)), notes=tuple(d.get("notes", ())),
             encode=EncodeFigure(**d["encode"]) if d.get("encode") else None, method=PROBE_METHOD,
+            expert_costs=tuple((str(k), float(v)) for k, v in d.get("expert_costs", ())),
         )

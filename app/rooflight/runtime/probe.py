@@ -93,6 +93,15 @@ def attention_shape(llc: int) -> dict:
 # minutes later, 0.72-1.37x (median 12.7%, five of nine within 3%). The probe then takes
 # ~24 s here.
 DECODE_CACHE_FACTOR = 8
+# MoE prompts: routed experts go through MUL_MAT_ID, not the dense kernels above; the types
+# MoE downloads carry (Q4_K_M files' experts, Q8_0, gpt-oss's MXFP4) get a prompt of their own
+# on a small Qwen3-MoE (32 experts, 4 used: 64 tokens per expert at a 512-token micro-batch),
+# after the dense kernels (every model needs those). The cost per routed multiply-add moved
+# from 1.41-1.65 on the Zen 4 VM the table's figures were fitted on to 1.94-2.86 on a Zen 5
+# one (bench/moe_prompt_cpu.py --fit): a machine's own figure, not a constant.
+EXPERT_TYPES = ("Q4_K", "Q8_0", "MXFP4")
+_EXPERT_SHAPE = dict(arch="qwen3moe", n_layer=2, n_embd=1024, n_head=8, n_head_kv=4, n_ff=768,
+                     n_expert=32, n_expert_used=4)
 PREFILL_LAYERS = 3  # ~38M weights: a 512-token prompt takes ~0.1 s here, long enough to watch
 # the image part (writing, loading, a warm-up and 2-3 runs of encodes) takes about 1 s here:
 # the kernels begin no new weight type in the budget's last IMAGE_RESERVE_S, and the image
@@ -176,6 +185,8 @@ class ProbeRun:
                                              else round(p.fixed.vocab_large_s * 1e9, 4)),
                           "spread": round(p.fixed.spread, 4)},
                 "not_measured": self.skipped,
+                # MoE prompts: MUL_MAT_ID's cost per routed multiply-add, in dense ones
+                "expert_costs": dict(p.expert_costs),
                 "image_encode": _encode_dict(p.encode),
             }],
             "runs": self.runs,
@@ -450,9 +461,10 @@ def probe_machine(
         raise BadInputError(f"The probe measures {', '.join(ALL_TYPES)}; not {', '.join(unknown)}.")
     n_threads = n_threads or max(1, profile.cpu.cores or 1)
     load_before = load_now()
-    clock = _Clock(budget_s, 5 + 2 * len(types) + image, progress, check_cancel)
+    expert_types = [t for t in EXPERT_TYPES if t in types]
+    clock = _Clock(budget_s, 5 + 2 * len(types) + len(expert_types) + image, progress, check_cancel)
     runs: dict[str, dict] = {}
-    runner = _Runner(clock, busy_threshold, runs, max(2, repeats), figures=9 + 2 * len(types) + image)
+    runner = _Runner(clock, busy_threshold, runs, max(2, repeats), figures=9 + 2 * len(types) + len(expert_types) + image)
     skipped: dict[str, str] = {}
     notes: list[str] = []
     if load_before[0] > 0.5 * load_before[1]:
@@ -586,6 +598,10 @@ def probe_machine(
                 m.close()
             pp_path.unlink(missing_ok=True)
 
+        # 3b. MoE prompts of the expert types whose dense kernels were measured
+        expert_raw = _measure_experts(runner, clock, write, expert_types, {r[0] for r in kernel_raw},
+                                      n_threads, n_ubatch, reserve, skipped)
+
         # 4. image encode through a generated projector (last: the estimates of text
         # models, which every user has, come first when time is short)
         encode_raw = None
@@ -624,6 +640,9 @@ def probe_machine(
         kernels = tuple(k for k in kernels if not k.disturbed)
         if not kernels:
             refused = _refusal(False, False, busy_threshold, what="every weight type's kernels")
+    # priced on the dense figures kept (an expert type whose dense kernel was dropped is too)
+    expert_costs = _expert_costs([r for r in expert_raw if any(k.weight_type == r[0] for k in kernels)],
+                                 profile, kernels, attention, fixed, n_threads, n_ubatch, keep_disturbed, skipped)
     no_kernels = not kernels
     if no_kernels and not disturbed_types:
         # fixed costs alone price nothing: not a probe to stand on, even if asked
@@ -644,6 +663,7 @@ def probe_machine(
         machine=machine_key(profile), build=llama_build(), n_threads=n_threads, n_ubatch=n_ubatch,
         kernels=kernels, attention=attention, fixed=fixed, spread=max(spreads),
         disturbed=disturbed, created_at=time.time(), duration_s=clock.elapsed, notes=tuple(notes), encode=encode,
+        expert_costs=expert_costs,
     )
     result = ProbeRun(probe, load_before=load_before, runs=runs, skipped=skipped, image_note=image_note)
     if refused and (no_kernels or not keep_disturbed):
@@ -686,6 +706,74 @@ def _refusal(fixed_disturbed: bool, attn_disturbed: bool, threshold: float, what
     return (f"Not stored: {' and '.join(parts)} could not be measured cleanly: other programs used more "
             f"than {threshold:.0%} of the CPU during the runs, or the repeats disagreed by more than "
             f"{MAX_CLEAN_SPREAD:.0%}. Close other programs and measure again.")
+
+
+def _measure_experts(runner: _Runner, clock: _Clock, write, expert_types, measured: set[str],
+                     n_threads: int, n_ubatch: int, reserve: float, skipped: dict[str, str]) -> list[tuple]:
+    """One micro-batch's prompt through a small MoE model of each expert type whose dense
+    kernels were measured: [(type, spec, Repeats)]."""
+    out: list[tuple] = []
+    for wt in expert_types:
+        key = f"{wt} experts"
+        if wt not in measured:
+            clock.done += 1
+            continue
+        if clock.left <= reserve:
+            skipped[key] = "not measured: the time budget ran out (the machine was busy or slow)"
+            clock.done += 1
+            continue
+        clock.step(f"{wt} MoE experts (prompt)")
+        ftype = {"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M"}.get(wt, wt)
+        try:
+            path = write(f"experts-{wt}", ftype=ftype, pure=True, **_EXPERT_SHAPE)
+            m = _Model(path, n_threads, 2 * n_ubatch, True, n_ubatch)
+        except (OperationFailedError, ValueError) as exc:
+            skipped[key] = f"not measured: this build or the writer does not support it ({exc})"
+            continue
+        try:
+            def prompt(m=m) -> float:
+                m.llm.reset()
+                t0 = time.perf_counter()
+                m.llm.eval(m.tokens(n_ubatch))
+                return time.perf_counter() - t0
+
+            m.llm.eval(m.tokens(8))  # warm-up, as the dense prompts
+            out.append((wt, m.spec, runner.measure(f"experts/{wt}/prefill-{n_ubatch}", prompt)))
+        except _OutOfTime:
+            skipped[key] = "not measured: the time budget ran out (the machine was busy or slow)"
+        finally:
+            m.close()
+            path.unlink(missing_ok=True)
+    return out
+
+
+def _expert_costs(expert_raw, profile, kernels, attention, fixed, n_threads: int, n_ubatch: int,
+                  keep_disturbed: bool, skipped: dict[str, str]) -> tuple[tuple[str, float], ...]:
+    """Each measured MoE prompt's MUL_MAT_ID cost (estimate/probe.expert_cost), priced by the
+    estimator itself on this probe's dense figures, as every estimate will be."""
+    from rooflight.estimate import Calibration, Wishes, plan
+    from rooflight.estimate.probe import expert_cost
+
+    costs: list[tuple[str, float]] = []
+    for wt, spec, runs in expert_raw:
+        if runs.disturbed and not keep_disturbed:
+            skipped[f"{wt} experts"] = "measured, not stored: the machine was busy during its runs"
+            continue
+
+        def priced_s(cost: float, wt=wt, spec=spec) -> float:
+            provisional = MachineProbe(machine="", build="", n_threads=n_threads, n_ubatch=n_ubatch, kernels=kernels,
+                                       attention=attention, fixed=fixed, spread=0.0, disturbed=False,
+                                       expert_costs=((wt, cost),))
+            w = Wishes(n_ctx=2 * n_ubatch, n_gpu_layers=0, n_threads=n_threads, flash_attn="on", n_batch=n_ubatch,
+                       n_ubatch=n_ubatch, prompt_tokens=n_ubatch, gen_tokens=1)
+            perf = plan(spec, profile, w, calibration=Calibration(probe=provisional)).performance
+            return n_ubatch / perf.prefill_tok_s
+
+        try:
+            costs.append((wt, round(expert_cost(runs.value, priced_s(1.0), priced_s(2.0)), 3)))
+        except ValueError as exc:
+            skipped[f"{wt} experts"] = f"measured, not priced: {exc}"
+    return tuple(costs)
 
 
 def _derive(fixed: FixedCosts, attn_raw, kernel_raw, n_ubatch: int, n_threads: int):

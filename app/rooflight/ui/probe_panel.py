@@ -13,8 +13,9 @@ from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QPushButton
 from rooflight.ui.widgets import Card, Note, label
 
 TOOLTIP = ("The probe times llama.cpp's own kernels on this machine with small generated models: "
-           "decode and prompt speed per weight type, attention, the fixed cost per token, and how "
-           "fast an image is encoded through a vision projector. "
+           "decode and prompt speed per weight type, attention, the fixed cost per token, what a "
+           "MoE model's routed experts cost in a prompt, and how fast an image is encoded through a "
+           "vision projector. "
            "Estimates then stand on these figures (basis: probe) instead of table constants, and "
            "their ranges are the band 8 of 10 measurements fall inside.")
 
@@ -48,7 +49,16 @@ def summary(probe, ratios=()) -> str:
     for k in probe.kernels:
         parts.append(f"{k.weight_type}: {k.decode_gbs:.0f} GB/s decode ({k.bound}-bound)")
     learnt = learnt_line(ratios, probe.n_threads)
-    return "\n".join(["; ".join(parts), *([learnt] if learnt else []), encode_line(probe.encode)])
+    return "\n".join(["; ".join(parts), *([learnt] if learnt else []), experts_line(probe.expert_costs),
+                      encode_line(probe.encode)])
+
+
+def experts_line(expert_costs) -> str:
+    """The probe's MoE expert costs (MachineProbe.expert_costs) in one line."""
+    if not expert_costs:
+        return "MoE experts in prompts: not measured (MoE prompts use the table's MUL_MAT_ID cost)"
+    return ("MoE experts in prompts: " + ", ".join(f"{wt} x{cost:.1f}" for wt, cost in expert_costs)
+            + " the dense kernel's time per multiply-add; MoE estimates use it")
 
 
 def encode_line(encode) -> str:
