@@ -27,13 +27,15 @@ import time
 from pathlib import Path
 
 from rooflight.gguf.synthetic import write_model
+from rooflight.runtime.probe import (
+    PURE_FTYPE as FTYPE,  # pure files of a K type, as the probe writes them
+)
 
 DECODE_WIDTHS = (512, 1024, 2048, 4096)
 DECODE_PROBE_WIDTH = 2048  # runtime/probe.py _DECODE_SHAPE
 PREFILL_WIDTHS = (256, 512, 1024, 2048, 3072)
 PREFILL_PROBE_WIDTH = 1024  # runtime/probe.py _PREFILL_SHAPE
 BYTES_PER_WEIGHT = {"F16": 2.0, "BF16": 2.0, "Q8_0": 34 / 32, "Q4_0": 18 / 32, "Q4_K": 144 / 256, "Q6_K": 210 / 256}
-FTYPE = {"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M"}  # pure files of a K type, as runtime/probe.py writes them
 
 
 def shape(width: int) -> dict:

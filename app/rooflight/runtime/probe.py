@@ -412,6 +412,20 @@ def _decode_run(model: _Model, n: int, prefix: int = 4) -> Callable[[], float]:
     return run
 
 
+def _prompt_run(model: _Model, n_tokens: int) -> Callable[[], float]:
+    """Seconds for one prompt of n_tokens from an empty cache (one micro-batch)."""
+    def run() -> float:
+        model.llm.reset()
+        t0 = time.perf_counter()
+        model.llm.eval(model.tokens(n_tokens))
+        return time.perf_counter() - t0
+    return run
+
+
+# the ftype that writes a pure file of a weight type (a K type's _M mix, pure=True)
+PURE_FTYPE = {"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M"}
+
+
 def _weights_of(spec, weight_type: str, *, prompt: bool) -> tuple[int, int]:
     """(elements, bytes) of the 2-D weights of one type that a token multiplies; a prompt
     token skips the output matrix and the last block's FFN (both for the last token only:
@@ -545,7 +559,7 @@ def probe_machine(
         kernel_raw: list[tuple] = []
         reserve = IMAGE_RESERVE_S if image else 0.0
         for wt in types:
-            ftype = {"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M"}.get(wt, wt)
+            ftype = PURE_FTYPE.get(wt, wt)
             # (the reserve waits for one measured type: a probe without any is not stored)
             if clock.left <= (reserve if kernel_raw else 0.0):
                 skipped[wt] = "not measured: the time budget ran out (the machine was busy or slow)"
@@ -583,14 +597,8 @@ def probe_machine(
             pp_path = write(f"prefill-{wt}", n_layer=PREFILL_LAYERS, ftype=ftype, pure=True, **_PREFILL_SHAPE)
             m = _Model(pp_path, n_threads, 2 * n_ubatch, True, n_ubatch)
             try:
-                def prompt(m=m) -> float:
-                    m.llm.reset()
-                    t0 = time.perf_counter()
-                    m.llm.eval(m.tokens(n_ubatch))
-                    return time.perf_counter() - t0
-
                 m.llm.eval(m.tokens(8))  # warm-up: first-touch of the weights, repacking
-                pp = runner.measure(f"kernel/{wt}/prefill-{n_ubatch}", prompt)
+                pp = runner.measure(f"kernel/{wt}/prefill-{n_ubatch}", _prompt_run(m, n_ubatch))
                 kernel_raw.append((wt, dec_spec, dec, dec_n, m.spec, pp))
             except _OutOfTime:
                 skipped[wt] = "not measured: the time budget ran out (the machine was busy or slow)"
@@ -723,7 +731,7 @@ def _measure_experts(runner: _Runner, clock: _Clock, write, expert_types, measur
             clock.done += 1
             continue
         clock.step(f"{wt} MoE experts (prompt)")
-        ftype = {"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M"}.get(wt, wt)
+        ftype = PURE_FTYPE.get(wt, wt)
         try:
             path = write(f"experts-{wt}", ftype=ftype, pure=True, **_EXPERT_SHAPE)
             m = _Model(path, n_threads, 2 * n_ubatch, True, n_ubatch)
@@ -731,14 +739,8 @@ def _measure_experts(runner: _Runner, clock: _Clock, write, expert_types, measur
             skipped[key] = f"not measured: this build or the writer does not support it ({exc})"
             continue
         try:
-            def prompt(m=m) -> float:
-                m.llm.reset()
-                t0 = time.perf_counter()
-                m.llm.eval(m.tokens(n_ubatch))
-                return time.perf_counter() - t0
-
             m.llm.eval(m.tokens(8))  # warm-up, as the dense prompts
-            out.append((wt, m.spec, runner.measure(f"experts/{wt}/prefill-{n_ubatch}", prompt)))
+            out.append((wt, m.spec, runner.measure(f"experts/{wt}/prefill-{n_ubatch}", _prompt_run(m, n_ubatch))))
         except _OutOfTime:
             skipped[key] = "not measured: the time budget ran out (the machine was busy or slow)"
         finally:
