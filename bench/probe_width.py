@@ -35,7 +35,8 @@ DECODE_WIDTHS = (512, 1024, 2048, 4096)
 DECODE_PROBE_WIDTH = 2048  # runtime/probe.py _DECODE_SHAPE
 PREFILL_WIDTHS = (256, 512, 1024, 2048, 3072)
 PREFILL_PROBE_WIDTH = 1024  # runtime/probe.py _PREFILL_SHAPE
-BYTES_PER_WEIGHT = {"F16": 2.0, "BF16": 2.0, "Q8_0": 34 / 32, "Q4_0": 18 / 32, "Q4_K": 144 / 256, "Q6_K": 210 / 256}
+BYTES_PER_WEIGHT = {"F16": 2.0, "BF16": 2.0, "Q8_0": 34 / 32, "Q4_0": 18 / 32, "Q5_0": 22 / 32, "Q4_K": 144 / 256,
+                    "Q6_K": 210 / 256}
 
 
 def shape(width: int) -> dict:

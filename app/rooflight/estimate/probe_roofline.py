@@ -47,8 +47,8 @@ def decode_weights_s(
 # multiplies Q5_0 weights with the same tinyBLAS_Q0_AVX template as Q8_0 (ggml-cpu/
 # llamafile/sgemm.cpp, llama-cpp-python 0.3.36), so a probe's Q8_0 prompt figure stands for
 # Q5_0 where the probe has no Q5_0 figure of its own (a reduced probe, or one whose budget ran
-# out; probes before Q5_0 was measured): the fifth bit's unpacking made Q5_0 x1.25 of Q8_0 on
-# a Zen 5 VM, about x1 on the Zen 4 one. On ARM, Q5_0 has no tinyBLAS path: the table prices it.
+# out; probes before Q5_0 was measured): the fifth bit's unpacking made Q5_0 x1.19-1.42 of
+# Q8_0 on a Zen 5 VM (bench/probe_width.py). On ARM, Q5_0 has no tinyBLAS path: the table prices it.
 _X86_PROMPT_STAND_IN = {"Q5_0": "Q8_0"}
 
 
