@@ -371,6 +371,24 @@ def test_probe_refuses_what_it_could_not_measure_cleanly(llama_cpp, tmp_path):
         store.close()
 
 
+def test_a_figure_s_runs_a_slot_later_outvote_a_slow_spell_in_its_own_slot():
+    """A slow spell the busy watch cannot see (memory shared with other VMs) slows a figure's
+    back-to-back runs alike; its deferred runs a slot later disagree, and the runner measures
+    on until the runs that agree are the undisturbed ones."""
+    from rooflight.runtime.probe import _Clock, _Runner
+
+    runs: dict[str, dict] = {}
+    runner = _Runner(_Clock(60.0, 4, None, None), 1.0, runs, 3, figures=4)  # threshold 1: every run clean
+    in_spell = runner.measure("kernel/X/decode", lambda: 0.2, repeats=2)
+    assert in_spell.value == 0.2 and not in_spell.disturbed  # two agreeing runs: nothing to see yet
+    later = runner.measure("kernel/X/decode", lambda: 0.1, prior=in_spell)
+    assert later.value == pytest.approx(0.1) and not later.disturbed
+    assert runs["kernel/X/decode"]["seconds"][:2] == [0.2, 0.2] and len(runs["kernel/X/decode"]["seconds"]) == 5
+    # a steady machine: the deferred part is one run
+    steady = runner.measure("kernel/Y/decode", lambda: 0.1, repeats=2)
+    assert len(runner.measure("kernel/Y/decode", lambda: 0.1, prior=steady).seconds) == 3
+
+
 def test_busy_watch_counts_what_others_used(monkeypatch):
     """The share is the machine's busy CPU time minus this process's, over all cores' time."""
     import rooflight.runtime.busy as busy

@@ -25,6 +25,7 @@ tiled weights: fast to write, read like random ones) into a temporary folder.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import tempfile
 import time
@@ -245,6 +246,7 @@ class _Model:
         from rooflight.gguf import load_model_spec
 
         self.spec = load_model_spec(str(path))
+        self._closed = False
         with contextlib.redirect_stderr(io.StringIO()):
             try:
                 self.llm = llama_cpp.Llama(
@@ -256,7 +258,10 @@ class _Model:
                 raise OperationFailedError(f"llama.cpp could not load the probe model {path.name}: {exc}") from exc
 
     def close(self) -> None:
-        self.llm.close()
+        # idempotent: a deferred part may be closed by its finish and by the loop's cleanup
+        if not self._closed:
+            self._closed = True
+            self.llm.close()
 
     def tokens(self, n: int, offset: int = 0) -> list[int]:
         # ordinary tokens (the byte range), cycled: the text does not matter, the count does
@@ -292,25 +297,31 @@ class _Runner:
     figures: int = 1  # how many figures the probe measures in all (for budget shares)
     measured: int = 0
 
-    def measure(self, name: str, fn: Callable[[], float]) -> Repeats:
-        """Run fn until `repeats` clean runs agree (Repeats: the closest of them within
-        MAX_CLEAN_SPREAD), at most 3 x repeats tries. Each figure gets an equal share of the
-        budget still left, so a busy machine cannot spend it all on the first figures: past
-        two runs (one when far over its share) it stops at its share."""
-        secs: list[float] = []
-        clean: list[bool] = []
-        shares: list[float] = []
-        repeats = self.repeats
+    def measure(self, name: str, fn: Callable[[], float], repeats: int | None = None,
+                prior: Repeats | None = None) -> Repeats:
+        """Run fn until `repeats` (default: the runner's) clean runs agree (Repeats: the
+        closest of them within MAX_CLEAN_SPREAD), at most 3 x repeats tries. Each figure gets
+        an equal share of the budget still left, so a busy machine cannot spend it all on the
+        first figures: past two runs (one when far over its share) it stops at its share.
+        prior: runs of the same figure measured earlier, which these continue (a deferred
+        part: _Deferred); then at least one more run is tried, and the budget running out
+        leaves the figure on the prior runs."""
+        secs: list[float] = list(prior.seconds) if prior else []
+        clean: list[bool] = list(prior.clean) if prior else []
+        entry = self.runs.get(name, {})
+        shares: list[float] = list(entry.get("others_cpu_share", [])) if prior else []
+        repeats = repeats or self.repeats
         share = self.clock.left / max(1, self.figures - self.measured)
         t0 = time.perf_counter()
-        while (sum(clean) < repeats or Repeats(tuple(secs), tuple(clean)).spread > MAX_CLEAN_SPREAD) \
-                and len(secs) < 3 * repeats:
+        fresh = 0
+        while (sum(clean) < repeats or Repeats(tuple(secs), tuple(clean)).spread > MAX_CLEAN_SPREAD
+               or (prior is not None and not fresh)) and len(secs) < 3 * repeats:
             spent = time.perf_counter() - t0
             if self.clock.left <= 0:
                 if not secs:
                     raise _OutOfTime(name)
                 break
-            if (len(secs) >= 2 and spent >= share) or (secs and spent >= 2 * share):
+            if fresh and ((len(secs) >= 2 and spent >= share) or spent >= 2 * share):
                 break
             self.clock.check()
             with Watch() as w:
@@ -320,6 +331,7 @@ class _Runner:
             secs.append(value)
             clean.append(window.clean(self.threshold))
             shares.append(window.others_share)
+            fresh += 1
         self.measured += 1
         r = Repeats(tuple(secs), tuple(clean))
         self.runs[name] = {"seconds": [round(s, 6) for s in secs], "clean": clean,
@@ -478,7 +490,7 @@ def probe_machine(
     expert_types = [t for t in EXPERT_TYPES if t in types]
     clock = _Clock(budget_s, 5 + 2 * len(types) + len(expert_types) + image, progress, check_cancel)
     runs: dict[str, dict] = {}
-    runner = _Runner(clock, busy_threshold, runs, max(2, repeats), figures=9 + 2 * len(types) + len(expert_types) + image)
+    runner = _Runner(clock, busy_threshold, runs, max(2, repeats), figures=9 + 4 * len(types) + len(expert_types) + image)
     skipped: dict[str, str] = {}
     notes: list[str] = []
     if load_before[0] > 0.5 * load_before[1]:
@@ -555,56 +567,80 @@ def probe_machine(
                 f"Not stored: the {budget_s:.0f} s budget ran out before {exc} could be measured once; "
                 "the machine is too busy. Close other programs and measure again.")), progress)
 
-        # 3. kernels per weight type (a new type is not begun in the image part's last seconds)
-        kernel_raw: list[tuple] = []
+        # 3. kernels per weight type (a new type is not begun in the image part's last seconds).
+        # Each figure's runs are split: all but one in its own slot, the rest in the next
+        # type's slot, a second or two later (_Deferred). A slow spell of the machine's memory
+        # (shared with other virtual machines) is invisible to the busy watch and slows
+        # back-to-back runs alike: on the project's VM it once made one type's decode figure
+        # 2x slow with its three runs agreeing. Runs a slot apart disagree instead, and the
+        # runner measures on until the runs that agree are the undisturbed ones.
+        kernel_raw: list[list] = []  # [type, decode spec, decode Repeats, tokens, prompt spec, prompt Repeats]
         reserve = IMAGE_RESERVE_S if image else 0.0
-        for wt in types:
-            ftype = PURE_FTYPE.get(wt, wt)
-            # (the reserve waits for one measured type: a probe without any is not stored)
-            if clock.left <= (reserve if kernel_raw else 0.0):
-                skipped[wt] = "not measured: the time budget ran out (the machine was busy or slow)"
-                clock.done += 2
-                continue
-            clock.step(f"{wt} matrix-vector (decode)")
-            try:
-                from rooflight.gguf.synthetic import plan_tensors, tensor_nbytes
+        deferred: list[_Deferred] = []
+        try:
+            for wt in types:
+                ftype = PURE_FTYPE.get(wt, wt)
+                # (the reserve waits for one measured type: a probe without any is not stored)
+                if clock.left <= (reserve if kernel_raw else 0.0):
+                    skipped[wt] = "not measured: the time budget ran out (the machine was busy or slow)"
+                    clock.done += 2
+                    continue
+                clock.step(f"{wt} matrix-vector (decode)")
+                try:
+                    from rooflight.gguf.synthetic import plan_tensors, tensor_nbytes
 
-                layer_bytes = sum(
-                    tensor_nbytes(p.n_elements, p.qtype)
-                    for p in plan_tensors(arch="llama", ftype=ftype, n_layer=1, n_vocab=VOCAB_SMALL, pure=True,
-                                          **_DECODE_SHAPE)
-                    if p.name.startswith("blk."))
-                target = min(max(DECODE_MIN_BYTES, DECODE_CACHE_FACTOR * llc), DECODE_MAX_BYTES)
-                n_layer = max(1, math.ceil(target / layer_bytes))
-                dec_path = write(f"decode-{wt}", n_layer=n_layer, ftype=ftype, pure=True, **_DECODE_SHAPE)
-                m = _Model(dec_path, n_threads, 512, True, n_ubatch)
-            except (OperationFailedError, ValueError) as exc:
-                skipped[wt] = f"not measured: this build or the writer does not support it ({exc})"
-                clock.done += 1
-                continue
-            try:
-                n = _tokens_for(m)
-                dec = runner.measure(f"kernel/{wt}/decode", _decode_run(m, n))
-                dec_spec, dec_n = m.spec, n
-            except _OutOfTime:
-                skipped[wt] = "not measured: the time budget ran out (the machine was busy or slow)"
-                clock.done += 1
-                continue
-            finally:
-                m.close()
-            dec_path.unlink(missing_ok=True)
-            clock.step(f"{wt} matrix-matrix (prompt)")
-            pp_path = write(f"prefill-{wt}", n_layer=PREFILL_LAYERS, ftype=ftype, pure=True, **_PREFILL_SHAPE)
-            m = _Model(pp_path, n_threads, 2 * n_ubatch, True, n_ubatch)
-            try:
-                m.llm.eval(m.tokens(8))  # warm-up: first-touch of the weights, repacking
-                pp = runner.measure(f"kernel/{wt}/prefill-{n_ubatch}", _prompt_run(m, n_ubatch))
-                kernel_raw.append((wt, dec_spec, dec, dec_n, m.spec, pp))
-            except _OutOfTime:
-                skipped[wt] = "not measured: the time budget ran out (the machine was busy or slow)"
-            finally:
-                m.close()
-            pp_path.unlink(missing_ok=True)
+                    layer_bytes = sum(
+                        tensor_nbytes(p.n_elements, p.qtype)
+                        for p in plan_tensors(arch="llama", ftype=ftype, n_layer=1, n_vocab=VOCAB_SMALL, pure=True,
+                                              **_DECODE_SHAPE)
+                        if p.name.startswith("blk."))
+                    target = min(max(DECODE_MIN_BYTES, DECODE_CACHE_FACTOR * llc), DECODE_MAX_BYTES)
+                    n_layer = max(1, math.ceil(target / layer_bytes))
+                    dec_path = write(f"decode-{wt}", n_layer=n_layer, ftype=ftype, pure=True, **_DECODE_SHAPE)
+                    dec_model = _Model(dec_path, n_threads, 512, True, n_ubatch)
+                except (OperationFailedError, ValueError) as exc:
+                    skipped[wt] = f"not measured: this build or the writer does not support it ({exc})"
+                    clock.done += 1
+                    continue
+                _unlink_mapped(dec_path)
+                try:
+                    n = _tokens_for(dec_model)
+                    dec_run = _decode_run(dec_model, n)
+                    dec = runner.measure(f"kernel/{wt}/decode", dec_run, repeats=runner.repeats - 1)
+                except _OutOfTime:
+                    dec_model.close()
+                    skipped[wt] = "not measured: the time budget ran out (the machine was busy or slow)"
+                    clock.done += 1
+                    continue
+                except BaseException:  # cancelled
+                    dec_model.close()
+                    raise
+                _finish_deferred(runner, deferred)  # the previous type's, a slot after its own runs
+                clock.step(f"{wt} matrix-matrix (prompt)")
+                pp_path = write(f"prefill-{wt}", n_layer=PREFILL_LAYERS, ftype=ftype, pure=True, **_PREFILL_SHAPE)
+                pp_model = _Model(pp_path, n_threads, 2 * n_ubatch, True, n_ubatch)
+                _unlink_mapped(pp_path)
+                try:
+                    pp_model.llm.eval(pp_model.tokens(8))  # warm-up: first-touch of the weights, repacking
+                    pp_run = _prompt_run(pp_model, n_ubatch)
+                    pp = runner.measure(f"kernel/{wt}/prefill-{n_ubatch}", pp_run, repeats=runner.repeats - 1)
+                except _OutOfTime:
+                    dec_model.close()
+                    pp_model.close()
+                    skipped[wt] = "not measured: the time budget ran out (the machine was busy or slow)"
+                    continue
+                except BaseException:  # cancelled
+                    dec_model.close()
+                    pp_model.close()
+                    raise
+                entry = [wt, dec_model.spec, dec, n, pp_model.spec, pp]
+                kernel_raw.append(entry)
+                deferred = [_Deferred(entry, 2, f"kernel/{wt}/decode", dec_run, dec_model),
+                            _Deferred(entry, 5, f"kernel/{wt}/prefill-{n_ubatch}", pp_run, pp_model)]
+            _finish_deferred(runner, deferred)  # the last type's, after a slot of its own
+        finally:
+            for part in deferred:
+                part.model.close()
 
         # 3b. MoE prompts of the expert types whose dense kernels were measured
         expert_raw = _measure_experts(runner, clock, write, expert_types, {r[0] for r in kernel_raw},
@@ -714,6 +750,37 @@ def _refusal(fixed_disturbed: bool, attn_disturbed: bool, threshold: float, what
     return (f"Not stored: {' and '.join(parts)} could not be measured cleanly: other programs used more "
             f"than {threshold:.0%} of the CPU during the runs, or the repeats disagreed by more than "
             f"{MAX_CLEAN_SPREAD:.0%}. Close other programs and measure again.")
+
+
+def _unlink_mapped(path: Path) -> None:
+    """Remove a model file llama.cpp has mapped: the mapping stays valid (POSIX), so the disk
+    holds no more than the models in use. Windows refuses while it is mapped: the file then
+    goes with the probe's temporary folder."""
+    with contextlib.suppress(OSError):
+        path.unlink()
+
+
+@dataclass
+class _Deferred:
+    """The rest of a figure's runs, taken a slot later: entry[slot] holds its Repeats so far."""
+
+    entry: list
+    slot: int
+    name: str
+    run: Callable[[], float]
+    model: _Model
+
+
+def _finish_deferred(runner: _Runner, parts: list[_Deferred]) -> None:
+    """Each part's remaining runs (at least one), then its model is closed; the budget running
+    out leaves a figure on the runs of its own slot."""
+    try:
+        for part in parts:
+            part.entry[part.slot] = runner.measure(part.name, part.run, prior=part.entry[part.slot])
+    finally:
+        for part in parts:
+            part.model.close()
+        parts.clear()
 
 
 def _measure_experts(runner: _Runner, clock: _Clock, write, expert_types, measured: set[str],
