@@ -82,6 +82,7 @@ def the_probe(hw, keep_disturbed: bool, fresh: bool = False):
     status = probe_status(hw)
     if status.probe is not None and not fresh:
         print(f"probe: stored one ({status.message})")
+        print_figures(status.probe)
         return status.probe
     print(f"probe: {'a fresh one asked for.' if fresh else status.message} Running `rooflight probe`...")
     run = probe_machine(hw, keep_disturbed=keep_disturbed,
@@ -91,7 +92,17 @@ def the_probe(hw, keep_disturbed: bool, fresh: bool = False):
         return None
     print(f"probe: stored, {run.probe.duration_s:.1f} s, spread {run.probe.spread:.0%}"
           f"{', DISTURBED (busy machine)' if run.probe.disturbed else ''}; not measured: {run.skipped or 'none'}")
+    print_figures(run.probe)
     return run.probe
+
+
+def print_figures(probe) -> None:
+    """The probe's decode GB/s and prompt ps per weight by type: a figure measured in a slow
+    spell of the machine stands out against its neighbours (and explains the rows it prices)."""
+    print("probe figures (decode GB/s, prompt ps/weight): " + ", ".join(
+        f"{k.weight_type} {k.decode_gbs:.0f}/{k.prefill_s_per_weight * 1e12:.1f}" for k in probe.kernels))
+    if probe.expert_costs:
+        print("probe MoE expert costs: " + ", ".join(f"{t} x{c:.2f}" for t, c in probe.expert_costs))
 
 
 def run(models, hw, probe, repeats: int) -> tuple[list[dict], list[str]]:
