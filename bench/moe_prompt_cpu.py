@@ -12,8 +12,9 @@ attention on, the best of --rounds runs, the models kept loaded and run interlea
 GEN tokens right after the prompt. Needs a stored probe of this machine (`rooflight probe`).
 --fit: per expert type, the MUL_MAT_ID cost (moe_prompt.CPU_EXPERT_COST, or a probe's
 expert_costs) that prices the first shape's prompt (the fitting shape) as measured, then the
-second shape's ratio with it (the check). The estimates without --fit use the stored probe's
-own expert costs where it measured them (the probe measures Q4_K, Q8_0 and MXFP4).
+second shape's ratio with it (the check). The estimates use the stored probe's own expert
+costs where it measured them (the probe measures Q4_K, Q8_0 and MXFP4); each line also gives
+the same measurement against the table's costs (moe_prompt.CPU_EXPERT_COST), side by side.
 """
 
 from __future__ import annotations
@@ -100,8 +101,11 @@ def main() -> int:
                         check = prompt_estimate(spec, hw, probe, ub, wt, fitted[wt])
                         print(f"{wt:5} {name:10} ub {ub:4}: with CPU_EXPERT_COST {fitted[wt]:.2f} (fitted on {FIT_SHAPE}):"
                               f" prompt x{measured / check.prefill_tok_s:.2f}")
+                    # the same measurement priced with the table's MUL_MAT_ID costs (a probe without its own)
+                    table = prompt_estimate(spec, hw, replace(probe, expert_costs=()), ub)
                     print(f"{wt:5} {name:10} ub {ub:4}: prompt measured {measured:7.0f} tok/s, estimate"
-                          f" {est.prefill_tok_s:7.0f} ({est.basis}), x{measured / est.prefill_tok_s:.2f}; decode measured"
+                          f" {est.prefill_tok_s:7.0f} ({est.basis}), x{measured / est.prefill_tok_s:.2f}"
+                          f" (table's expert costs: x{measured / table.prefill_tok_s:.2f}); decode measured"
                           f" {decode:6.1f}, estimate {est.decode_tok_s:6.1f}, x{decode / est.decode_tok_s:.2f}")
                 path.unlink()
     if args.fit:
