@@ -28,8 +28,8 @@ def _fraction(text: str) -> float:
 def register(subparsers) -> None:
     from rooflight.runtime.probe_defaults import ALL_TYPES, BUDGET_S, DEFAULT_BUSY_THRESHOLD
 
-    p = subparsers.add_parser("probe", help="measure this machine's llama.cpp kernels and image encode (about 30 s); "
-                                            "estimates use them")
+    p = subparsers.add_parser("probe", help="measure this machine's llama.cpp kernels, MoE experts and image encode "
+                                            "(about 30 s); estimates use them")
     p.add_argument("--types", metavar="T[,T...]",
                    help=f"weight types to measure (default all this build supports: {','.join(ALL_TYPES)})")
     p.add_argument("--threads", type=positive_int, help="thread count (default: the one plans use)")
