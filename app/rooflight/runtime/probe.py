@@ -637,14 +637,14 @@ def probe_machine(
                 kernel_raw.append(entry)
                 deferred = [_Deferred(entry, 2, f"kernel/{wt}/decode", dec_run, dec_model),
                             _Deferred(entry, 5, f"kernel/{wt}/prefill-{n_ubatch}", pp_run, pp_model)]
-            _finish_deferred(runner, deferred)  # the last type's, after a slot of its own
+
+            # 3b. MoE prompts of the expert types whose dense kernels were measured
+            expert_raw = _measure_experts(runner, clock, write, expert_types, {r[0] for r in kernel_raw},
+                                          n_threads, n_ubatch, reserve, skipped)
+            _finish_deferred(runner, deferred)  # the last type's, the experts' slot later
         finally:
             for part in deferred:
                 part.model.close()
-
-        # 3b. MoE prompts of the expert types whose dense kernels were measured
-        expert_raw = _measure_experts(runner, clock, write, expert_types, {r[0] for r in kernel_raw},
-                                      n_threads, n_ubatch, reserve, skipped)
 
         # 4. image encode through a generated projector (last: the estimates of text
         # models, which every user has, come first when time is short)
