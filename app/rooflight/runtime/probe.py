@@ -490,7 +490,10 @@ def probe_machine(
     expert_types = [t for t in EXPERT_TYPES if t in types]
     clock = _Clock(budget_s, 5 + 2 * len(types) + len(expert_types) + image, progress, check_cancel)
     runs: dict[str, dict] = {}
-    runner = _Runner(clock, busy_threshold, runs, max(2, repeats), figures=9 + 4 * len(types) + len(expert_types) + image)
+    # figures for the budget shares: 4 fixed, 6 attention and 2 per type, each of the latter
+    # two measured in two parts (_Deferred)
+    runner = _Runner(clock, busy_threshold, runs, max(2, repeats),
+                     figures=4 + 2 * 6 + 4 * len(types) + len(expert_types) + image)
     skipped: dict[str, str] = {}
     notes: list[str] = []
     if load_before[0] > 0.5 * load_before[1]:
@@ -533,13 +536,15 @@ def probe_machine(
             finally:
                 m.close()
 
-            # 2. attention, flash on and off (decode short/long, a long prompt)
-            attn_raw = []
+            # 2. attention, flash on and off (decode short/long, a long prompt); each figure's
+            # last run comes after the other setting's (_Deferred, as the kernels' below)
+            attn_raw: list[list] = []  # [flash_attn, spec, tokens, short, long, prompt]
             attn_path = write("attention", ftype="F16", **attention_shape(llc))
-            for fa in (True, False):
-                clock.step(f"attention, flash attention {'on' if fa else 'off'}")
-                m = _Model(attn_path, n_threads, 2048, fa, n_ubatch)
-                try:
+            attn_deferred: list[_Deferred] = []
+            try:
+                for fa in (True, False):
+                    clock.step(f"attention, flash attention {'on' if fa else 'off'}")
+                    m = _Model(attn_path, n_threads, 2048, fa, n_ubatch)
                     n = _tokens_for(m, MIN_RUN_S / 2)
 
                     def prompt(m=m) -> float:
@@ -550,16 +555,27 @@ def probe_machine(
                         return time.perf_counter() - t0
 
                     def long_decode(m=m, n=n) -> float:
-                        m.llm.n_tokens = 16 + ATTN_PROMPT  # back to the end of the prompt
+                        m.llm.n_tokens = 16 + ATTN_PROMPT  # back to the end of the prompt (it must come first)
                         return m.decode(n)
 
                     tag = "on" if fa else "off"
-                    short = runner.measure(f"attention/fa-{tag}/decode-short", _decode_run(m, n))
-                    pp = runner.measure(f"attention/fa-{tag}/prompt-{ATTN_PROMPT}", prompt)
-                    long = runner.measure(f"attention/fa-{tag}/decode-long", long_decode)
-                    attn_raw.append((fa, m.spec, n, short, long, pp))
-                finally:
-                    m.close()
+                    # short resets the cache and prompt fills it for long: deferred in this order too
+                    parts = [(3, f"attention/fa-{tag}/decode-short", _decode_run(m, n)),
+                             (5, f"attention/fa-{tag}/prompt-{ATTN_PROMPT}", prompt),
+                             (4, f"attention/fa-{tag}/decode-long", long_decode)]
+                    entry: list = [fa, m.spec, n, None, None, None]
+                    try:
+                        for slot, name, run in parts:
+                            entry[slot] = runner.measure(name, run, repeats=runner.repeats - 1)
+                    except BaseException:
+                        m.close()
+                        raise
+                    attn_raw.append(entry)
+                    attn_deferred += [_Deferred(entry, slot, name, run, m) for slot, name, run in parts]
+                _finish_deferred(runner, attn_deferred)
+            finally:
+                for part in attn_deferred:
+                    part.model.close()
 
         except _OutOfTime as exc:
             probe = _empty_probe(profile, n_threads, n_ubatch, clock, notes)
