@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rooflight.errors import OperationFailedError
+from rooflight.errors import OperationFailedError, RooflightError
 from rooflight.estimate.matmul_shape import PROBE_PROMPT_SHAPE
 from rooflight.estimate.probe import (
     MAX_CLEAN_SPREAD,
@@ -614,7 +614,7 @@ def probe_machine(
                     n_layer = max(1, math.ceil(target / layer_bytes))
                     dec_path = write(f"decode-{wt}", n_layer=n_layer, ftype=ftype, pure=True, **_DECODE_SHAPE)
                     dec_model = _Model(dec_path, n_threads, 512, True, n_ubatch)
-                except (OperationFailedError, ValueError) as exc:
+                except (OperationFailedError, ValueError, OSError) as exc:
                     skipped[wt] = f"not measured: this build or the writer does not support it ({exc})"
                     clock.done += 1
                     continue
@@ -818,7 +818,7 @@ def _measure_experts(runner: _Runner, clock: _Clock, write, expert_types, measur
         try:
             path = write(f"experts-{wt}", ftype=ftype, pure=True, **_EXPERT_SHAPE)
             m = _Model(path, n_threads, 2 * n_ubatch, True, n_ubatch)
-        except (OperationFailedError, ValueError) as exc:
+        except (OperationFailedError, ValueError, OSError) as exc:
             skipped[key] = f"not measured: this build or the writer does not support it ({exc})"
             continue
         try:
@@ -856,7 +856,7 @@ def _expert_costs(expert_raw, profile, kernels, attention, fixed, n_threads: int
 
         try:
             costs.append((wt, round(expert_cost(runs.value, priced_s(1.0), priced_s(2.0)), 3)))
-        except ValueError as exc:
+        except (ValueError, RooflightError) as exc:  # the rest of the probe stands without it
             skipped[f"{wt} experts"] = f"measured, not priced: {exc}"
     return tuple(costs)
 
