@@ -615,7 +615,7 @@ def probe_machine(
                     dec_path = write(f"decode-{wt}", n_layer=n_layer, ftype=ftype, pure=True, **_DECODE_SHAPE)
                     dec_model = _Model(dec_path, n_threads, 512, True, n_ubatch)
                 except (OperationFailedError, ValueError, OSError) as exc:
-                    skipped[wt] = f"not measured: this build or the writer does not support it ({exc})"
+                    skipped[wt] = f"not measured: its model could not be written or loaded (the build or the writer may not support the type): {exc}"
                     clock.done += 1
                     continue
                 _unlink_mapped(dec_path)
@@ -819,7 +819,7 @@ def _measure_experts(runner: _Runner, clock: _Clock, write, expert_types, measur
             path = write(f"experts-{wt}", ftype=ftype, pure=True, **_EXPERT_SHAPE)
             m = _Model(path, n_threads, 2 * n_ubatch, True, n_ubatch)
         except (OperationFailedError, ValueError, OSError) as exc:
-            skipped[key] = f"not measured: this build or the writer does not support it ({exc})"
+            skipped[key] = f"not measured: its model could not be written or loaded (the build or the writer may not support the type): {exc}"
             continue
         try:
             m.llm.eval(m.tokens(8))  # warm-up, as the dense prompts
