@@ -28,6 +28,7 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFWriter, TokenType
 from gguf import quants as gguf_quants
 
 from rooflight.gguf import gptoss_layout
+from rooflight.gguf.fast_writer import FastArrayWriter
 from rooflight.gguf.quant_recipe import (  # the recipe, importable from here as before
     _ALL_FILE_TYPES,
     _FTYPE_ALIASES,  # noqa: F401
@@ -349,7 +350,7 @@ def write_model(
                          n_head_kv=n_head_kv, head_dim=head_dim, n_ff=n_ff, n_vocab=n_vocab,
                          n_expert=n_expert, tie_embeddings=tie_embeddings, pure=pure)
 
-    writer = GGUFWriter(path, arch)
+    writer = FastArrayWriter(path, arch)
     try:
         writer.add_type("model")
         writer.add_name(name or f"synthetic-{arch}-{ftype}")

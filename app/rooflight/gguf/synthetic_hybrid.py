@@ -23,6 +23,7 @@ from rooflight.gguf.arch_recipe import (  # noqa: F401 (importable from here as 
     hybrid_metadata,
     plan_hybrid_tensors,
 )
+from rooflight.gguf.fast_writer import FastArrayWriter
 from rooflight.gguf.synthetic import (
     FILE_TYPES,
     TensorPlan,
@@ -78,7 +79,7 @@ def write_plans(
     ftype = _normalize_ftype(ftype)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    writer = GGUFWriter(path, arch)
+    writer = FastArrayWriter(path, arch)
     try:
         writer.add_type("model")
         writer.add_name(name or f"synthetic-{arch}-{ftype}")

@@ -19,8 +19,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from gguf import GGUFWriter, LlamaFileType
+from gguf import LlamaFileType
 
+from rooflight.gguf.fast_writer import FastArrayWriter
 from rooflight.gguf.quant_recipe import GGMLType
 from rooflight.gguf.synthetic import TensorPlan, write_tensors
 
@@ -115,7 +116,7 @@ def write_projector(
                                    projection_dim=projection_dim)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    writer = GGUFWriter(path, "clip")
+    writer = FastArrayWriter(path, "clip")
     try:
         writer.add_type("mmproj")
         writer.add_name(name or f"synthetic-gemma3-mmproj-{ftype}")
