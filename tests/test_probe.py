@@ -137,10 +137,21 @@ def test_the_attention_model_s_cache_outgrows_the_last_level_cache():
     assert cache_bytes(attention_shape(20 << 20)) >= 2 * (20 << 20)
 
 
-def test_a_probe_measured_the_older_way_is_measured_again():
+def test_a_probe_measured_the_older_way_is_measured_again(tmp_path):
     old = dict(_probe("m", "b").to_dict(), method=2)
     with pytest.raises(ValueError, match="measure again"):
         MachineProbe.from_dict(old)
+    # stored by an older version for this very machine and build: the status says so, not
+    # that llama.cpp changed
+    store = ProbeStore(tmp_path / "c.sqlite3")
+    try:
+        store._db.execute("INSERT INTO probes (machine, build, created_at, disturbed, probe) VALUES (?,?,?,?,?)",
+                          ("m", "b", 1.0, 0, json.dumps(old)))
+        status = store.status("m", "b")
+    finally:
+        store.close()
+    assert status.probe is None and status.state == "outdated"
+    assert "older version" in status.message and "measure this machine again" in status.message
 
 
 def test_probe_round_trips_through_a_dict():

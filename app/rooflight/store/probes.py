@@ -34,7 +34,7 @@ CREATE TABLE IF NOT EXISTS probes (
 @dataclass(frozen=True)
 class ProbeStatus:
     probe: MachineProbe | None  # valid for this machine and build, or None
-    state: str  # current | none | new_build | other_machine
+    state: str  # current | none | outdated | new_build | other_machine
     message: str  # one sentence for This machine and `rooflight probe`
 
 
@@ -73,6 +73,10 @@ class ProbeStore:
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(probe.created_at))
             busy = " on a busy machine" if probe.disturbed else ""
             return ProbeStatus(probe, "current", f"Measured {when}{busy} with {build}.")
+        if self._db.execute("SELECT 1 FROM probes WHERE machine = ? AND build = ?", (machine, build)).fetchone():
+            # stored for this machine and build, but measured the way an older version did
+            return ProbeStatus(None, "outdated", "The stored probe was measured by an older version of Rooflight, "
+                                                 "which measured less: measure this machine again.")
         same_machine = self._db.execute("SELECT build FROM probes WHERE machine = ? ORDER BY created_at DESC",
                                         (machine,)).fetchone()
         if same_machine:
