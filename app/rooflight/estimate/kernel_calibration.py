@@ -65,8 +65,11 @@ class KernelShares:
     decode: Shares = ()
     prefill: Shares = ()
 
+    def to_dict(self) -> dict[str, dict[str, float]]:
+        return {"decode": dict(self.decode), "prefill": dict(self.prefill)}
+
     def to_json(self) -> str:
-        return json.dumps({"decode": dict(self.decode), "prefill": dict(self.prefill)}, sort_keys=True)
+        return json.dumps(self.to_dict(), sort_keys=True)
 
     @staticmethod
     def from_json(text: str | None) -> KernelShares | None:

@@ -64,8 +64,7 @@ class BenchResult:
             "threads_sweep": sweep.to_dict() if sweep else None,
             # a probe-based prediction: how its kernel time split over the probe's kernels,
             # which the measurement corrects by those shares (estimate/kernel_calibration.py)
-            "kernel_shares": ({"decode": dict(p.kernels.decode), "prefill": dict(p.kernels.prefill)}
-                              if p.kernels is not None else None),
+            "kernel_shares": p.kernels.to_dict() if p.kernels is not None else None,
         }
 
 

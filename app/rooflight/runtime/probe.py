@@ -308,8 +308,7 @@ class _Runner:
         leaves the figure on the prior runs."""
         secs: list[float] = list(prior.seconds) if prior else []
         clean: list[bool] = list(prior.clean) if prior else []
-        entry = self.runs.get(name, {})
-        shares: list[float] = list(entry.get("others_cpu_share", [])) if prior else []
+        shares: list[float] = list(self.runs[name]["others_cpu_share"]) if prior else []
         repeats = repeats or self.repeats
         share = self.clock.left / max(1, self.figures - self.measured)
         t0 = time.perf_counter()
@@ -432,6 +431,15 @@ def _prompt_run(model: _Model, n_tokens: int) -> Callable[[], float]:
         model.llm.eval(model.tokens(n_tokens))
         return time.perf_counter() - t0
     return run
+
+
+def _measure_prompt(runner: _Runner, name: str, model: _Model, n_tokens: int,
+                    repeats: int | None = None) -> tuple[Callable[[], float], Repeats]:
+    """A one-micro-batch prompt's runs, after a warm-up (first touch of the weights, and the
+    repacking of the types ggml-cpu repacks): (the run, for a deferred part, and its Repeats)."""
+    model.llm.eval(model.tokens(8))
+    run = _prompt_run(model, n_tokens)
+    return run, runner.measure(name, run, repeats=repeats)
 
 
 # the ftype that writes a pure file of a weight type (a K type's _M mix, pure=True)
@@ -619,36 +627,28 @@ def probe_machine(
                     clock.done += 1
                     continue
                 _unlink_mapped(dec_path)
+                open_models = [dec_model]
                 try:
                     n = _tokens_for(dec_model)
                     dec_run = _decode_run(dec_model, n)
                     dec = runner.measure(f"kernel/{wt}/decode", dec_run, repeats=runner.repeats - 1)
-                except _OutOfTime:
-                    dec_model.close()
+                    _finish_deferred(runner, deferred)  # the previous type's, a slot after its own runs
+                    clock.step(f"{wt} matrix-matrix (prompt)")
+                    pp_path = write(f"prefill-{wt}", n_layer=PREFILL_LAYERS, ftype=ftype, pure=True,
+                                    **_PREFILL_SHAPE)
+                    pp_model = _Model(pp_path, n_threads, 2 * n_ubatch, True, n_ubatch)
+                    open_models.append(pp_model)
+                    _unlink_mapped(pp_path)
+                    pp_run, pp = _measure_prompt(runner, f"kernel/{wt}/prefill-{n_ubatch}", pp_model, n_ubatch,
+                                                 repeats=runner.repeats - 1)
+                except BaseException as exc:  # out of time, or cancelled: this type's models go
+                    for model in open_models:
+                        model.close()
+                    if not isinstance(exc, _OutOfTime):
+                        raise
                     skipped[wt] = "not measured: the time budget ran out (the machine was busy or slow)"
-                    clock.done += 1
+                    clock.done += 2 - len(open_models)  # the prompt step, if it was not reached
                     continue
-                except BaseException:  # cancelled
-                    dec_model.close()
-                    raise
-                _finish_deferred(runner, deferred)  # the previous type's, a slot after its own runs
-                clock.step(f"{wt} matrix-matrix (prompt)")
-                pp_path = write(f"prefill-{wt}", n_layer=PREFILL_LAYERS, ftype=ftype, pure=True, **_PREFILL_SHAPE)
-                pp_model = _Model(pp_path, n_threads, 2 * n_ubatch, True, n_ubatch)
-                _unlink_mapped(pp_path)
-                try:
-                    pp_model.llm.eval(pp_model.tokens(8))  # warm-up: first-touch of the weights, repacking
-                    pp_run = _prompt_run(pp_model, n_ubatch)
-                    pp = runner.measure(f"kernel/{wt}/prefill-{n_ubatch}", pp_run, repeats=runner.repeats - 1)
-                except _OutOfTime:
-                    dec_model.close()
-                    pp_model.close()
-                    skipped[wt] = "not measured: the time budget ran out (the machine was busy or slow)"
-                    continue
-                except BaseException:  # cancelled
-                    dec_model.close()
-                    pp_model.close()
-                    raise
                 entry = [wt, dec_model.spec, dec, n, pp_model.spec, pp]
                 kernel_raw.append(entry)
                 deferred = [_Deferred(entry, 2, f"kernel/{wt}/decode", dec_run, dec_model),
@@ -822,8 +822,7 @@ def _measure_experts(runner: _Runner, clock: _Clock, write, expert_types, measur
             skipped[key] = f"not measured: its model could not be written or loaded (the build or the writer may not support the type): {exc}"
             continue
         try:
-            m.llm.eval(m.tokens(8))  # warm-up, as the dense prompts
-            out.append((wt, m.spec, runner.measure(f"experts/{wt}/prefill-{n_ubatch}", _prompt_run(m, n_ubatch))))
+            out.append((wt, m.spec, _measure_prompt(runner, f"experts/{wt}/prefill-{n_ubatch}", m, n_ubatch)[1]))
         except _OutOfTime:
             skipped[key] = "not measured: the time budget ran out (the machine was busy or slow)"
         finally:

@@ -57,23 +57,28 @@ class ProbeStore:
                  json.dumps(probe.to_dict())),
             )
 
-    def get(self, machine: str, build: str) -> MachineProbe | None:
+    def _stored(self, machine: str, build: str) -> tuple[bool, MachineProbe | None]:
+        """(whether a probe of this machine and build is stored, the probe if this version
+        can use it: one from an incompatible version is measured again)."""
         row = self._db.execute("SELECT probe FROM probes WHERE machine = ? AND build = ?",
                                (machine, build)).fetchone()
         if row is None:
-            return None
+            return False, None
         try:
-            return MachineProbe.from_dict(json.loads(row[0]))
+            return True, MachineProbe.from_dict(json.loads(row[0]))
         except (ValueError, KeyError, TypeError):
-            return None  # a probe from an incompatible version: measure again
+            return True, None
+
+    def get(self, machine: str, build: str) -> MachineProbe | None:
+        return self._stored(machine, build)[1]
 
     def status(self, machine: str, build: str) -> ProbeStatus:
-        probe = self.get(machine, build)
+        stored, probe = self._stored(machine, build)
         if probe is not None:
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(probe.created_at))
             busy = " on a busy machine" if probe.disturbed else ""
             return ProbeStatus(probe, "current", f"Measured {when}{busy} with {build}.")
-        if self._db.execute("SELECT 1 FROM probes WHERE machine = ? AND build = ?", (machine, build)).fetchone():
+        if stored:
             # stored for this machine and build, but measured the way an older version did
             return ProbeStatus(None, "outdated", "The stored probe was measured by an older version of Rooflight, "
                                                  "which measured less: measure this machine again.")
