@@ -318,7 +318,16 @@ def test_reduced_probe_then_estimate_stands_on_it(llama_cpp, q8_model, tmp_path,
     """One weight type, two repeats: a few seconds on a quiet machine. This machine is
     shared, so the probe is kept even if disturbed (--keep-disturbed), and says so."""
     from rooflight.cli import main
+    from rooflight.runtime import probe as probe_module
 
+    calls: list[tuple[str, bool]] = []  # (figure, a deferred part) in the order measured
+    measure = probe_module._Runner.measure
+
+    def recording(self, name, fn, repeats=None, prior=None):
+        calls.append((name, prior is not None))
+        return measure(self, name, fn, repeats=repeats, prior=prior)
+
+    monkeypatch.setattr(probe_module._Runner, "measure", recording)
     # the budget: 30 s is the probe's own; a shared test machine gets more before it gives up
     rc = main(["probe", "--types", "Q8_0", "--keep-disturbed", "--budget", "60", "--json"])
     doc = json.loads(capsys.readouterr().out)
@@ -345,6 +354,14 @@ def test_reduced_probe_then_estimate_stands_on_it(llama_cpp, q8_model, tmp_path,
         n.startswith("Image encode") for n in doc["notes"])
     # every run is recorded with how busy the rest of the machine was
     assert all("others_cpu_share" in r for r in doc["runs"].values())
+    # each fixed cost and attention figure has runs in its own slot and more a slot later:
+    # the fixed costs' after attention's, attention's after the other flash setting's
+    order = [c[0] for c in calls]
+    for figure in [n for n, deferred in calls if not deferred and n.startswith(("fixed/", "attention/"))]:
+        assert (figure, True) in calls, f"{figure} has no deferred runs"
+    last_attention_slot = max(i for i, (n, d) in enumerate(calls) if n.startswith("attention/") and not d)
+    assert all(i > last_attention_slot for i, (n, d) in enumerate(calls) if d and n.startswith(("fixed/", "attention/")))
+    assert order.index("fixed/1-layer") < order.index("attention/fa-on/decode-short")
     if doc["disturbed"]:
         assert any("busy" in n or "disturbed" in n for n in doc["notes"])
 
@@ -356,6 +373,19 @@ def test_reduced_probe_then_estimate_stands_on_it(llama_cpp, q8_model, tmp_path,
         assert "busy machine" in perf["range_basis"]
     lo, hi = perf["decode_tok_s_range"]
     assert lo < perf["decode_tok_s"] < hi
+
+
+def test_the_probe_writes_its_models_to_memory_where_there_is_room(tmp_path, monkeypatch):
+    """A memory-backed folder with room (and writable) takes the probe's models; a missing or
+    full one leaves them to the default temporary folder."""
+    from rooflight.runtime import probe as probe_module
+
+    monkeypatch.setattr(probe_module, "MEMORY_DIR_MIN_FREE", 1)
+    assert probe_module._models_dir(tmp_path) == str(tmp_path)
+    assert probe_module._models_dir(tmp_path / "missing") is None
+    monkeypatch.setattr(probe_module, "MEMORY_DIR_MIN_FREE", 1 << 60)  # more than any disk has free
+    assert probe_module._models_dir(tmp_path) is None
+    assert list(tmp_path.iterdir()) == []  # the writability check leaves nothing behind
 
 
 def test_probe_refuses_what_it_could_not_measure_cleanly(llama_cpp, tmp_path):

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -401,10 +402,32 @@ def probe_image_encode(
     gains it with dataclasses.replace(probe, encode=...); bench/vision_encode.py uses it)."""
     runs: dict[str, dict] = {}
     runner = _Runner(_Clock(budget_s, 1, None, None), busy_threshold, runs, max(2, repeats))
-    with tempfile.TemporaryDirectory(prefix="rooflight-probe-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="rooflight-probe-", dir=_models_dir()) as tmp:
         raw = _measure_encode(runner, Path(tmp), n_threads, n_ubatch)
     fig, note = _encode_result(raw, keep_disturbed)
     return ImageEncodeRun(fig, note, runs)
+
+
+# A memory-backed folder (tmpfs) for the probe's models where the system has one with room to
+# spare: the probe writes ~1.3 GB of models in its 30 s, and on the project's VM writing them
+# to the temporary folder's disk ran at 318 MB/s, to /dev/shm at 481 MB/s, with the models'
+# decode figures the same from either (x0.98-1.03; bench/probe_model_dir.py). The files are
+# unlinked once mapped (_unlink_mapped), so the folder holds a few hundred MB at a time.
+MEMORY_DIR = Path("/dev/shm")
+MEMORY_DIR_MIN_FREE = 4 << 30
+
+
+def _models_dir(candidate: Path = MEMORY_DIR) -> str | None:
+    """Where the probe writes its models: the memory-backed folder when it is there, writable
+    and has MEMORY_DIR_MIN_FREE free, else None (the default temporary folder)."""
+    try:
+        if candidate.is_dir() and shutil.disk_usage(candidate).free >= MEMORY_DIR_MIN_FREE:
+            probe_file = tempfile.NamedTemporaryFile(dir=candidate, prefix="rooflight-")
+            probe_file.close()
+            return str(candidate)
+    except OSError:
+        pass
+    return None
 
 
 def _tokens_for(model: _Model, target_s: float = MIN_RUN_S) -> int:
@@ -498,98 +521,89 @@ def probe_machine(
     expert_types = [t for t in EXPERT_TYPES if t in types]
     clock = _Clock(budget_s, 5 + 2 * len(types) + len(expert_types) + image, progress, check_cancel)
     runs: dict[str, dict] = {}
-    # figures for the budget shares: 4 fixed, 6 attention and 2 per type, each of the latter
-    # two measured in two parts (_Deferred)
+    # figures for the budget shares: 4 fixed, 6 attention and 2 per type, each measured in
+    # two parts (_Deferred)
     runner = _Runner(clock, busy_threshold, runs, max(2, repeats),
-                     figures=4 + 2 * 6 + 4 * len(types) + len(expert_types) + image)
+                     figures=2 * 4 + 2 * 6 + 4 * len(types) + len(expert_types) + image)
     skipped: dict[str, str] = {}
     notes: list[str] = []
     if load_before[0] > 0.5 * load_before[1]:
         notes.append(f"The machine was busy when the probe began (load {load_before[0]:.1f} on "
                      f"{load_before[1]} CPUs).")
     llc = last_level_cache_bytes()
-    with tempfile.TemporaryDirectory(prefix="rooflight-probe-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="rooflight-probe-", dir=_models_dir()) as tmp:
         d = Path(tmp)
 
         def write(name: str, **kw) -> Path:
             return write_model(d / f"{name}.gguf", tiled=True, context_length=4096, **kw)
 
+        fixed_deferred: list[_Deferred] = []
+        attn_deferred: list[_Deferred] = []
         try:
-            # 1. fixed costs
-            per_layers: list[Repeats] = []
+            # 1. fixed costs: each figure's last run comes after attention's (_Deferred), its
+            # tiny model kept open till then
+            fixed_raw: list = [None] * 4  # Repeats of the 1- and 8-layer models, the two vocabularies
             layer_counts = (1, 8)
-            for n_layer in layer_counts:
-                clock.step("fixed cost per token and layer")
-                m = _Model(write(f"tiny{n_layer}", n_layer=n_layer, ftype="F16", **_TINY_SHAPE),
-                           n_threads, 512, True, n_ubatch)
+            tiny = [(f"fixed/{n}-layer", f"tiny{n}", dict(n_layer=n)) for n in layer_counts]
+            tiny += [(f"fixed/vocab-{v}", name, dict(n_layer=1, n_vocab=v))
+                     for v, name in ((VOCAB_LARGE, "vocab"), (VOCAB_HUGE, "vocab-huge"))]
+            vocab_out_weights = VOCAB_LARGE * _TINY_SHAPE["n_embd"]
+            for slot, (figure, file_name, shape) in enumerate(tiny):
+                clock.step("fixed cost per token and layer" if slot < 2 else "fixed cost per vocabulary entry")
+                m = _Model(write(file_name, ftype="F16", **shape, **_TINY_SHAPE), n_threads, 512, True, n_ubatch)
                 try:
-                    n = _tokens_for(m)
-                    per_layers.append(runner.measure(f"fixed/{n_layer}-layer", _decode_run(m, n)))
-                finally:
+                    run = _decode_run(m, _tokens_for(m))
+                    fixed_raw[slot] = runner.measure(figure, run, repeats=runner.repeats - 1)
+                except BaseException:
                     m.close()
-            clock.step("fixed cost per vocabulary entry")
-            m = _Model(write("vocab", n_layer=1, ftype="F16", n_vocab=VOCAB_LARGE, **_TINY_SHAPE),
-                       n_threads, 512, True, n_ubatch)
-            try:
-                n = _tokens_for(m)
-                vocab_run = runner.measure(f"fixed/vocab-{VOCAB_LARGE}", _decode_run(m, n))
-                vocab_out_weights = VOCAB_LARGE * _TINY_SHAPE["n_embd"]
-            finally:
-                m.close()
-            m = _Model(write("vocab-huge", n_layer=1, ftype="F16", n_vocab=VOCAB_HUGE, **_TINY_SHAPE),
-                       n_threads, 512, True, n_ubatch)
-            try:
-                n = _tokens_for(m)
-                huge_run = runner.measure(f"fixed/vocab-{VOCAB_HUGE}", _decode_run(m, n))
-            finally:
-                m.close()
+                    raise
+                fixed_deferred.append(_Deferred(fixed_raw, slot, figure, run, m))
 
             # 2. attention, flash on and off (decode short/long, a long prompt); each figure's
             # last run comes after the other setting's (_Deferred, as the kernels' below)
             attn_raw: list[list] = []  # [flash_attn, spec, tokens, short, long, prompt]
             attn_path = write("attention", ftype="F16", **attention_shape(llc))
-            attn_deferred: list[_Deferred] = []
-            try:
-                for fa in (True, False):
-                    clock.step(f"attention, flash attention {'on' if fa else 'off'}")
-                    m = _Model(attn_path, n_threads, 2048, fa, n_ubatch)
-                    n = _tokens_for(m, MIN_RUN_S / 2)
+            for fa in (True, False):
+                clock.step(f"attention, flash attention {'on' if fa else 'off'}")
+                m = _Model(attn_path, n_threads, 2048, fa, n_ubatch)
+                n = _tokens_for(m, MIN_RUN_S / 2)
 
-                    def prompt(m=m) -> float:
-                        m.llm.reset()
-                        m.llm.eval(m.tokens(16))
-                        t0 = time.perf_counter()
-                        m.llm.eval(m.tokens(ATTN_PROMPT, 16))
-                        return time.perf_counter() - t0
+                def prompt(m=m) -> float:
+                    m.llm.reset()
+                    m.llm.eval(m.tokens(16))
+                    t0 = time.perf_counter()
+                    m.llm.eval(m.tokens(ATTN_PROMPT, 16))
+                    return time.perf_counter() - t0
 
-                    def long_decode(m=m, n=n) -> float:
-                        m.llm.n_tokens = 16 + ATTN_PROMPT  # back to the end of the prompt (it must come first)
-                        return m.decode(n)
+                def long_decode(m=m, n=n) -> float:
+                    m.llm.n_tokens = 16 + ATTN_PROMPT  # back to the end of the prompt (it must come first)
+                    return m.decode(n)
 
-                    tag = "on" if fa else "off"
-                    # short resets the cache and prompt fills it for long: deferred in this order too
-                    parts = [(3, f"attention/fa-{tag}/decode-short", _decode_run(m, n)),
-                             (5, f"attention/fa-{tag}/prompt-{ATTN_PROMPT}", prompt),
-                             (4, f"attention/fa-{tag}/decode-long", long_decode)]
-                    entry: list = [fa, m.spec, n, None, None, None]
-                    try:
-                        for slot, name, run in parts:
-                            entry[slot] = runner.measure(name, run, repeats=runner.repeats - 1)
-                    except BaseException:
-                        m.close()
-                        raise
-                    attn_raw.append(entry)
-                    attn_deferred += [_Deferred(entry, slot, name, run, m) for slot, name, run in parts]
-                _finish_deferred(runner, attn_deferred)
-            finally:
-                for part in attn_deferred:
-                    part.model.close()
+                tag = "on" if fa else "off"
+                # short resets the cache and prompt fills it for long: deferred in this order too
+                parts = [(3, f"attention/fa-{tag}/decode-short", _decode_run(m, n)),
+                         (5, f"attention/fa-{tag}/prompt-{ATTN_PROMPT}", prompt),
+                         (4, f"attention/fa-{tag}/decode-long", long_decode)]
+                entry: list = [fa, m.spec, n, None, None, None]
+                try:
+                    for slot, name, run in parts:
+                        entry[slot] = runner.measure(name, run, repeats=runner.repeats - 1)
+                except BaseException:
+                    m.close()
+                    raise
+                attn_raw.append(entry)
+                attn_deferred += [_Deferred(entry, slot, name, run, m) for slot, name, run in parts]
+            _finish_deferred(runner, attn_deferred)
+            _finish_deferred(runner, fixed_deferred)
 
         except _OutOfTime as exc:
             probe = _empty_probe(profile, n_threads, n_ubatch, clock, notes)
             return _finish(ProbeRun(probe, load_before=load_before, runs=runs, refused=(
                 f"Not stored: the {budget_s:.0f} s budget ran out before {exc} could be measured once; "
                 "the machine is too busy. Close other programs and measure again.")), progress)
+        finally:  # a cancel or error in the fixed costs or attention: their models too
+            for part in (*attn_deferred, *fixed_deferred):
+                part.model.close()
 
         # 3. kernels per weight type (a new type is not begun in the image part's last seconds).
         # Each figure's runs are split: all but one in its own slot, the rest in the next
@@ -670,7 +684,8 @@ def probe_machine(
             encode_raw = _measure_encode(runner, d, n_threads, n_ubatch)
 
     # ---- arithmetic (pure; estimate/probe.py) ----
-    fixed_runs = (*per_layers, vocab_run, huge_run)
+    per_layers, (vocab_run, huge_run) = fixed_raw[:2], fixed_raw[2:]
+    fixed_runs = tuple(fixed_raw)
 
     def fixed_with(s_per_weight: float) -> FixedCosts:
         # the vocabularies' output matrices are weights, not fixed cost: priced with the F16
