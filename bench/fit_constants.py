@@ -42,6 +42,7 @@ from rooflight.hardware.profile import PEAK_BANDWIDTH_SOURCE
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fit_cpu  # noqa: E402 - the CPU half, beside this file
+import peer_llmfit  # noqa: E402 - llmfit's decode formula, for the side-by-side table
 
 DATA = Path(__file__).resolve().parent / "data" / "llama_bench_rows.json"
 MXFP4_BYTES_PER_32 = 17  # 4.25 bits per weight
@@ -307,7 +308,8 @@ def run(path: Path = DATA) -> dict:
             ratio = r["t_s"] / predict(r, coef[id(r)], c)
             lodo[b]["decode" if r["n_gen"] else "prefill"].append(ratio)
             per_row.append({"device": dev, "backend": b, "model": r["model"], "quant": r["quant"],
-                            "test": r["test"], "measured": r["t_s"], "ratio": round(ratio, 4), "basis": basis})
+                            "test": r["test"], "measured": r["t_s"], "ratio": round(ratio, 4), "basis": basis,
+                            **_peer_fields(r)})
     cpu_rows = [r for r in every if r["backend"] == "cpu"]
     cpu_coef = {id(r): fit_cpu.coefficients(r, _seconds) for r in cpu_rows}
     fitted["cpu"], cpu_lodo = fit_cpu.leave_one_cpu_out(cpu_rows, cpu_coef, measured_seconds, load(path)["cpus"])
@@ -316,7 +318,7 @@ def run(path: Path = DATA) -> dict:
         lodo["cpu"]["decode" if r["n_gen"] else "prefill"].append(ratio)
         per_row.append({"device": r["device"], "backend": "cpu", "model": r["model"], "quant": r["quant"],
                         "test": r["test"], "measured": r["t_s"], "ratio": round(ratio, 4),
-                        "basis": "other CPUs (fit_cpu.py)"})
+                        "basis": "other CPUs (fit_cpu.py)", **_peer_fields(r)})
     backends = sorted(lodo)
     table = {b: {k: _stats(v) for k, v in lodo[b].items()} for b in backends}
     all_d = [x for b in backends for x in lodo[b]["decode"]]
@@ -331,7 +333,59 @@ def run(path: Path = DATA) -> dict:
     devices["gpu"] = len({r["device"] for r in every if r["backend"] not in OWN_FIT})
     return {"rows": len(every), "devices": len({r["device"] for r in every}), "devices_by_backend": devices,
             "fitted": fitted, "pooled": pooled, "lodo": table, "bands": bands, "band_tail": tail, "band_coverage": coverage,
-            "per_row": per_row}
+            "peer": peer_comparison(per_row), "per_row": per_row}
+
+
+def _peer_fields(row: dict) -> dict:
+    """The row's build year (None: not published) and, for a dense decode row, measured /
+    llmfit's estimate (peer_llmfit.py)."""
+    date = str(row.get("date") or "")
+    out: dict = {"year": int(date[:4]) if date[:4].isdigit() else None, "llmfit_ratio": None}
+    spec = model_spec(row["model"], row["quant"])
+    if not row["n_gen"] or spec.n_expert:
+        return out
+    if row["backend"] == "cpu":
+        cpu = load()["cpus"][row["device"]]
+        estimate = peer_llmfit.cpu_decode_tok_s(spec.params, row["quant"], bc.cpu_family(cpu["isa"], cpu.get("arch", "")),
+                                                cpu["cores"])
+    else:
+        estimate = peer_llmfit.gpu_decode_tok_s(spec.params, row["quant"], hardware(row).gpus[0].bandwidth_gbs)
+    out["llmfit_ratio"] = round(row["t_s"] / estimate, 4)
+    return out
+
+
+# The build years the side-by-side table splits by: what issue 14 compared (2025-2026) and the rest
+RECENT_YEARS = (2025, 2026)
+
+
+def peer_comparison(per_row: list[dict]) -> dict[str, dict[str, dict]]:
+    """{group: {era: {"rooflight": stats, "llmfit": stats}}} over the dense decode rows both
+    price: group gpu | cpu | all, era recent (2025-2026 builds) | older (2024 or undated)."""
+    out: dict[str, dict[str, dict]] = {}
+    for group in ("gpu", "cpu", "all"):
+        for era in ("recent", "older"):
+            rows = [r for r in per_row if r["llmfit_ratio"] is not None
+                    and (group == "all" or (r["backend"] == "cpu") == (group == "cpu"))
+                    and ((r["year"] in RECENT_YEARS) == (era == "recent"))]
+            out.setdefault(group, {})[era] = {"rooflight": _stats([r["ratio"] for r in rows]),
+                                              "llmfit": _stats([r["llmfit_ratio"] for r in rows])}
+    return out
+
+
+def peer_markdown(res: dict) -> str:
+    """README's side-by-side table (tests/test_fit_constants.py checks README holds it)."""
+    lines = ["| rows (dense decode) | builds | rows | Rooflight median / p90 | llmfit median / p90 |",
+             "|---|---|---|---|---|"]
+    names = {"gpu": "GPU backends", "cpu": "CPU", "all": "all"}
+    eras = {"recent": "2025-2026", "older": "2024 or undated"}
+    for group, by_era in res["peer"].items():
+        for era, s in by_era.items():
+            r, llm = s["rooflight"], s["llmfit"]
+            if not r["n"]:
+                continue
+            lines.append(f"| {names[group]} | {eras[era]} | {r['n']} | {_pct(r['median_err'])} / {_pct(r['p90_err'])} "
+                         f"| {_pct(llm['median_err'])} / {_pct(llm['p90_err'])} |")
+    return "\n".join(lines)
 
 
 # A band needs this many out-of-sample ratios of its own; fewer: the GPU backends' pooled band
@@ -427,6 +481,8 @@ def main() -> int:
     res = run()
     if args.markdown:
         print(markdown(res))
+        print()
+        print(peer_markdown(res))
         return 0
     if args.json:
         json.dump(res, sys.stdout, indent=1)
@@ -458,6 +514,8 @@ def main() -> int:
           " other devices' ratios; share of a device's rows inside ==")
     for b, k in res["band_coverage"].items():
         print(f"{b:7} decode {k['decode']:.0%}  prefill {k['prefill']:.0%}")
+    print("\n== dense decode rows: Rooflight (leave-one-device-out) beside llmfit's formula (peer_llmfit.py) ==")
+    print(peer_markdown(res))
     if args.rows:
         for r in res["per_row"]:
             print(f"  {r['device']:26} {r['model']:28} {r['quant']:6} {r['test']:7} {r['measured']:9.2f} x{r['ratio']:.2f} ({r['basis']})")

@@ -98,6 +98,22 @@ def test_readme_holds_the_fit_tables(result):
     assert block.group(1).strip() == fit.markdown(result).strip()
     assert f"{result['rows']} published llama-bench rows" in readme
     assert f"{result['devices']} devices" in readme
+    peer = re.search(r"<!-- llmfit:begin -->\n(.*?)\n<!-- llmfit:end -->", readme, re.S)
+    assert peer, "README lacks the side-by-side table with llmfit"
+    assert peer.group(1).strip() == fit.peer_markdown(result).strip()
+
+
+def test_llmfit_s_formula_is_its_own():
+    """bench/peer_llmfit.py reproduces llmfit's estimate_tps: its own worked example (fit.rs:
+    an RTX 4090's 1008 GB/s, a 27B model at 4 bits, ~40 tok/s measured) and its CPU path."""
+    import peer_llmfit as llmfit
+
+    assert llmfit.gpu_decode_tok_s(27_000_000_000, "Q4_K_M", 1008.0) == pytest.approx(41.07, abs=0.01)
+    assert llmfit.gpu_decode_tok_s(7_000_000_000, "Q5_K_S", 100.0) == llmfit.gpu_decode_tok_s(
+        7_000_000_000, "Q4_0", 100.0)  # a type it does not list: 0.5 bytes, as 4 bits
+    # 70 / 7 x 1.15 (Q4_0) x 1.1 (8+ cores) x 0.3 (CPU only)
+    assert llmfit.cpu_decode_tok_s(7_000_000_000, "Q4_0", "x86", 16) == pytest.approx(3.795)
+    assert llmfit.cpu_decode_tok_s(7_000_000_000, "Q4_0", "arm", 4) == pytest.approx(90 / 7 * 1.15 * 0.3)
 
 
 def test_backend_constants_are_the_fitted_ones(result):
