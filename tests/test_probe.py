@@ -388,6 +388,24 @@ def test_the_probe_writes_its_models_to_memory_where_there_is_room(tmp_path, mon
     assert list(tmp_path.iterdir()) == []  # the writability check leaves nothing behind
 
 
+def test_a_refusal_says_whether_other_programs_or_the_machine_s_own_drift_spoiled_it():
+    """Closing programs cannot help a machine whose speed drifts with nothing else running
+    (a shared VM): the reason names the cause the runs show, with the spread, in one sentence."""
+    from rooflight.runtime.probe import _refusal
+
+    steady = Repeats((0.10, 0.10, 0.11), (True, True, True))
+    drifting = Repeats((0.10, 0.14, 0.07), (True, True, True))
+    busy = Repeats((0.10, 0.30, 0.20), (True, False, False))
+    assert _refusal([("the fixed costs", [steady]), ("attention", [steady])], 0.1) is None
+    why = _refusal([("the fixed costs", [steady, drifting]), ("attention", [steady])], 0.1)
+    assert why.startswith("Not stored: the fixed costs could not be measured cleanly")
+    assert "disagreed by up to 70%" in why and "nothing else running" in why and "Close other" not in why
+    why = _refusal([("the fixed costs", [drifting]), ("attention", [busy])], 0.1)
+    assert "the fixed costs and attention" in why
+    assert "other programs used more than 10% of the CPU" in why and why.endswith("Close other programs and measure again.")
+    assert why.count(". ") == 1  # one sentence of reason, one of advice
+
+
 def test_probe_refuses_what_it_could_not_measure_cleanly(llama_cpp, tmp_path):
     """A threshold no run can meet (others must use less than no CPU at all) stands in for a
     busy machine: every run is disturbed, repeated while the budget lasts, and nothing is

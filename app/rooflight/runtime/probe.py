@@ -370,7 +370,8 @@ def _measure_encode(runner: _Runner, folder: Path, n_threads: int, n_ubatch: int
         m.close()
 
 
-def _encode_result(raw: tuple[Repeats, float] | str | None, keep_disturbed: bool) -> tuple[EncodeFigure | None, str | None]:
+def _encode_result(raw: tuple[Repeats, float] | str | None, keep_disturbed: bool,
+                   threshold: float = DEFAULT_BUSY_THRESHOLD) -> tuple[EncodeFigure | None, str | None]:
     """The figure to store and, when there is none (or it is disturbed), one note why."""
     from rooflight.runtime.probe_vision import PROJECTOR_TYPE
 
@@ -380,7 +381,7 @@ def _encode_result(raw: tuple[Repeats, float] | str | None, keep_disturbed: bool
     runs, flops = raw
     fig = encode_figure(PROJECTOR_TYPE, flops, runs)
     if fig.disturbed and not keep_disturbed:
-        return None, ("Image encode measured, not stored: the machine was busy during its runs; "
+        return None, (f"Image encode measured, not stored: {_disturbance([runs], threshold)[0]}; "
                       "vision estimates count the encoder's FLOPs.")
     return fig, ("Image encode stored although disturbed (asked for)." if fig.disturbed else None)
 
@@ -404,7 +405,7 @@ def probe_image_encode(
     runner = _Runner(_Clock(budget_s, 1, None, None), busy_threshold, runs, max(2, repeats))
     with tempfile.TemporaryDirectory(prefix="rooflight-probe-", dir=_models_dir()) as tmp:
         raw = _measure_encode(runner, Path(tmp), n_threads, n_ubatch)
-    fig, note = _encode_result(raw, keep_disturbed)
+    fig, note = _encode_result(raw, keep_disturbed, busy_threshold)
     return ImageEncodeRun(fig, note, runs)
 
 
@@ -706,24 +707,28 @@ def probe_machine(
     fixed_disturbed = any(r.disturbed for r in fixed_runs)
     attn_disturbed = any(r.disturbed for raw in attn_raw for r in raw[3:])
     disturbed_types = [k.weight_type for k in kernels if k.disturbed]
-    refused = _refusal(fixed_disturbed, attn_disturbed, busy_threshold)
+    kernel_runs = [r for raw in kernel_raw if raw[0] in disturbed_types for r in (raw[2], raw[5])]
+    refused = _refusal([("the fixed costs", list(fixed_runs)),
+                        ("attention", [r for raw in attn_raw for r in raw[3:]])], busy_threshold)
     if disturbed_types and not keep_disturbed and refused is None:
         # what was measured cleanly is kept; the disturbed kernels fall back to the table
+        cause = _disturbance(kernel_runs, busy_threshold)
         for wt in disturbed_types:
-            skipped[wt] = "measured, not stored: the machine was busy during its runs"
-        notes.append(f"Not stored, measured on a busy machine: {', '.join(disturbed_types)}.")
+            skipped[wt] = f"measured, not stored: {cause[0]}"
+        notes.append(f"Not stored: {', '.join(disturbed_types)}, because {cause[0]}.")
         kernels = tuple(k for k in kernels if not k.disturbed)
         if not kernels:
-            refused = _refusal(False, False, busy_threshold, what="every weight type's kernels")
+            refused = _refusal([("every weight type's kernels", kernel_runs)], busy_threshold)
     # priced on the dense figures kept (an expert type whose dense kernel was dropped is too)
     expert_costs = _expert_costs([r for r in expert_raw if any(k.weight_type == r[0] for k in kernels)],
-                                 profile, kernels, attention, fixed, n_threads, n_ubatch, keep_disturbed, skipped)
+                                 profile, kernels, attention, fixed, n_threads, n_ubatch, keep_disturbed, skipped,
+                                 busy_threshold)
     no_kernels = not kernels
     if no_kernels and not disturbed_types:
         # fixed costs alone price nothing: not a probe to stand on, even if asked
         refused = ("Not stored: no weight type was measured (the time budget ran out; the machine was busy). "
                    "Close other programs and measure again.")
-    encode, image_note = _encode_result(encode_raw, keep_disturbed) if image else (None, None)
+    encode, image_note = _encode_result(encode_raw, keep_disturbed, busy_threshold) if image else (None, None)
     if image_note:
         notes.append(image_note)
     # the encode figure carries its own disturbed mark: it prices no text model's tokens
@@ -731,8 +736,8 @@ def probe_machine(
     if refused and keep_disturbed and not no_kernels:
         notes.append(f"Stored although disturbed (asked for): {refused.removeprefix('Not stored: ')}")
     elif disturbed and keep_disturbed:
-        notes.append("Stored although disturbed (asked for): the "
-                     + ", ".join(disturbed_types) + " kernels were measured on a busy machine.")
+        notes.append(f"Stored although disturbed (asked for): the {', '.join(disturbed_types)} kernels, because "
+                     f"{_disturbance(kernel_runs, busy_threshold)[0]}.")
     spreads = [fixed.spread] + [a.spread for a in attention] + [max(k.decode_spread, k.prefill_spread) for k in kernels]
     probe = MachineProbe(
         machine=machine_key(profile), build=llama_build(), n_threads=n_threads, n_ubatch=n_ubatch,
@@ -770,17 +775,28 @@ def _empty_probe(profile, n_threads: int, n_ubatch: int, clock: _Clock, notes: l
                         created_at=time.time(), duration_s=clock.elapsed, notes=tuple(notes))
 
 
-def _refusal(fixed_disturbed: bool, attn_disturbed: bool, threshold: float, what: str = "") -> str | None:
-    """Why the probe cannot be stored: the fixed costs and attention are what every kernel
-    figure is derived from, so either disturbed spoils the whole probe."""
-    parts = [p for p, bad in (("the fixed costs", fixed_disturbed), ("attention", attn_disturbed)) if bad]
-    if what:
-        parts.append(what)
-    if not parts:
+def _disturbance(runs: list[Repeats], threshold: float) -> tuple[str, str]:
+    """(what disturbed these runs, what to do): other programs' CPU use, which the busy watch
+    sees, or, with every run clean, the machine's own speed drifting between runs (a shared
+    VM's memory, a CPU changing clocks), which closing programs does not help."""
+    if any(sum(r.clean) < 2 for r in runs):
+        return (f"other programs used more than {threshold:.0%} of the CPU during the runs",
+                "Close other programs and measure again.")
+    worst = max((r.spread for r in runs if r.disturbed), default=0.0)
+    return (f"the runs disagreed by up to {worst:.0%} (more than {MAX_CLEAN_SPREAD:.0%}) with nothing else "
+            "running: this machine's speed drifted between runs", "Measure again in a quieter minute.")
+
+
+def _refusal(groups: list[tuple[str, list[Repeats]]], threshold: float) -> str | None:
+    """Why the probe cannot be stored, from the parts that spoil it (the fixed costs and
+    attention, which every kernel figure is derived from; or every kernel), each with its runs;
+    None when none of them was disturbed."""
+    bad = [(name, [r for r in runs if r.disturbed]) for name, runs in groups]
+    bad = [(name, runs) for name, runs in bad if runs]
+    if not bad:
         return None
-    return (f"Not stored: {' and '.join(parts)} could not be measured cleanly: other programs used more "
-            f"than {threshold:.0%} of the CPU during the runs, or the repeats disagreed by more than "
-            f"{MAX_CLEAN_SPREAD:.0%}. Close other programs and measure again.")
+    why, advice = _disturbance([r for _, runs in bad for r in runs], threshold)
+    return f"Not stored: {' and '.join(name for name, _ in bad)} could not be measured cleanly: {why}. {advice}"
 
 
 def _unlink_mapped(path: Path) -> None:
@@ -847,7 +863,8 @@ def _measure_experts(runner: _Runner, clock: _Clock, write, expert_types, measur
 
 
 def _expert_costs(expert_raw, profile, kernels, attention, fixed, n_threads: int, n_ubatch: int,
-                  keep_disturbed: bool, skipped: dict[str, str]) -> tuple[tuple[str, float], ...]:
+                  keep_disturbed: bool, skipped: dict[str, str],
+                  threshold: float = DEFAULT_BUSY_THRESHOLD) -> tuple[tuple[str, float], ...]:
     """Each measured MoE prompt's MUL_MAT_ID cost (estimate/probe.expert_cost), priced by the
     estimator itself on this probe's dense figures, as every estimate will be."""
     from rooflight.estimate import Calibration, Wishes, plan
@@ -856,7 +873,7 @@ def _expert_costs(expert_raw, profile, kernels, attention, fixed, n_threads: int
     costs: list[tuple[str, float]] = []
     for wt, spec, runs in expert_raw:
         if runs.disturbed and not keep_disturbed:
-            skipped[f"{wt} experts"] = "measured, not stored: the machine was busy during its runs"
+            skipped[f"{wt} experts"] = f"measured, not stored: {_disturbance([runs], threshold)[0]}"
             continue
 
         def priced_s(cost: float, wt=wt, spec=spec) -> float:
