@@ -7,7 +7,9 @@ between a short and a long cache, on
 - the probe's attention model now (runtime/probe.attention_shape: MHA, layers enough for
   2x the last-level cache),
 - generated models of the sizes users run (weights well beyond the caches, so each layer's
-  KV cache is cold when attention reads it), GQA and MHA.
+  KV cache is cold when attention reads it), GQA and MHA,
+- the Gemma-3-270M package model (4 query heads on 1 KV head of 256, sliding windows of 512
+  on 5 layers of 6): its cache at a few thousand positions is smaller than a 32 MiB L3.
 
     python bench/probe_attention.py [--rounds 3] [--long 1024]
 
@@ -20,6 +22,7 @@ model's figure and its ratio to the two probe models'.
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 from pathlib import Path
 
@@ -30,6 +33,9 @@ from rooflight.gguf.synthetic import write_model
 from rooflight.hardware import detect
 from rooflight.runtime.measure import measure
 from rooflight.runtime.probe import attention_shape, last_level_cache_bytes
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from gemma_model import gemma_270m_path  # noqa: E402 - the test suite's Gemma-3-270M
 
 GEN, SHORT = 64, 16
 OLD_PROBE = dict(n_layer=2, n_embd=256, n_head=16, n_head_kv=4, head_dim=128, n_ff=256, ftype="F16")
@@ -54,9 +60,13 @@ def main() -> int:
     shapes += [(name, dict(kw, n_vocab=32000)) for name, kw in REAL]
     tmp = Path(tempfile.mkdtemp(prefix="rooflight-attn-"))
     models = []
-    for i, (name, kw) in enumerate(shapes):
-        path = tmp / f"m{i}.gguf"
-        write_model(path, tiled=True, context_length=4096, **kw)
+    paths = []
+    for i, (_, kw) in enumerate(shapes):
+        paths.append(tmp / f"m{i}.gguf")
+        write_model(paths[-1], tiled=True, context_length=4096, **kw)
+    shapes.append(("Gemma-3-270M Q4_K_M, 4/1 heads, SWA", {}))
+    paths.append(gemma_270m_path())
+    for (name, _), path in zip(shapes, paths, strict=True):
         spec = load_model_spec(str(path))
         cfg = plan(spec, hw, Wishes(n_ctx=args.long + GEN + 64, n_gpu_layers=0, flash_attn="on",
                                     prompt_tokens=args.long, gen_tokens=GEN)).config
