@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {hw.cpu.name}, {hw.cpu.cores} cores, RAM bandwidth {hw.cpu.ram_bandwidth_gbs:.1f} GB/s")
     probe = the_probe(hw, args.keep_disturbed, args.fresh_probe)
     if probe is None:
-        print("no probe: nothing to check (the machine was too busy to measure it cleanly)")
+        print("no probe: nothing to check (it was not stored: the reason is above)")
         return 1
     with tempfile.TemporaryDirectory() as tmp:
         shapes = SHAPES[:3] if args.quick else SHAPES
