@@ -412,8 +412,9 @@ def probe_image_encode(
 # A memory-backed folder (tmpfs) for the probe's models where the system has one with room to
 # spare: the probe writes ~1.3 GB of models in its 30 s, and on the project's VM writing them
 # to the temporary folder's disk ran at 318 MB/s, to /dev/shm at 481 MB/s, with the models'
-# decode figures the same from either (x0.98-1.03; bench/probe_model_dir.py). The files are
-# unlinked once mapped (_unlink_mapped), so the folder holds a few hundred MB at a time.
+# decode figures the same from either (x0.98-1.03; bench/probe_model_dir.py). Loading an F16
+# model from it takes longer (36 against 8 ms): the probe gains about half a second net. The
+# files are unlinked once mapped (_unlink_mapped), so the folder holds a few hundred MB at a time.
 MEMORY_DIR = Path("/dev/shm")
 MEMORY_DIR_MIN_FREE = 4 << 30
 
