@@ -375,19 +375,6 @@ def test_reduced_probe_then_estimate_stands_on_it(llama_cpp, q8_model, tmp_path,
     assert lo < perf["decode_tok_s"] < hi
 
 
-def test_the_probe_writes_its_models_to_memory_where_there_is_room(tmp_path, monkeypatch):
-    """A memory-backed folder with room (and writable) takes the probe's models; a missing or
-    full one leaves them to the default temporary folder."""
-    from rooflight.runtime import probe as probe_module
-
-    monkeypatch.setattr(probe_module, "MEMORY_DIR_MIN_FREE", 1)
-    assert probe_module._models_dir(tmp_path) == str(tmp_path)
-    assert probe_module._models_dir(tmp_path / "missing") is None
-    monkeypatch.setattr(probe_module, "MEMORY_DIR_MIN_FREE", 1 << 60)  # more than any disk has free
-    assert probe_module._models_dir(tmp_path) is None
-    assert list(tmp_path.iterdir()) == []  # the writability check leaves nothing behind
-
-
 def test_a_refusal_says_whether_other_programs_or_the_machine_s_own_drift_spoiled_it():
     """Closing programs cannot help a machine whose speed drifts with nothing else running
     (a shared VM): the reason names the cause the runs show, with the spread, in one sentence."""

@@ -348,7 +348,8 @@ def test_pure_only_types_refuse_mixtures(tmp_path: Path, ftype: str) -> None:
 
 def test_the_fast_writer_writes_gguf_py_s_bytes(tmp_path: Path, monkeypatch) -> None:
     """gguf/fast_writer.py packs long metadata arrays whole (a 262144-entry vocabulary took
-    ~1.4 s element by element): the file is byte for byte what gguf-py writes, for a model,
+    ~1.4 s element by element) and streams a tiled tensor tile by tile (its last tile cut
+    short): the file is byte for byte what gguf-py writes, for a model,
     a hybrid model and a vision projector."""
     import gguf
 
@@ -367,7 +368,8 @@ def test_the_fast_writer_writes_gguf_py_s_bytes(tmp_path: Path, monkeypatch) -> 
 
     hybrid = HybridShape("lfm2", n_embd=256, n_head=4, head_dim=64, n_vocab=4000,
                          n_head_kv=tuple(2 if i in (3, 7) else 0 for i in range(8)), n_ff=(1024,) * 8)
-    both("llama", lambda p: write_model(p, n_vocab=40000, ftype="Q8_0", tiled=True))
+    # (the 40000 x 128 embedding is 1.2 tiles of 2^22 elements: a whole tile, then a cut one)
+    both("llama", lambda p: write_model(p, n_vocab=40000, n_embd=128, ftype="Q8_0", tiled=True))
     both("hybrid", lambda p: synthetic_hybrid.write_hybrid_model(p, hybrid))
     both("mmproj", lambda p: synthetic_mmproj.write_projector(p, projection_dim=64))
     # the arrays it packs whole, and what it leaves to gguf-py

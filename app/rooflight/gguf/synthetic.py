@@ -221,6 +221,18 @@ def _encode(rows: np.ndarray, qtype: int) -> np.ndarray:
     return gguf_quants.quantize(rows, qtype).view(np.uint8).reshape(n_rows, -1)
 
 
+def _tile(plan: TensorPlan, seed: int, std: float, tiles: dict) -> np.ndarray:
+    """The encoded slice a tiled tensor repeats (its rows, row bytes): the first of each
+    (type, row width) in the file, kept in tiles."""
+    ne0 = plan.shape[-1]
+    key = (plan.qtype, ne0)
+    if key not in tiles:
+        rng = np.random.default_rng([seed, zlib.crc32(plan.name.encode())])
+        rows = min(plan.n_elements // ne0, max(1, _CHUNK_ELEMENTS // ne0))
+        tiles[key] = _encode(rng.standard_normal((rows, ne0), dtype=np.float32) * np.float32(std), plan.qtype)
+    return tiles[key]
+
+
 def _tensor_bytes(plan: TensorPlan, seed: int, std: float, tiles: dict | None = None) -> np.ndarray:
     """The file bytes of one tensor: float32 weights generated and encoded slice by slice.
 
@@ -238,11 +250,7 @@ def _tensor_bytes(plan: TensorPlan, seed: int, std: float, tiles: dict | None = 
     rng = np.random.default_rng([seed, zlib.crc32(plan.name.encode())])
     rows_per_chunk = max(1, _CHUNK_ELEMENTS // ne0)
     if tiles is not None and plan.init == "normal":
-        key = (plan.qtype, ne0)
-        if key not in tiles:
-            rows = min(n_rows, rows_per_chunk)
-            tiles[key] = _encode(rng.standard_normal((rows, ne0), dtype=np.float32) * np.float32(std), plan.qtype)
-        tile = tiles[key]
+        tile = _tile(plan, seed, std, tiles)
         for start in range(0, n_rows, len(tile)):
             stop = min(n_rows, start + len(tile))
             out[start:stop] = tile[: stop - start]
@@ -424,8 +432,13 @@ def write_tensors(writer: GGUFWriter, plans: Sequence[TensorPlan], seed: int, *,
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
     tiles: dict | None = {} if tiled else None
+    write_tiles = getattr(writer, "write_tensor_tiles", None)  # FastArrayWriter's
     for plan in plans:
-        writer.write_tensor_data(_tensor_bytes(plan, seed, WEIGHT_STD, tiles))
+        if tiles is not None and plan.init == "normal" and write_tiles is not None:
+            # written tile by tile: the tensor is never built in memory
+            write_tiles(_tile(plan, seed, WEIGHT_STD, tiles), plan.n_elements // plan.shape[-1])
+        else:
+            writer.write_tensor_data(_tensor_bytes(plan, seed, WEIGHT_STD, tiles))
 
 
 def _check_args(

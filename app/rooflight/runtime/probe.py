@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -403,33 +402,10 @@ def probe_image_encode(
     gains it with dataclasses.replace(probe, encode=...); bench/vision_encode.py uses it)."""
     runs: dict[str, dict] = {}
     runner = _Runner(_Clock(budget_s, 1, None, None), busy_threshold, runs, max(2, repeats))
-    with tempfile.TemporaryDirectory(prefix="rooflight-probe-", dir=_models_dir()) as tmp:
+    with tempfile.TemporaryDirectory(prefix="rooflight-probe-") as tmp:
         raw = _measure_encode(runner, Path(tmp), n_threads, n_ubatch)
     fig, note = _encode_result(raw, keep_disturbed, busy_threshold)
     return ImageEncodeRun(fig, note, runs)
-
-
-# A memory-backed folder (tmpfs) for the probe's models where the system has one with room to
-# spare: the probe writes ~1.3 GB of models in its 30 s, and on the project's VM writing them
-# to the temporary folder's disk ran at 318 MB/s, to /dev/shm at 481 MB/s, with the models'
-# decode figures the same from either (x0.98-1.03; bench/probe_model_dir.py). Loading an F16
-# model from it takes longer (36 against 8 ms): the probe gains about half a second net. The
-# files are unlinked once mapped (_unlink_mapped), so the folder holds a few hundred MB at a time.
-MEMORY_DIR = Path("/dev/shm")
-MEMORY_DIR_MIN_FREE = 4 << 30
-
-
-def _models_dir(candidate: Path = MEMORY_DIR) -> str | None:
-    """Where the probe writes its models: the memory-backed folder when it is there, writable
-    and has MEMORY_DIR_MIN_FREE free, else None (the default temporary folder)."""
-    try:
-        if candidate.is_dir() and shutil.disk_usage(candidate).free >= MEMORY_DIR_MIN_FREE:
-            probe_file = tempfile.NamedTemporaryFile(dir=candidate, prefix="rooflight-")
-            probe_file.close()
-            return str(candidate)
-    except OSError:
-        pass
-    return None
 
 
 def _tokens_for(model: _Model, target_s: float = MIN_RUN_S) -> int:
@@ -533,7 +509,7 @@ def probe_machine(
         notes.append(f"The machine was busy when the probe began (load {load_before[0]:.1f} on "
                      f"{load_before[1]} CPUs).")
     llc = last_level_cache_bytes()
-    with tempfile.TemporaryDirectory(prefix="rooflight-probe-", dir=_models_dir()) as tmp:
+    with tempfile.TemporaryDirectory(prefix="rooflight-probe-") as tmp:
         d = Path(tmp)
 
         def write(name: str, **kw) -> Path:
