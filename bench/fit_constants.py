@@ -282,7 +282,8 @@ def _stats(ratios: list[float]) -> dict:
 
 
 def run(path: Path = DATA) -> dict:
-    every = load(path)["rows"]
+    data = load(path)
+    every, cpus = data["rows"], data["cpus"]
     rows = [r for r in every if r["backend"] not in OWN_FIT]
     coef = {id(r): coefficients(r) for r in rows}
     backends = sorted({r["backend"] for r in rows})
@@ -309,16 +310,16 @@ def run(path: Path = DATA) -> dict:
             lodo[b]["decode" if r["n_gen"] else "prefill"].append(ratio)
             per_row.append({"device": dev, "backend": b, "model": r["model"], "quant": r["quant"],
                             "test": r["test"], "measured": r["t_s"], "ratio": round(ratio, 4), "basis": basis,
-                            **_peer_fields(r)})
+                            **_peer_fields(r, cpus)})
     cpu_rows = [r for r in every if r["backend"] == "cpu"]
     cpu_coef = {id(r): fit_cpu.coefficients(r, _seconds) for r in cpu_rows}
-    fitted["cpu"], cpu_lodo = fit_cpu.leave_one_cpu_out(cpu_rows, cpu_coef, measured_seconds, load(path)["cpus"])
+    fitted["cpu"], cpu_lodo = fit_cpu.leave_one_cpu_out(cpu_rows, cpu_coef, measured_seconds, cpus)
     lodo["cpu"] = {"decode": [], "prefill": []}
     for r, ratio in cpu_lodo:
         lodo["cpu"]["decode" if r["n_gen"] else "prefill"].append(ratio)
         per_row.append({"device": r["device"], "backend": "cpu", "model": r["model"], "quant": r["quant"],
                         "test": r["test"], "measured": r["t_s"], "ratio": round(ratio, 4),
-                        "basis": "other CPUs (fit_cpu.py)", **_peer_fields(r)})
+                        "basis": "other CPUs (fit_cpu.py)", **_peer_fields(r, cpus)})
     backends = sorted(lodo)
     table = {b: {k: _stats(v) for k, v in lodo[b].items()} for b in backends}
     all_d = [x for b in backends for x in lodo[b]["decode"]]
@@ -336,7 +337,7 @@ def run(path: Path = DATA) -> dict:
             "peer": peer_comparison(per_row), "per_row": per_row}
 
 
-def _peer_fields(row: dict) -> dict:
+def _peer_fields(row: dict, cpus: dict) -> dict:
     """The row's build year (None: not published) and, for a dense decode row, measured /
     llmfit's estimate (peer_llmfit.py)."""
     date = str(row.get("date") or "")
@@ -345,7 +346,7 @@ def _peer_fields(row: dict) -> dict:
     if not row["n_gen"] or spec.n_expert:
         return out
     if row["backend"] == "cpu":
-        cpu = load()["cpus"][row["device"]]
+        cpu = cpus[row["device"]]
         estimate = peer_llmfit.cpu_decode_tok_s(spec.params, row["quant"], bc.cpu_family(cpu["isa"], cpu.get("arch", "")),
                                                 cpu["cores"])
     else:

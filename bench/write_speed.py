@@ -12,7 +12,6 @@ the probe).
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import tempfile
 import time
@@ -21,17 +20,6 @@ from pathlib import Path
 from rooflight.gguf.fast_writer import FastArrayWriter
 from rooflight.gguf.synthetic import plan_tensors, tensor_nbytes, write_model
 from rooflight.runtime import probe
-
-
-def _layers(ftype: str) -> int:
-    """The decode model's layer count the probe uses here."""
-    layer_bytes = sum(tensor_nbytes(p.n_elements, p.qtype)
-                      for p in plan_tensors(arch="llama", ftype=ftype, n_layer=1, n_vocab=probe.VOCAB_SMALL,
-                                            pure=True, **probe._DECODE_SHAPE)
-                      if p.name.startswith("blk."))
-    target = min(max(probe.DECODE_MIN_BYTES, probe.DECODE_CACHE_FACTOR * probe.last_level_cache_bytes()),
-                 probe.DECODE_MAX_BYTES)
-    return max(1, math.ceil(target / layer_bytes))
 
 
 def _write_s(path: Path, ftype: str, n_layer: int, streamed: bool) -> float:
@@ -59,9 +47,8 @@ def main() -> int:
         print(f"{'type':6} {'MiB':>6} {'built whole s':>14} {'streamed s':>11} {'streamed / whole':>17}")
         for wt in (t.strip().upper() for t in args.types.split(",")):
             ftype = probe.PURE_FTYPE.get(wt, wt)
-            n_layer = _layers(ftype)
+            n_layer = probe.decode_layers(ftype, probe.last_level_cache_bytes())
             times: dict[bool, list[float]] = {True: [], False: []}
-            size = 0
             for _ in range(args.rounds):
                 for streamed in (False, True):
                     path = Path(tmp) / f"{wt}-{streamed}.gguf"

@@ -52,7 +52,6 @@ class FastArrayWriter(GGUFWriter):
             return None
         return head + struct.pack(f"<{len(val)}{fmt}", *val)
 
-
     def write_tensor_tiles(self, tile: np.ndarray, n_rows: int) -> None:
         """The next tensor's data as n_rows rows of `tile` (rows, row_bytes) repeated from
         its first row: the bytes write_tensor_data would write for that array (gguf-py's

@@ -221,13 +221,19 @@ def _encode(rows: np.ndarray, qtype: int) -> np.ndarray:
     return gguf_quants.quantize(rows, qtype).view(np.uint8).reshape(n_rows, -1)
 
 
+def _stream(plan: TensorPlan, seed: int) -> np.random.Generator:
+    """A stream per tensor name, so a tensor's values do not depend on the file type or on
+    which other tensors the architecture has."""
+    return np.random.default_rng([seed, zlib.crc32(plan.name.encode())])
+
+
 def _tile(plan: TensorPlan, seed: int, std: float, tiles: dict) -> np.ndarray:
     """The encoded slice a tiled tensor repeats (its rows, row bytes): the first of each
     (type, row width) in the file, kept in tiles."""
     ne0 = plan.shape[-1]
     key = (plan.qtype, ne0)
     if key not in tiles:
-        rng = np.random.default_rng([seed, zlib.crc32(plan.name.encode())])
+        rng = _stream(plan, seed)
         rows = min(plan.n_elements // ne0, max(1, _CHUNK_ELEMENTS // ne0))
         tiles[key] = _encode(rng.standard_normal((rows, ne0), dtype=np.float32) * np.float32(std), plan.qtype)
     return tiles[key]
@@ -245,16 +251,14 @@ def _tensor_bytes(plan: TensorPlan, seed: int, std: float, tiles: dict | None = 
     if plan.init == "ones":
         out[:] = _encode(np.ones((n_rows, ne0), np.float32), plan.qtype)
         return out
-    # a stream per tensor name, so a tensor's values do not depend on the file type or on
-    # which other tensors the architecture has
-    rng = np.random.default_rng([seed, zlib.crc32(plan.name.encode())])
-    rows_per_chunk = max(1, _CHUNK_ELEMENTS // ne0)
     if tiles is not None and plan.init == "normal":
         tile = _tile(plan, seed, std, tiles)
         for start in range(0, n_rows, len(tile)):
             stop = min(n_rows, start + len(tile))
             out[start:stop] = tile[: stop - start]
         return out
+    rng = _stream(plan, seed)
+    rows_per_chunk = max(1, _CHUNK_ELEMENTS // ne0)
     for start in range(0, n_rows, rows_per_chunk):
         stop = min(n_rows, start + rows_per_chunk)
         chunk = rng.standard_normal((stop - start, ne0), dtype=np.float32)

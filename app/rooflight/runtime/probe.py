@@ -370,7 +370,7 @@ def _measure_encode(runner: _Runner, folder: Path, n_threads: int, n_ubatch: int
 
 
 def _encode_result(raw: tuple[Repeats, float] | str | None, keep_disturbed: bool,
-                   threshold: float = DEFAULT_BUSY_THRESHOLD) -> tuple[EncodeFigure | None, str | None]:
+                   threshold: float) -> tuple[EncodeFigure | None, str | None]:
     """The figure to store and, when there is none (or it is disturbed), one note why."""
     from rooflight.runtime.probe_vision import PROJECTOR_TYPE
 
@@ -406,6 +406,19 @@ def probe_image_encode(
         raw = _measure_encode(runner, Path(tmp), n_threads, n_ubatch)
     fig, note = _encode_result(raw, keep_disturbed, busy_threshold)
     return ImageEncodeRun(fig, note, runs)
+
+
+def decode_layers(ftype: str, llc: int) -> int:
+    """Layers of the decode model of a weight type's pure file: its blocks' weights
+    DECODE_CACHE_FACTOR x the last-level cache (within DECODE_MIN_BYTES..DECODE_MAX_BYTES)."""
+    from rooflight.gguf.synthetic import plan_tensors, tensor_nbytes
+
+    layer_bytes = sum(tensor_nbytes(p.n_elements, p.qtype)
+                      for p in plan_tensors(arch="llama", ftype=ftype, n_layer=1, n_vocab=VOCAB_SMALL, pure=True,
+                                            **_DECODE_SHAPE)
+                      if p.name.startswith("blk."))
+    target = min(max(DECODE_MIN_BYTES, DECODE_CACHE_FACTOR * llc), DECODE_MAX_BYTES)
+    return max(1, math.ceil(target / layer_bytes))
 
 
 def _tokens_for(model: _Model, target_s: float = MIN_RUN_S) -> int:
@@ -603,16 +616,8 @@ def probe_machine(
                     continue
                 clock.step(f"{wt} matrix-vector (decode)")
                 try:
-                    from rooflight.gguf.synthetic import plan_tensors, tensor_nbytes
-
-                    layer_bytes = sum(
-                        tensor_nbytes(p.n_elements, p.qtype)
-                        for p in plan_tensors(arch="llama", ftype=ftype, n_layer=1, n_vocab=VOCAB_SMALL, pure=True,
-                                              **_DECODE_SHAPE)
-                        if p.name.startswith("blk."))
-                    target = min(max(DECODE_MIN_BYTES, DECODE_CACHE_FACTOR * llc), DECODE_MAX_BYTES)
-                    n_layer = max(1, math.ceil(target / layer_bytes))
-                    dec_path = write(f"decode-{wt}", n_layer=n_layer, ftype=ftype, pure=True, **_DECODE_SHAPE)
+                    dec_path = write(f"decode-{wt}", n_layer=decode_layers(ftype, llc), ftype=ftype, pure=True,
+                                     **_DECODE_SHAPE)
                     dec_model = _Model(dec_path, n_threads, 512, True, n_ubatch)
                 except (OperationFailedError, ValueError, OSError) as exc:
                     skipped[wt] = f"not measured: its model could not be written or loaded (the build or the writer may not support the type): {exc}"
@@ -663,7 +668,7 @@ def probe_machine(
 
     # ---- arithmetic (pure; estimate/probe.py) ----
     per_layers, (vocab_run, huge_run) = fixed_raw[:2], fixed_raw[2:]
-    fixed_runs = tuple(fixed_raw)
+    attn_runs = [r for raw in attn_raw for r in raw[3:]]
 
     def fixed_with(s_per_weight: float) -> FixedCosts:
         # the vocabularies' output matrices are weights, not fixed cost: priced with the F16
@@ -671,7 +676,7 @@ def probe_machine(
         return fixed_costs(
             layer_counts, (per_layers[0].value, per_layers[1].value), (VOCAB_SMALL, VOCAB_LARGE),
             (per_layers[0].value, vocab_run.value), output_s=s_per_weight * vocab_out_weights,
-            spread=max(r.spread for r in fixed_runs),
+            spread=max(r.spread for r in fixed_raw),
             huge=(VOCAB_HUGE, huge_run.value, s_per_weight * (VOCAB_HUGE - VOCAB_LARGE) * _TINY_SHAPE["n_embd"]))
 
     fixed = fixed_with(0.0)
@@ -681,12 +686,11 @@ def probe_machine(
         fixed = fixed_with(f16.decode_s_per_weight)
         kernels, attention = _derive(fixed, attn_raw, kernel_raw, n_ubatch, n_threads)
 
-    fixed_disturbed = any(r.disturbed for r in fixed_runs)
-    attn_disturbed = any(r.disturbed for raw in attn_raw for r in raw[3:])
+    fixed_disturbed = any(r.disturbed for r in fixed_raw)
+    attn_disturbed = any(r.disturbed for r in attn_runs)
     disturbed_types = [k.weight_type for k in kernels if k.disturbed]
     kernel_runs = [r for raw in kernel_raw if raw[0] in disturbed_types for r in (raw[2], raw[5])]
-    refused = _refusal([("the fixed costs", list(fixed_runs)),
-                        ("attention", [r for raw in attn_raw for r in raw[3:]])], busy_threshold)
+    refused = _refusal([("the fixed costs", fixed_raw), ("attention", attn_runs)], busy_threshold)
     if disturbed_types and not keep_disturbed and refused is None:
         # what was measured cleanly is kept; the disturbed kernels fall back to the table
         cause = _disturbance(kernel_runs, busy_threshold)
@@ -840,8 +844,7 @@ def _measure_experts(runner: _Runner, clock: _Clock, write, expert_types, measur
 
 
 def _expert_costs(expert_raw, profile, kernels, attention, fixed, n_threads: int, n_ubatch: int,
-                  keep_disturbed: bool, skipped: dict[str, str],
-                  threshold: float = DEFAULT_BUSY_THRESHOLD) -> tuple[tuple[str, float], ...]:
+                  keep_disturbed: bool, skipped: dict[str, str], threshold: float) -> tuple[tuple[str, float], ...]:
     """Each measured MoE prompt's MUL_MAT_ID cost (estimate/probe.expert_cost), priced by the
     estimator itself on this probe's dense figures, as every estimate will be."""
     from rooflight.estimate import Calibration, Wishes, plan
