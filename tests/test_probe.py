@@ -5,6 +5,10 @@ run with the real llama.cpp on generated models."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -415,6 +419,20 @@ def test_probe_refuses_what_it_could_not_measure_cleanly(llama_cpp, tmp_path):
         assert any(len(r["seconds"]) >= 2 for r in run.runs.values()) or "budget ran out" in run.refused
     finally:
         store.close()
+
+
+def test_probe_with_a_data_folder_it_cannot_write_stops_before_measuring(tmp_path):
+    """The folder is checked first: 30 s of measuring are not thrown away at the end."""
+    taken = tmp_path / "taken"
+    taken.write_text("")
+    env = dict(os.environ, ROOFLIGHT_DATA_DIR=str(taken))
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "rooflight", "probe", "--types", "Q4_0"], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert r.returncode == 2
+    assert "is a file, not a folder" in r.stderr and "Traceback" not in r.stderr
+    assert "%" not in r.stderr  # no progress line: nothing was measured
+    assert time.perf_counter() - t0 < 20
 
 
 def test_a_figure_s_runs_a_slot_later_outvote_a_slow_spell_in_its_own_slot():

@@ -32,6 +32,18 @@ def test_default_location_is_the_data_dir_in_wal_mode():
     db.close()
 
 
+def test_a_data_folder_that_is_a_file_is_one_sentence(tmp_path, monkeypatch):
+    taken = tmp_path / "taken"
+    taken.write_text("someone's notes")
+    monkeypatch.setenv("ROOFLIGHT_DATA_DIR", str(taken))
+    with pytest.raises(BadInputError) as err:
+        data_dir()
+    message = str(err.value)
+    assert "ROOFLIGHT_DATA_DIR" in message and "is a file, not a folder" in message
+    assert message.count(". ") == 0 and message.endswith(".")
+    assert taken.read_text() == "someone's notes"  # nothing of it lost
+
+
 def test_create_get_rename_delete(store):
     cid = store.create_chat("First", "gemma-3-270m", system_prompt="Be brief.", settings={"temperature": 0.7})
     chat = store.get_chat(cid)

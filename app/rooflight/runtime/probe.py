@@ -507,6 +507,10 @@ def probe_machine(
         from rooflight.errors import BadInputError
 
         raise BadInputError(f"The probe measures {', '.join(ALL_TYPES)}; not {', '.join(unknown)}.")
+    if store is None:  # where it will be stored, before the measuring: a bad folder costs 0 s
+        from rooflight.store.paths import data_dir
+
+        data_dir()
     n_threads = n_threads or max(1, profile.cpu.cores or 1)
     load_before = load_now()
     expert_types = [t for t in EXPERT_TYPES if t in types]
