@@ -18,6 +18,7 @@ from rooflight.estimate import Calibration, Wishes, plan
 from rooflight.estimate.layers import layer_table
 from rooflight.estimate.perf import cpu_attention_units
 from rooflight.estimate.probe import (
+    MAX_CLEAN_SPREAD,
     AttentionCost,
     FixedCosts,
     KernelFigure,
@@ -44,24 +45,30 @@ def test_repeats_use_clean_runs_and_report_their_spread():
     assert r.value == pytest.approx(1.0)
     assert r.spread == pytest.approx(0.2)
     assert not r.disturbed
-    # one clean run is not a measurement; clean runs that disagree are not either
+    # one clean run is not a measurement; clean runs that disagree past MAX_STORED_SPREAD are
+    # not either; clean runs that disagree less are the machine's own drift: stored, marked
     assert Repeats((1.0, 2.0), (True, False)).disturbed
     assert Repeats((1.0, 2.0, 3.0), (True, True, True)).disturbed
+    drift = Repeats((1.0, 1.3, 1.6), (True, True, True))
+    assert drift.spread == pytest.approx(0.6 / 1.3) and drift.drifted and not drift.disturbed
+    assert not r.drifted
     # no clean run at all: the figure is all runs' median, and disturbed
     busy = Repeats((2.0, 3.0), (False, False))
     assert busy.value == 2.5 and busy.disturbed
 
 
 def test_repeats_stand_on_the_closest_clean_runs_when_one_was_a_hiccup():
-    # three clean runs, one of them slowed by a hiccup of the VM: disturbed (they disagree)...
+    # three clean runs, one of them slowed by a hiccup of the VM: they disagree (the runner
+    # measures on while they do)...
     hiccup = Repeats((1.0, 1.02, 1.5), (True, True, True))
-    assert hiccup.disturbed
+    assert hiccup.spread > MAX_CLEAN_SPREAD and hiccup.drifted
     # ...and once the probe has run it again, the three closest agree: the hiccup is left out
     again = Repeats((1.0, 1.02, 1.5, 0.99), (True, True, True, True))
     assert again.used == (1.0, 1.02, 0.99) and not again.disturbed
     assert again.value == pytest.approx(1.0)
-    # runs that keep disagreeing stay disturbed
-    assert Repeats((1.0, 1.4, 2.0, 2.8, 4.0), (True,) * 5).disturbed
+    # runs that keep disagreeing are the machine's drift up to MAX_STORED_SPREAD, past it disturbed
+    assert Repeats((1.0, 1.4, 2.0, 2.8, 4.0), (True,) * 5).drifted
+    assert Repeats((1.0, 2.0, 4.0, 8.0, 16.0), (True,) * 5).disturbed
 
 
 def test_fixed_costs_from_two_layer_counts_and_two_vocabularies():
@@ -382,16 +389,22 @@ def test_reduced_probe_then_estimate_stands_on_it(llama_cpp, q8_model, tmp_path,
 def test_a_refusal_says_whether_other_programs_or_the_machine_s_own_drift_spoiled_it():
     """Closing programs cannot help a machine whose speed drifts with nothing else running
     (a shared VM): the reason names the cause the runs show, with the spread, in one sentence."""
-    from rooflight.runtime.probe import _refusal
+    from rooflight.runtime.probe import _drift_note, _refusal
 
     steady = Repeats((0.10, 0.10, 0.11), (True, True, True))
-    drifting = Repeats((0.10, 0.14, 0.07), (True, True, True))
+    drifting = Repeats((0.10, 0.14, 0.07), (True, True, True))  # 70%: the machine's own, stored
+    adrift = Repeats((0.10, 0.15, 0.06), (True, True, True))  # 90%: past MAX_STORED_SPREAD
     busy = Repeats((0.10, 0.30, 0.20), (True, False, False))
     assert _refusal([("the fixed costs", [steady]), ("attention", [steady])], 0.1) is None
-    why = _refusal([("the fixed costs", [steady, drifting]), ("attention", [steady])], 0.1)
+    assert _refusal([("the fixed costs", [steady, drifting]), ("attention", [steady])], 0.1) is None
+    note = _drift_note([steady, drifting, steady])
+    assert "1 of the 3 figures' runs disagreed by up to 70%" in note and "widens every range" in note
+    assert _drift_note([steady, steady]) is None
+    why = _refusal([("the fixed costs", [steady, adrift]), ("attention", [steady])], 0.1)
     assert why.startswith("Not stored: the fixed costs could not be measured cleanly")
-    assert "disagreed by up to 70%" in why and "nothing else running" in why and "Close other" not in why
-    why = _refusal([("the fixed costs", [drifting]), ("attention", [busy])], 0.1)
+    assert "disagreed by up to 90% (more than the 84% a stored figure may)" in why
+    assert "nothing else running" in why and "Close other" not in why
+    why = _refusal([("the fixed costs", [adrift]), ("attention", [busy])], 0.1)
     assert "the fixed costs and attention" in why
     assert "other programs used more than 10% of the CPU" in why and why.endswith("Close other programs and measure again.")
     assert why.count(". ") == 1  # one sentence of reason, one of advice

@@ -13,6 +13,7 @@ residual exists.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -75,6 +76,17 @@ def probe_band(spread: float, disturbed: bool) -> Band:
     busy = "; the probe ran on a busy machine" if disturbed else ""
     return Band(decode, prefill, f"8 of 10 measurements fall inside: {PROBE_BAND_BASIS}, "
                                  f"widened by this probe's {spread:.0%} spread{busy}")
+
+
+def max_stored_spread() -> float:
+    """The largest run-to-run spread of a probe figure worth storing: the spread s at which
+    probe_band's decode band, widened by 1 + s/2 each way, is as wide (high over low) as the
+    CPU table's out-of-sample band. Beyond it the probe would say no more than the table."""
+    from rooflight.estimate.backend_constants import CPU
+
+    table = CPU.decode_band[1] / CPU.decode_band[0]
+    probe = PROBE_DECODE_BAND[1] / PROBE_DECODE_BAND[0]
+    return 2 * (math.sqrt(table / probe) - 1) if table > probe else 0.0
 
 
 def measured_band(decode_residuals: Sequence[float], prefill_residuals: Sequence[float]) -> Band | None:

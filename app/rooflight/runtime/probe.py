@@ -37,6 +37,7 @@ from rooflight.errors import OperationFailedError, RooflightError
 from rooflight.estimate.matmul_shape import PROBE_PROMPT_SHAPE
 from rooflight.estimate.probe import (
     MAX_CLEAN_SPREAD,
+    MAX_STORED_SPREAD,
     VOCAB_HUGE,
     VOCAB_KNEE,
     VOCAB_SMALL,
@@ -718,6 +719,11 @@ def probe_machine(
         notes.append(image_note)
     # the encode figure carries its own disturbed mark: it prices no text model's tokens
     disturbed = fixed_disturbed or attn_disturbed or any(k.disturbed for k in kernels)
+    kept_types = {k.weight_type for k in kernels}
+    kept_runs = [*fixed_raw, *attn_runs, *(r for raw in kernel_raw if raw[0] in kept_types for r in (raw[2], raw[5]))]
+    drift_note = _drift_note(kept_runs)
+    if drift_note and not refused:
+        notes.append(drift_note)
     if refused and keep_disturbed and not no_kernels:
         notes.append(f"Stored although disturbed (asked for): {refused.removeprefix('Not stored: ')}")
     elif disturbed and keep_disturbed:
@@ -768,8 +774,19 @@ def _disturbance(runs: list[Repeats], threshold: float) -> tuple[str, str]:
         return (f"other programs used more than {threshold:.0%} of the CPU during the runs",
                 "Close other programs and measure again.")
     worst = max((r.spread for r in runs if r.disturbed), default=0.0)
-    return (f"the runs disagreed by up to {worst:.0%} (more than {MAX_CLEAN_SPREAD:.0%}) with nothing else "
-            "running: this machine's speed drifted between runs", "Measure again in a quieter minute.")
+    return (f"the runs disagreed by up to {worst:.0%} (more than the {MAX_STORED_SPREAD:.0%} a stored figure may) "
+            "with nothing else running: this machine's speed drifted between runs", "Measure again in a quieter minute.")
+
+
+def _drift_note(runs: list[Repeats]) -> str | None:
+    """One sentence for the figures stored although their clean runs disagreed (the
+    machine's own drift, Repeats.drifted), or None."""
+    drifted = [r for r in runs if r.drifted]
+    if not drifted:
+        return None
+    return (f"This machine's speed drifted between runs with nothing else running: {len(drifted)} of the "
+            f"{len(runs)} figures' runs disagreed by up to {max(r.spread for r in drifted):.0%}, so they are "
+            "stored with that spread, which widens every range that stands on them.")
 
 
 def _refusal(groups: list[tuple[str, list[Repeats]]], threshold: float) -> str | None:
