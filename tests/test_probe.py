@@ -97,6 +97,11 @@ def test_kernel_figure_and_bounds():
     fast = replace(k, weight_type="F16", decode_gbs=30.0)
     bounds = {x.weight_type: x.bound for x in classify_bounds((k, slow, fast))}
     assert bounds == {"Q8_0": "memory", "Q6_K": "compute", "F16": "memory"}
+    # one type timed in a fast spell does not set the roof for the others
+    spell = replace(k, weight_type="BF16", decode_gbs=60.0)
+    bounds = {x.weight_type: x.bound for x in classify_bounds((k, slow, fast, spell))}
+    assert bounds == {"Q8_0": "memory", "Q6_K": "compute", "F16": "memory", "BF16": "memory"}
+    assert classify_bounds((slow,))[0].bound == "memory"  # alone, a type is its own roof
 
 
 def test_a_kernel_figure_the_other_costs_swallow_is_disturbed_not_free():
