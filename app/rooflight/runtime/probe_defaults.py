@@ -2,12 +2,17 @@
 in its help without importing the probe (and psutil, numpy, gguf under it) on every start."""
 
 # Weight types the probe measures where this llama.cpp build and the writer support them, in
-# the order measured (a busy machine's budget runs out at the end). Q5_0: the fallback of
+# the order measured (a slow or busy machine's budget runs out at the end): F16 first (the
+# other figures' derivation prices the probe's own F16 models with it), then by their share
+# of the weight bytes of the catalog's 293 files (catalog/models.json, 2026-12-02): Q4_K 33%,
+# Q8_0 23%, Q6_K 23%, Q5_K 12%, MXFP4 2.1% (gpt-oss), then the MoE experts' prompts (22% of
+# those bytes are routed experts: runtime/probe.py measures them right after their types),
+# then BF16 2.2%, Q4_0 1.3%, Q5_0 1.0%, IQ4_XS (no catalog file) and NVFP4 0.5%. Q5_0: the fallback of
 # Q4_K_M files for rows not a multiple of 256 wide (most of Gemma 3 270M's and 1B's blocks);
 # its prompt kernel is Q8_0's tinyBLAS template plus unpacking the fifth bit, which cost
 # x1.19-1.42 of Q8_0 per weight on a Zen 5 EPYC VM (bench/probe_width.py), so Q8_0 cannot
 # stand in for it.
-ALL_TYPES = ("F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q5_0", "IQ4_XS", "MXFP4", "NVFP4")
+ALL_TYPES = ("F16", "Q4_K", "Q8_0", "Q6_K", "Q5_K", "MXFP4", "BF16", "Q4_0", "Q5_0", "IQ4_XS", "NVFP4")
 BUDGET_S = 30.0  # the whole probe, generation of its models included (issue 14)
 # Others may use this share of the machine's total CPU time during a measurement (10% is a
 # fifth of one core on two: a desktop's idle background, not a compile or a second model).
