@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rooflight.estimate import Calibration, Wishes, plan
+from rooflight.estimate import Calibration, Wishes, plan, ranges
 from rooflight.estimate.layers import layer_table
 from rooflight.estimate.perf import cpu_attention_units
 from rooflight.estimate.probe import (
@@ -205,6 +205,25 @@ def _probe(machine: str, build: str, n_threads: int = 2, **over) -> MachineProbe
                      attention=(AttentionCost(True, 0.3e-9, 0.03e-9), AttentionCost(False, 0.4e-9, 0.04e-9)),
                      fixed=FixedCosts(70e-6, 25e-6, 3e-9), spread=0.1, disturbed=False, created_at=1.0)
     return replace(p, **over)
+
+
+def test_a_range_is_widened_by_the_spread_of_the_figures_it_stands_on():
+    """Each figure's spread by its share of the estimate's time; the table's share at the
+    probe's widest spread; a figure the estimate does not use widens nothing."""
+    probe = _probe("m", "b", spread=0.4, kernels=(
+        KernelFigure("Q8_0", 0.05e-9, 0.02e-9, 21.0, "memory", decode_spread=0.1, prefill_spread=0.3),
+        KernelFigure("NVFP4", 0.05e-9, 0.02e-9, 9.0, "compute", decode_spread=0.4, prefill_spread=0.4)),
+        attention=(AttentionCost(True, 0.3e-9, 0.03e-9, spread=0.2),), fixed=FixedCosts(70e-6, 25e-6, 3e-9, 0.05))
+    decode = (("Q8_0", 0.7), ("attention", 0.2), ("fixed", 0.1))
+    assert probe.spread_of(decode, prefill=False, flash_attn=True) == pytest.approx(0.7 * 0.1 + 0.2 * 0.2 + 0.1 * 0.05)
+    assert probe.spread_of((("Q8_0", 1.0),), prefill=True, flash_attn=True) == pytest.approx(0.3)
+    assert probe.spread_of((("Q8_0", 0.5), ("Q4_K (table)", 0.5)), prefill=False, flash_attn=True) == pytest.approx(0.25)
+    assert probe.spread_of((), prefill=False, flash_attn=True) == 0.4
+    narrow = ranges.probe_band(0.1, 0.3, False)
+    wide = ranges.probe_band(0.4, 0.3, False)
+    assert wide.decode[0] < narrow.decode[0] < narrow.decode[1] < wide.decode[1]
+    assert wide.prefill == narrow.prefill
+    assert "decode 10%, prompt 30%" in narrow.basis
 
 
 @pytest.fixture(scope="module")

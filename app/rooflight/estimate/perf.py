@@ -822,7 +822,7 @@ def estimate_performance(
     decode = decode_factor / t_token
     prefill = prefill_factor * max(1, prompt_tokens) / t_prefill
 
-    band = _band(hardware, basis, probe, c.residuals)
+    band = _band(hardware, basis, probe, c.residuals, kernels, cfg.flash_attn)
     (d_lo, d_hi), (p_lo, p_hi) = band.decode, band.prefill
     return PerfEstimate(
         decode_tok_s=decode,
@@ -866,16 +866,19 @@ def _partial_note(basis: str, calibrated: bool, matched: tuple[Ratio, ...], deco
 
 
 def _band(hardware: HardwareProfile, basis: str, probe: MachineProbe | None,
-          residuals: tuple[list[float], list[float]]) -> ranges.Band:
+          residuals: tuple[list[float], list[float]], kernels: KernelShares | None, flash_attn: bool) -> ranges.Band:
     """The range's band: this machine's measurements where there are enough (their ratios
-    to the estimate as it now stands: Calibration.residuals), else the probe's or the
-    backend's out-of-sample band."""
+    to the estimate as it now stands: Calibration.residuals), else the probe's (widened by
+    the spread of the figures this estimate's kernels stand on) or the backend's
+    out-of-sample band."""
     if residuals[0]:
         measured = ranges.measured_band(*residuals)
         if measured is not None:
             return measured
     if basis == "probe" and probe is not None:
-        return ranges.probe_band(probe.spread, probe.disturbed)
+        return ranges.probe_band(probe.spread_of(kernels.decode if kernels else (), prefill=False, flash_attn=flash_attn),
+                                 probe.spread_of(kernels.prefill if kernels else (), prefill=True, flash_attn=flash_attn),
+                                 probe.disturbed)
     return ranges.table_band(hardware.backend, BACKENDS.get(hardware.backend, _VULKAN))
 
 

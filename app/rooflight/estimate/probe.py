@@ -296,6 +296,26 @@ class MachineProbe:
     def attention_for(self, flash_attn: bool) -> AttentionCost | None:
         return next((a for a in self.attention if a.flash_attn == bool(flash_attn)), None)
 
+    def spread_of(self, shares: tuple[tuple[str, float], ...], *, prefill: bool, flash_attn: bool) -> float:
+        """The run-to-run spread of the figures one estimate stands on: each figure's spread
+        weighted by its share of the estimate's time (kernel_calibration.KernelShares: a
+        weight type, "attention", "fixed"), the figures' errors taken to move together (the
+        cautious sum); work no figure prices (the table's) at this probe's widest spread.
+        No shares: the widest spread."""
+        attention = self.attention_for(flash_attn)
+
+        def spread(name: str) -> float:
+            k = self.kernel(name)
+            if k is not None:
+                return k.prefill_spread if prefill else k.decode_spread
+            if name == "attention" and attention is not None:
+                return attention.spread
+            if name == "fixed":
+                return self.fixed.spread
+            return self.spread
+        total = sum(share for _, share in shares)
+        return sum(share * spread(name) for name, share in shares) / total if total > 0 else self.spread
+
     def to_dict(self) -> dict:
         return asdict(self)
 

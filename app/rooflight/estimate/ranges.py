@@ -5,8 +5,8 @@ residual exists.
 - table estimates: the backend's out-of-sample band (leave-one-device-out over published
   llama-bench rows: BackendConstants.decode_band / prefill_band / band_basis);
 - probe estimates: the probe model's out-of-sample band on the machine it was checked on
-  (bench/accuracy.py: shapes the probe does not use), widened by this probe's own
-  run-to-run spread;
+  (bench/accuracy.py: shapes the probe does not use), widened by the run-to-run spread of
+  the figures the estimate stands on;
 - calibrated estimates, and probe estimates with enough stored measurements of this
   machine: the 10th-90th percentile of those measurements' ratios to the prediction.
 """
@@ -67,15 +67,16 @@ def table_band(backend: str, constants) -> Band:
                 f"8 of 10 measurements fall inside: {basis}")
 
 
-def probe_band(spread: float, disturbed: bool) -> Band:
-    """The probe model's out-of-sample band, widened by half this probe's run-to-run spread
-    each way (the figures it stands on are that uncertain)."""
-    w = 1 + spread / 2  # a factor each way: a large spread never makes the low end negative
-    decode = (PROBE_DECODE_BAND[0] / w, PROBE_DECODE_BAND[1] * w)
-    prefill = (PROBE_PREFILL_BAND[0] / w, PROBE_PREFILL_BAND[1] * w)
+def probe_band(decode_spread: float, prefill_spread: float, disturbed: bool) -> Band:
+    """The probe model's out-of-sample band, widened by half the run-to-run spread of the
+    figures the estimate stands on each way (MachineProbe.spread_of: they are that uncertain)."""
+    def widened(band: tuple[float, float], spread: float) -> tuple[float, float]:
+        w = 1 + spread / 2  # a factor each way: a large spread never makes the low end negative
+        return band[0] / w, band[1] * w
     busy = "; the probe ran on a busy machine" if disturbed else ""
-    return Band(decode, prefill, f"8 of 10 measurements fall inside: {PROBE_BAND_BASIS}, "
-                                 f"widened by this probe's {spread:.0%} spread{busy}")
+    return Band(widened(PROBE_DECODE_BAND, decode_spread), widened(PROBE_PREFILL_BAND, prefill_spread),
+                f"8 of 10 measurements fall inside: {PROBE_BAND_BASIS}, widened by the run-to-run spread of the "
+                f"probe's figures it stands on (decode {decode_spread:.0%}, prompt {prefill_spread:.0%}){busy}")
 
 
 def max_stored_spread() -> float:
