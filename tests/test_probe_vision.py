@@ -123,6 +123,12 @@ def test_probe_json_and_panel_line_show_the_encode():
     line = encode_line(ENCODE)
     assert "\n" not in line and "50 GFLOP/s" in line and "F16" in line
     assert summary(_probe("m", "b")).splitlines()[-1].startswith("Image encode: not measured")
+    # the probe's notes follow, and a note on why the image was not measured stands for the plain line
+    why = "Image encode not measured: the time budget ran out (the machine was busy or slow)."
+    drift = "This machine's speed drifted between runs with nothing else running: 2 of the 32 figures' runs ..."
+    lines = summary(_probe("m", "b", notes=(why, drift))).splitlines()
+    assert lines[-2:] == [why, drift]
+    assert not any(line.startswith("Image encode: not measured") for line in lines)
     from rooflight.commands.probe import format_probe
 
     assert "image encode (F16 projector): 50.0 GFLOP/s, 60.0 ms for 3.00 GFLOP" in format_probe(

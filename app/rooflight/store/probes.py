@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rooflight.estimate.probe import MAX_CLEAN_SPREAD, MachineProbe
+from rooflight.estimate.probe import MachineProbe
 from rooflight.store.paths import data_dir
 from rooflight.store.schema import apply_schema
 
@@ -77,11 +77,9 @@ class ProbeStore:
         if probe is not None:
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(probe.created_at))
             busy = " on a busy machine" if probe.disturbed else ""
-            # a stored spread past MAX_CLEAN_SPREAD is the machine's drift (Repeats.drifted)
-            drift = (": this machine's speed drifted between runs, and the ranges carry it"
-                     if probe.spread > MAX_CLEAN_SPREAD else "")
+            # (a spread past MAX_CLEAN_SPREAD is the machine's drift: the probe's notes say so)
             return ProbeStatus(probe, "current", f"Measured {when}{busy} with {build}; the runs of a figure "
-                                                 f"agreed within {probe.spread:.0%}{drift}.")
+                                                 f"agreed within {probe.spread:.0%}.")
         if stored:
             # stored for this machine and build, but measured the way an older version did
             return ProbeStatus(None, "outdated", "The stored probe was measured by an older version of Rooflight, "

@@ -42,15 +42,18 @@ def run_probe(task, profile, options: dict):
 
 def summary(probe, ratios=()) -> str:
     """The weight types' figures on one line, what benches and chats corrected in them on
-    the next (estimate/kernel_calibration.py; none yet: no line), the image encode last."""
+    the next (estimate/kernel_calibration.py; none yet: no line), the image encode, then the
+    probe's notes (types not stored and why, a drift the ranges carry)."""
     from rooflight.estimate.kernel_calibration import learnt_line
 
     parts = []
     for k in probe.kernels:
         parts.append(f"{k.weight_type}: {k.decode_gbs:.0f} GB/s decode ({k.bound}-bound)")
     learnt = learnt_line(ratios, probe.n_threads)
+    # a note on the image encode says why it was not measured: it stands for the plain line
+    image_note = probe.encode is None and any(n.startswith("Image encode") for n in probe.notes)
     return "\n".join(["; ".join(parts), *([learnt] if learnt else []), experts_line(probe.expert_costs),
-                      encode_line(probe.encode)])
+                      *([] if image_note else [encode_line(probe.encode)]), *probe.notes])
 
 
 def experts_line(expert_costs) -> str:
