@@ -413,7 +413,7 @@ def test_reduced_probe_then_estimate_stands_on_it(llama_cpp, q8_model, tmp_path,
 def test_a_refusal_says_whether_other_programs_or_the_machine_s_own_drift_spoiled_it():
     """Closing programs cannot help a machine whose speed drifts with nothing else running
     (a shared VM): the reason names the cause the runs show, with the spread, in one sentence."""
-    from rooflight.runtime.probe import _drift_note, _refusal
+    from rooflight.runtime.probe import _drift_note, _others_note, _refusal
 
     steady = Repeats((0.10, 0.10, 0.11), (True, True, True))
     drifting = Repeats((0.10, 0.14, 0.07), (True, True, True))  # 70%: the machine's own, stored
@@ -424,6 +424,13 @@ def test_a_refusal_says_whether_other_programs_or_the_machine_s_own_drift_spoile
     note = _drift_note([steady, drifting, steady])
     assert "1 of the 3 figures' runs disagreed by up to 70%" in note and "widens every range" in note
     assert _drift_note([steady, steady]) is None
+    # other programs' use during the runs, as the busy watch measured it (not the load
+    # average, which still counts this app's own chat of a minute ago)
+    quiet = {"a": {"others_cpu_share": [0.0, 0.01, 0.02]}, "b": {"others_cpu_share": [0.3]}}
+    assert _others_note(quiet, 0.1) is None
+    loud = {"a": {"others_cpu_share": [0.06, 0.08, 0.2]}}
+    assert _others_note(loud, 0.1) == ("Other programs used 8% of the CPU during a typical run of the probe "
+                                       "(a clean run allows 10%).")
     why = _refusal([("the fixed costs", [steady, adrift]), ("attention", [steady])], 0.1)
     assert why.startswith("Not stored: the fixed costs could not be measured cleanly")
     assert "disagreed by up to 90% (more than the 84% a stored figure may)" in why

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -523,9 +524,6 @@ def probe_machine(
                      figures=2 * 4 + 2 * 6 + 4 * len(types) + len(expert_types) + image)
     skipped: dict[str, str] = {}
     notes: list[str] = []
-    if load_before[0] > 0.5 * load_before[1]:
-        notes.append(f"The machine was busy when the probe began (load {load_before[0]:.1f} on "
-                     f"{load_before[1]} CPUs).")
     llc = last_level_cache_bytes()
     with tempfile.TemporaryDirectory(prefix="rooflight-probe-") as tmp:
         d = Path(tmp)
@@ -731,6 +729,8 @@ def probe_machine(
     drift_note = _drift_note(kept_runs)
     if drift_note and not refused:
         notes.append(drift_note)
+    if (busy_note := _others_note(runs, busy_threshold)) is not None:
+        notes.append(busy_note)
     if refused and keep_disturbed and not no_kernels:
         notes.append(f"Stored although disturbed (asked for): {refused.removeprefix('Not stored: ')}")
     elif disturbed and keep_disturbed:
@@ -783,6 +783,18 @@ def _disturbance(runs: list[Repeats], threshold: float) -> tuple[str, str]:
     worst = max((r.spread for r in runs if r.disturbed), default=0.0)
     return (f"the runs disagreed by up to {worst:.0%} (more than the {MAX_STORED_SPREAD:.0%} a stored figure may) "
             "with nothing else running: this machine's speed drifted between runs", "Measure again in a quieter minute.")
+
+
+def _others_note(runs: dict[str, dict], threshold: float) -> str | None:
+    """One sentence when other programs used the CPU during a typical run (the median of
+    every run's share, as the busy watch measured it): more than half of what a clean run
+    allows. Measured during the runs, not read off the load average, which still counts
+    a chat or a probe of this app that ended a minute before."""
+    shares = [s for r in runs.values() for s in r["others_cpu_share"]]
+    if not shares or statistics.median(shares) <= threshold / 2:
+        return None
+    return (f"Other programs used {statistics.median(shares):.0%} of the CPU during a typical run of the probe "
+            f"(a clean run allows {threshold:.0%}).")
 
 
 def _drift_note(runs: list[Repeats]) -> str | None:
