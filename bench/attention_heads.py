@@ -2,10 +2,10 @@
 attention figure (seconds per estimate/perf.cpu_attention_units unit, measured on one MHA
 shape) holds, and where it does not.
 
-    python bench/attention_heads.py [--rounds 4] [--long 2048]
+    python bench/attention_heads.py [--rounds 4] [--long 2048] [--shapes 64/8/64,32/8/64]
 
 Generated attention-only models (tiny weights, F16 cache, flash attention on, this machine's
-plan threads) of eight head shapes (query heads / KV heads, head width), each with layers
+plan threads) of eight head shapes (query heads / KV heads, head width; --shapes: others), each with layers
 enough that its KV cache at --long positions is 2x the last-level cache, as the probe's
 attention model (runtime/probe.attention_shape). Decode of 24 tokens after 16 and after
 --long positions, best of --rounds, models kept loaded and run interleaved round by round.
@@ -39,11 +39,18 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--long", type=int, default=2048)
+    ap.add_argument("--shapes", help="query heads/KV heads/width, comma-separated, instead of the eight")
     args = ap.parse_args()
+    try:
+        shapes = [tuple(int(x) for x in s.split("/")) for s in args.shapes.split(",")] if args.shapes else SHAPES
+    except ValueError:
+        ap.error("--shapes takes query heads/KV heads/width, e.g. 64/8/64,32/8/64")
+    if any(len(s) != 3 or min(s) < 1 or s[0] % s[1] for s in shapes):
+        ap.error("each shape is query heads/KV heads/width, the query heads a multiple of the KV heads")
     hw, llc = detect(), last_level_cache_bytes()
     models = []
     with tempfile.TemporaryDirectory() as tmp:
-        for n_head, n_kv, width in SHAPES:
+        for n_head, n_kv, width in shapes:
             n_layer = min(MAX_LAYERS, max(2, math.ceil(2 * llc / (args.long * n_kv * 2 * width * 2))))
             path = write_model(Path(tmp) / f"attn-{n_head}-{n_kv}-{width}.gguf", tiled=True,
                                context_length=args.long + 512, ftype="F16", n_layer=n_layer, n_embd=256,
