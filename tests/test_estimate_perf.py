@@ -84,6 +84,24 @@ def test_prefill_is_compute_bound_on_gpu_and_pcie_bound_when_partial():
     assert partial.prefill_tok_s < full.prefill_tok_s
 
 
+def test_a_gpu_build_runs_big_prompt_matmuls_on_the_gpu_with_no_layers_on_it():
+    """llama.cpp starts a backend for each of the build's GPUs whatever n_gpu_layers is, and
+    its scheduler offloads a host weight's matmul to the first GPU for batches of 32+ tokens
+    (op_offload): with no layer on the GPU, a long prompt is bound by copying the weights
+    over PCIe, a short one still runs on the CPU."""
+    spec = llama("F16")
+    gpu, cpu_only = machine(80 * GiB), replace(machine(80 * GiB), gpus=(), backend="cpu")
+    none_on_gpu = plan(spec, gpu, Wishes(n_ctx=4096, n_gpu_layers=0, prompt_tokens=512)).performance
+    cpu = plan(spec, cpu_only, Wishes(n_ctx=4096, n_gpu_layers=0, prompt_tokens=512)).performance
+    assert none_on_gpu.prefill_bound == "pcie" and cpu.prefill_bound != "pcie"
+    assert none_on_gpu.prefill_tok_s > cpu.prefill_tok_s
+    assert none_on_gpu.decode_tok_s == pytest.approx(cpu.decode_tok_s)  # one token: the CPU's
+    short = plan(spec, gpu, Wishes(n_ctx=4096, n_gpu_layers=0, prompt_tokens=16, n_batch=16, n_ubatch=16)).performance
+    short_cpu = plan(spec, cpu_only, Wishes(n_ctx=4096, n_gpu_layers=0, prompt_tokens=16, n_batch=16,
+                                            n_ubatch=16)).performance
+    assert short.prefill_tok_s == pytest.approx(short_cpu.prefill_tok_s)
+
+
 def test_calibration_scales_and_narrows():
     spec = llama()
     hw = machine(24 * GiB)

@@ -53,7 +53,7 @@ from rooflight.estimate.kv import kv_cells_seen, kv_reads_by_layer
 from rooflight.estimate.layers import cpu_cycles_per_weight, layer_table
 from rooflight.estimate.memory import MemoryPlan
 from rooflight.estimate.network import step_cost
-from rooflight.estimate.placement import CPU, device_runs, gpu_name
+from rooflight.estimate.placement import CPU, device_runs, gpu_name, offload_devices
 from rooflight.estimate.probe import MachineProbe
 from rooflight.estimate.tensor_rates import (
     attention_tflops,
@@ -636,9 +636,13 @@ def prefill_time_s(
     devices = mem.layer_devices
     table = layer_table(spec)
     float_model = _is_float_model(spec)
-    # op offload targets this machine's GPUs only (RPC devices implement no offload_op)
+    # op offload targets this machine's GPUs only (RPC devices implement no offload_op): the
+    # first that holds layers, else the first of the build's GPUs, which llama.cpp's context
+    # starts whatever n_gpu_layers is (llama-context.cpp: a backend per model device; the
+    # scheduler offloads a host weight's op to the first that takes it, ggml-backend.cpp)
     gpu_devs = [d for d in devices if d != CPU and not is_remote(d)]
-    main_gpu = gpu_devs[0] if gpu_devs else None
+    local_gpus = [name for name, _ in offload_devices(hardware) if not is_remote(name)]
+    main_gpu = gpu_devs[0] if gpu_devs else (local_gpus[0] if local_gpus else None)
     t_ubatch = micro_batch(cfg)
     per_dev = _prefill_work(spec, devices)
     experts.shift_prefill(per_dev, spec, devices, mem.n_cpu_moe, lambda: _PrefillWork(params_by_type={}))

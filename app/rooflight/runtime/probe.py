@@ -254,7 +254,9 @@ class _Model:
                 self.llm = llama_cpp.Llama(
                     model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
                     n_batch=n_ubatch, n_ubatch=n_ubatch, n_gpu_layers=0, flash_attn=flash_attn,
-                    verbose=False, seed=0,
+                    # the CPU's kernels: on a GPU build llama.cpp would otherwise run the
+                    # prompts' matmuls on the GPU (op_offload works with no layers there)
+                    op_offload=False, verbose=False, seed=0,
                 )
             except (ValueError, RuntimeError) as exc:
                 raise OperationFailedError(f"llama.cpp could not load the probe model {path.name}: {exc}") from exc
