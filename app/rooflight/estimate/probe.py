@@ -47,8 +47,10 @@ KEEP = 3
 # last block's FFN, which llama.cpp multiplies for the output rows only (output_rows.py);
 # figures of method 1 price prompts about a fifth fast. 3: attention measured with a KV cache
 # twice the last-level cache (runtime/probe.attention_shape); method 2's cache-resident
-# figure priced real models' decode attention 1.2-1.8x fast. Older probes are measured again.
-PROBE_METHOD = 3
+# figure priced real models' decode attention 1.2-1.8x fast. 4: the models load with
+# op_offload off; on a GPU build, method 3's prompt figures had the GPU's matmuls in them
+# (its CPU-only machines measure the same again, once). Older probes are measured again.
+PROBE_METHOD = 4
 
 @dataclass(frozen=True)
 class Repeats:
