@@ -228,6 +228,12 @@ class NVML:
         return [int(self.nvml.nvmlDeviceGetMemoryInfo(h).free) for h in self.handles]
 
 
+# With no layer on the GPU a GPU build still runs a long prompt's matmuls there (op_offload):
+# the prefill estimate says so, and the GPU compute buffer for those copies is not planned
+# (README, Prefill). One dense model measures both, the GPU's used memory among them.
+NO_LAYER_MODELS = ("llama-560M-Q8_0", "llama-tiny-Q4_0")
+
+
 def configs_for(name: str, kw: dict, dry_run: bool) -> list[tuple[str, dict]]:
     """(label, Wishes fields): the plan's own choice, then forced partial offloads."""
     from rooflight.estimate.config import RunConfig
@@ -240,6 +246,8 @@ def configs_for(name: str, kw: dict, dry_run: bool) -> list[tuple[str, dict]]:
         else:
             out.append(("experts-in-ram", {"skip": "RunConfig.n_cpu_moe is not in this build of Rooflight "
                                                    "(the MoE issue adds it): experts in RAM not measured"}))
+    if name in NO_LAYER_MODELS:
+        out.append(("no-layers", {"n_gpu_layers": 0}))
     if dry_run:
         out = out[:2] + out[3:]  # fewer loads on 2 cores; every code path still runs
     return out
@@ -271,7 +279,7 @@ def measure_one(name: str, path: str, label: str, fields: dict, hw_plan, hw_run,
     est = plan(spec, hw_plan, wishes)
     row["plan"] = {"config": est.config.to_dict(), "fit": est.fit, "devices": _devices(est.memory),
                    "decode_tok_s": est.performance.decode_tok_s, "prefill_tok_s": est.performance.prefill_tok_s,
-                   "bound": est.performance.bound}
+                   "bound": est.performance.bound, "prefill_bound": est.performance.prefill_bound}
     run_est = est if hw_run is hw_plan else plan(spec, hw_run, wishes)  # dry run: loads on this CPU
     if run_est is not est:
         row["run_plan"] = {"config": run_est.config.to_dict(), "devices": _devices(run_est.memory),

@@ -33,9 +33,14 @@ def test_dry_run_exercises_the_kit(tmp_path):
     kinds = {row["model"].split("-")[0] for row in measured}
     assert kinds == {"llama", "gemma3", "qwen3moe"}  # dense, sliding window, MoE
     assert {row["label"] for row in measured} >= {"planned", "half-offload"}
+    no_layers = [row for row in measured if row["label"] == "no-layers"]
+    assert no_layers and all(row["plan"]["config"]["n_gpu_layers"] == 0 for row in no_layers)
+    # op_offload: with no layer on the H200, a 512-token prompt's matmuls still go to it over PCIe
+    assert all(row["plan"]["prefill_bound"] == "pcie" for row in no_layers)
     for row in measured:
-        # the plan for the GPU machine (an H200 from the table) puts layers on gpu0
-        assert "gpu0" in row["plan"]["devices"] and row["plan"]["config"]["n_gpu_layers"] >= 1
+        # the plan for the GPU machine (an H200 from the table) puts layers on gpu0, but the no-layers one
+        assert "gpu0" in row["plan"]["devices"]
+        assert row["plan"]["config"]["n_gpu_layers"] >= (0 if row["label"] == "no-layers" else 1)
         assert row["measured"]["decode_tok_s"] > 0 and row["measured"]["prefill_tok_s"] > 0
         assert row["llama_buffers"]["devices"] and row["nvml"]["free_before"] is None  # no NVML here
         if noalloc_worker.breakdown_abi_supported():
