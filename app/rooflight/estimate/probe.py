@@ -33,8 +33,8 @@ MAX_CLEAN_SPREAD = 0.25
 # range that stands on it (ranges.probe_band), up to the spread where that range would be
 # as wide as the table's: past it the figure says nothing the table does not (84% now).
 MAX_STORED_SPREAD = max_stored_spread()
-# A type is memory-bound when its achieved bytes/s is within this factor of the fastest
-# type's (the observed bandwidth roof): it reads as fast as the machine delivers.
+# A type is memory-bound when its achieved bytes/s is within this factor of the observed
+# bandwidth roof (classify_bounds): it reads as fast as the machine delivers.
 MEMORY_BOUND_WITHIN = 0.8
 
 

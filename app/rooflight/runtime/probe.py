@@ -99,9 +99,10 @@ DECODE_CACHE_FACTOR = 8
 # MoE prompts: routed experts go through MUL_MAT_ID, not the dense kernels above; the types
 # MoE downloads carry (Q4_K_M files' experts, Q8_0, gpt-oss's MXFP4) get a prompt of their own
 # on a small Qwen3-MoE (32 experts, 4 used: 64 tokens per expert at a 512-token micro-batch),
-# right after the dense kernels of their types (ALL_TYPES: the rarer types come after). The cost per routed multiply-add moved
-# from 1.41-1.65 on the Zen 4 VM the table's figures were fitted on to 1.94-2.86 on a Zen 5
-# one (bench/moe_prompt_cpu.py --fit): a machine's own figure, not a constant.
+# right after the dense kernels of their types (ALL_TYPES: the rarer types come after). The
+# cost per routed multiply-add moved from 1.41-1.65 on the Zen 4 VM the table's figures were
+# fitted on to 1.94-2.86 on a Zen 5 one (bench/moe_prompt_cpu.py --fit): a machine's own
+# figure, not a constant.
 EXPERT_TYPES = ("Q4_K", "Q8_0", "MXFP4")
 _EXPERT_SHAPE = dict(arch="qwen3moe", n_layer=2, n_embd=1024, n_head=8, n_head_kv=4, n_ff=768,
                      n_expert=32, n_expert_used=4)

@@ -8,8 +8,9 @@ in its help without importing the probe (and psutil, numpy, gguf under it) on ev
 # Q8_0 23%, Q6_K 23%, Q5_K 12%; then MXFP4 (2.1%, gpt-oss) ahead of BF16's 2.2%, because a
 # third of those bytes are routed experts, 23% in the three expert types the probe prompts
 # (EXPERT_TYPES: Q4_K, Q8_0, MXFP4), which runtime/probe.py measures as soon as their dense
-# types are; then BF16, Q4_0 1.3%, Q5_0 1.0%, IQ4_XS (no catalog file) and NVFP4 0.5%. Q5_0: the fallback of
-# Q4_K_M files for rows not a multiple of 256 wide (most of Gemma 3 270M's and 1B's blocks);
+# types are; then BF16, Q4_0 1.3%, Q5_0 1.0%, IQ4_XS (no catalog file) and NVFP4 0.5%.
+# Q5_0: the fallback of Q4_K_M files for rows not a multiple of 256 wide (most of Gemma 3
+# 270M's and 1B's blocks);
 # its prompt kernel is Q8_0's tinyBLAS template plus unpacking the fifth bit, which cost
 # x1.19-1.42 of Q8_0 per weight on a Zen 5 EPYC VM (bench/probe_width.py), so Q8_0 cannot
 # stand in for it.
