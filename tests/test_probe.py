@@ -387,8 +387,11 @@ def test_reduced_probe_then_estimate_stands_on_it(llama_cpp, q8_model, tmp_path,
     enc = cpu["image_encode"]
     assert (enc is not None and enc["gflops"] > 0 and "image/encode" in doc["runs"]) or any(
         n.startswith("Image encode") for n in doc["notes"])
-    # every run is recorded with how busy the rest of the machine was
+    # every run is recorded with how busy the rest of the machine was, and each figure with
+    # whether its clean runs drifted apart (stored with that spread) or could not be stored
     assert all("others_cpu_share" in r for r in doc["runs"].values())
+    assert all(r["drifted"] == (not r["disturbed"] and r["spread"] > MAX_CLEAN_SPREAD)
+               for r in doc["runs"].values() if abs(r["spread"] - MAX_CLEAN_SPREAD) > 1e-3)  # (spread is rounded)
     # each fixed cost and attention figure has runs in its own slot and more a slot later:
     # the fixed costs' after attention's, attention's after the other flash setting's
     order = [c[0] for c in calls]

@@ -340,7 +340,7 @@ class _Runner:
         r = Repeats(tuple(secs), tuple(clean))
         self.runs[name] = {"seconds": [round(s, 6) for s in secs], "clean": clean,
                            "others_cpu_share": [round(s, 3) for s in shares],
-                           "spread": round(r.spread, 4), "disturbed": r.disturbed}
+                           "spread": round(r.spread, 4), "disturbed": r.disturbed, "drifted": r.drifted}
         return r
 
 
