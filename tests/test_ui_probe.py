@@ -138,3 +138,15 @@ def test_the_panel_says_what_measurements_taught_the_probe(qtbot):
     lines = panel.figures.text().splitlines()
     assert "Q8_0 decode x0.90, prompt x1.10" in lines[1] and lines[-1].startswith("Image encode: ")
     assert lines[2] == "MoE experts in prompts: not measured (MoE prompts use the table's MUL_MAT_ID cost)"
+
+
+def test_on_a_gpu_machine_the_card_says_the_probe_prices_cpu_plans_only():
+    from rooflight.hardware import profile_from_dict
+    from rooflight.ui.probe_panel import scope_line
+
+    cpu = {"name": "Test CPU", "cores": 8, "threads": 16, "isa": ["avx2"], "ram_total_bytes": 32 * 10**9,
+           "ram_available_bytes": 24 * 10**9, "ram_bandwidth_gbs": 60.0}
+    gpu = {"name": "NVIDIA GeForce RTX 4090", "memory_bytes": 24 * 2**30, "free_bytes": 23 * 2**30}
+    assert scope_line(profile_from_dict({"cpu": cpu, "gpus": [], "backend": "cpu"})) == ""
+    line = scope_line(profile_from_dict({"cpu": cpu, "gpus": [gpu], "backend": "cuda"}))
+    assert "measures the CPU" in line and "GPU tables" in line

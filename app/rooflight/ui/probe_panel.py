@@ -20,6 +20,17 @@ TOOLTIP = ("The probe times llama.cpp's own kernels on this machine with small g
            "their ranges are the band 8 of 10 measurements fall inside.")
 
 
+def scope_line(profile) -> str:
+    """What the probe's figures price on a machine with a GPU llama.cpp offloads to (the
+    probe measures the CPU): one sentence, or "" on a CPU-only machine."""
+    from rooflight.estimate.placement import has_offload_devices
+
+    if profile is None or not has_offload_devices(profile):
+        return ""
+    return (" The probe measures the CPU: plans that run on the CPU alone stand on it; plans with"
+            " work on the GPU stay on the GPU tables (the probe does not measure GPUs yet).")
+
+
 def read_probe_status(profile, ratios=()):
     """Worker side: the stored probe's state for this machine and llama.cpp build, and the
     card's figures (what measurements corrected in them is a least-squares fit: not on
@@ -142,11 +153,15 @@ class ProbePanel(Card):
     def _status_read(self, result) -> None:
         status, figures = result
         self.status = status
-        self.state.setText(status.message)
+        self.state.setText(status.message + scope_line(self.ctx.machine.detected))
         self.figures.setText(figures)
         self.measure_button.setText("Measure again" if status.probe else "Measure this machine")
         if status.probe is None and not getattr(self.ctx.settings, "probe_offered", True) and self.task is None:
             # first start: offer once, and remember that it was offered
+            if scope_line(self.ctx.machine.detected):  # a GPU machine: what the probe fits
+                self.offer.text.setText("Measure this machine? For about 30 seconds Rooflight times llama.cpp's CPU "
+                                        "kernels here, so that what runs on the CPU is estimated for this machine "
+                                        "rather than the ones its tables came from.")
             self.offer.show()
             self.not_now.show()
             self.ctx.update_settings(probe_offered=True)
