@@ -102,6 +102,7 @@ def test_kernel_figure_and_bounds():
     bounds = {x.weight_type: x.bound for x in classify_bounds((k, slow, fast, spell))}
     assert bounds == {"Q8_0": "memory", "Q6_K": "compute", "F16": "memory", "BF16": "memory"}
     assert classify_bounds((slow,))[0].bound == "memory"  # alone, a type is its own roof
+    assert [x.bound for x in classify_bounds((fast, slow))] == ["memory", "compute"]  # of two, the fastest
 
 
 def test_a_kernel_figure_the_other_costs_swallow_is_disturbed_not_free():

@@ -217,12 +217,13 @@ def kernel_figure(
 
 def classify_bounds(kernels: tuple[KernelFigure, ...]) -> tuple[KernelFigure, ...]:
     """Mark each type memory- or compute-bound against the bandwidth roof as the kernels
-    see it: the second-fastest bytes/s any type reached here (the fastest with one type),
-    so that one figure timed in a fast spell of a drifting machine (BF16 at 46 GB/s beside
-    F16 at 28, on the project's VM) does not make every other type compute-bound."""
+    see it: the second-fastest bytes/s any type reached here, so that one figure timed in a
+    fast spell of a drifting machine (BF16 at 46 GB/s beside F16 at 28, on the project's VM)
+    does not make every other type compute-bound; the fastest where fewer than three types
+    were measured (of two, the second would make both memory-bound)."""
     if not kernels:
         return kernels
-    roof = sorted((k.decode_gbs for k in kernels), reverse=True)[min(1, len(kernels) - 1)]
+    roof = sorted((k.decode_gbs for k in kernels), reverse=True)[1 if len(kernels) >= 3 else 0]
     return tuple(replace(k, bound="memory" if k.decode_gbs >= MEMORY_BOUND_WITHIN * roof else "compute")
                  for k in kernels)
 
