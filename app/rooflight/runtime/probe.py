@@ -26,6 +26,7 @@ tiled weights: fast to write, read like random ones) into a temporary folder.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import statistics
 import tempfile
@@ -33,6 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rooflight.errors import OperationFailedError, RooflightError
 from rooflight.estimate.matmul_shape import PROBE_PROMPT_SHAPE
@@ -237,6 +239,15 @@ class _Clock:
         self.done += 1
 
 
+@functools.cache
+def _has_op_offload() -> bool:
+    import inspect
+
+    import llama_cpp
+
+    return "op_offload" in inspect.signature(llama_cpp.Llama.__init__).parameters
+
+
 class _Model:
     """A loaded probe model: the Llama object and what its weights are."""
 
@@ -250,14 +261,16 @@ class _Model:
 
         self.spec = load_model_spec(str(path))
         self._closed = False
+        # the CPU's kernels: on a GPU build llama.cpp would otherwise run the prompts' matmuls
+        # on the GPU (op_offload works with no layers there); a llama-cpp-python older than the
+        # option has no op_offload either
+        no_offload: dict[str, Any] = {"op_offload": False} if _has_op_offload() else {}
         with contextlib.redirect_stderr(io.StringIO()):
             try:
                 self.llm = llama_cpp.Llama(
                     model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
                     n_batch=n_ubatch, n_ubatch=n_ubatch, n_gpu_layers=0, flash_attn=flash_attn,
-                    # the CPU's kernels: on a GPU build llama.cpp would otherwise run the
-                    # prompts' matmuls on the GPU (op_offload works with no layers there)
-                    op_offload=False, verbose=False, seed=0,
+                    verbose=False, seed=0, **no_offload,
                 )
             except (ValueError, RuntimeError) as exc:
                 raise OperationFailedError(f"llama.cpp could not load the probe model {path.name}: {exc}") from exc
