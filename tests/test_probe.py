@@ -445,6 +445,18 @@ def test_a_refusal_says_whether_other_programs_or_the_machine_s_own_drift_spoile
     assert why.count(". ") == 1  # one sentence of reason, one of advice
 
 
+def test_the_probe_s_models_run_on_the_cpu_even_in_a_gpu_build(llama_cpp, q8_model):
+    """op_offload off: a GPU build would otherwise run their prompts' matmuls on the GPU."""
+    from rooflight.runtime.probe import _Model
+
+    m = _Model(q8_model, 2, 512, True, 512)
+    try:
+        assert m.llm.context_params.op_offload is False
+        assert m.llm.model_params.n_gpu_layers == 0
+    finally:
+        m.close()
+
+
 def test_probe_refuses_what_it_could_not_measure_cleanly(llama_cpp, tmp_path):
     """A threshold no run can meet (others must use less than no CPU at all) stands in for a
     busy machine: every run is disturbed, repeated while the budget lasts, and nothing is
