@@ -325,3 +325,34 @@ def test_a_measured_probe_prices_the_experts_in_ram(small_models):
     want = sum(n * probe.kernel("Q8_0").decode_s_per_weight for d in elements for n in d.values())
     assert sum(fixed.cpu_weights.values()) == pytest.approx(want)
     assert "cpu" not in fixed.reads  # priced by the probe, not by bandwidth
+
+
+def test_a_plan_with_experts_in_ram_stands_on_the_probe_for_the_cpu_s_share(small_models):
+    """End to end: the CPU's share of a mixed plan (experts in RAM, or a layer split) is
+    priced by the probe, the GPU's by the table under a kernel of its own; the range spans
+    both bands; a plan with every layer and expert on the GPU stays on the table."""
+    from rooflight.estimate import Calibration
+    from rooflight.store.calibration import machine_key
+    from test_probe import _probe
+
+    spec = load_model_spec(str(small_models["qwen3moe"]))
+    hw = _profile([{"name": "RTX 3090"}])
+    probe = _probe(machine_key(hw), "b", n_threads=8)
+    cal = Calibration(probe=probe)
+    w = Wishes(n_ctx=512, n_threads=8, n_gpu_layers=spec.n_layer + 1, n_cpu_moe=2)
+    table, probed = plan(spec, hw, w).performance, plan(spec, hw, w, calibration=cal).performance
+    assert (table.basis, probed.basis) == ("table", "probe")
+    shares = dict(probed.kernels.decode)
+    assert "Q8_0" in shares and "CUDA (table)" in shares and shares["CUDA (table)"] > 0
+    assert "span of two bands" in probed.range_basis
+    lo, hi = probed.decode_tok_s_range
+    assert lo <= probed.decode_tok_s * table.decode_tok_s_range[0] / table.decode_tok_s
+    assert hi >= probed.decode_tok_s * table.decode_tok_s_range[1] / table.decode_tok_s
+    # the probe's CPU kernels twice as slow: the mixed plan decodes slower, the full-GPU one not
+    slow = replace(probe, kernels=tuple(replace(k, decode_s_per_weight=2 * k.decode_s_per_weight)
+                                        for k in probe.kernels))
+    slower = plan(spec, hw, w, calibration=Calibration(probe=slow)).performance
+    assert slower.decode_tok_s < probed.decode_tok_s
+    full = Wishes(n_ctx=512, n_threads=8, n_gpu_layers=spec.n_layer + 1, n_cpu_moe=0)
+    on_gpu = plan(spec, hw, full, calibration=cal).performance
+    assert on_gpu.basis == "table" and on_gpu.decode_tok_s == plan(spec, hw, full).performance.decode_tok_s

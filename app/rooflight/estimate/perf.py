@@ -797,11 +797,13 @@ def estimate_performance(
     """prompt_start: positions already in the cache when the prompt comes (a later chat turn
     prefills its new tokens after the conversation so far); they cost the prompt attention."""
     cal = calibration or Calibration()
-    # the probe measured the CPU backend's kernels: it prices plans that run on the CPU
-    # alone; with GPU work (and op_offload copying CPU-held weights to the GPU for prompts)
-    # the plan stands on the table, whose parts are fitted together
+    # the probe measured the CPU backend's kernels: it prices the CPU's share of a plan
+    # wherever the CPU has one (blocks or the output on the CPU, MoE experts in RAM); the
+    # GPUs' share stands on the table (a mixed plan: its band is both bands' span)
     cpu_only = all(d == CPU for d in mem.layer_devices)
-    probe = cal.probe_for(cfg) if cpu_only else None
+    cpu_share = not cpu_only and (CPU in mem.layer_devices or mem.n_cpu_moe > 0)
+    probe = cal.probe_for(cfg) if cpu_only or cpu_share else None
+    mixed = probe is not None and not cpu_only
     basis = "probe" if probe is not None else "table"
     # mean decode rate over gen_tokens after the prompt (llama-bench tg semantics):
     # integrate the per-token time at a few positions (KV reads grow linearly)
@@ -816,17 +818,23 @@ def estimate_performance(
                                               start=max(0, prompt_start), kernels=prefill_kernels)
     kernels = None
     if basis == "probe":
-        # what the probe priced, per figure: weight kernels, attention, fixed costs
+        # what the probe priced, per figure: weight kernels, attention, fixed costs; in a
+        # mixed plan the GPUs' share too, under a kernel of its own (table_kernel), so that
+        # a measurement corrects the CPU's kernels and the GPUs' share apart
         decode_kernels = dict(fixed.cpu_kernels or {})
         decode_kernels.update({k: v / len(positions) for k, v in decode_attention.items()})
         decode_kernels[FIXED_KERNEL] = fixed.overhead
+        if mixed:
+            gpu_kernel = probe_roofline.table_kernel(hardware.backend)
+            decode_kernels[gpu_kernel] = max(0.0, t_token - sum(decode_kernels.values()))
+            prefill_kernels[gpu_kernel] = max(0.0, t_prefill - sum(prefill_kernels.values()))
         kernels = KernelShares(shares_of(decode_kernels), shares_of(prefill_kernels))
     c = cal.correction(spec.file_type, cfg.n_threads, spec.file_bytes, basis, kernels)
     decode_factor, prefill_factor, matched, calibrated = c.decode, c.prefill, c.matched, c.calibrated
     decode = decode_factor / t_token
     prefill = prefill_factor * max(1, prompt_tokens) / t_prefill
 
-    band = _band(hardware, basis, probe, c.residuals, kernels, cfg.flash_attn)
+    band = _band(hardware, basis, probe, c.residuals, kernels, cfg.flash_attn, mixed)
     (d_lo, d_hi), (p_lo, p_hi) = band.decode, band.prefill
     return PerfEstimate(
         decode_tok_s=decode,
@@ -870,20 +878,24 @@ def _partial_note(basis: str, calibrated: bool, matched: tuple[Ratio, ...], deco
 
 
 def _band(hardware: HardwareProfile, basis: str, probe: MachineProbe | None,
-          residuals: tuple[list[float], list[float]], kernels: KernelShares | None, flash_attn: bool) -> ranges.Band:
+          residuals: tuple[list[float], list[float]], kernels: KernelShares | None, flash_attn: bool,
+          mixed: bool = False) -> ranges.Band:
     """The range's band: this machine's measurements where there are enough (their ratios
     to the estimate as it now stands: Calibration.residuals), else the probe's (widened by
     the spread of the figures this estimate's kernels stand on) or the backend's
-    out-of-sample band."""
+    out-of-sample band; a mixed plan (the CPU's share on the probe, the GPUs' on the table)
+    takes the span of both, since neither was checked on such plans."""
     if residuals[0]:
         measured = ranges.measured_band(*residuals)
         if measured is not None:
             return measured
+    table = ranges.table_band(hardware.backend, BACKENDS.get(hardware.backend, _VULKAN))
     if basis == "probe" and probe is not None:
-        return ranges.probe_band(probe.spread_of(kernels.decode if kernels else (), prefill=False, flash_attn=flash_attn),
-                                 probe.spread_of(kernels.prefill if kernels else (), prefill=True, flash_attn=flash_attn),
-                                 probe.disturbed)
-    return ranges.table_band(hardware.backend, BACKENDS.get(hardware.backend, _VULKAN))
+        own = ranges.probe_band(probe.spread_of(kernels.decode if kernels else (), prefill=False, flash_attn=flash_attn),
+                                probe.spread_of(kernels.prefill if kernels else (), prefill=True, flash_attn=flash_attn),
+                                probe.disturbed)
+        return ranges.span(own, table) if mixed else own
+    return table
 
 
 # How much faster a link network_summary prices, for "how much would a faster link help"

@@ -79,6 +79,16 @@ def probe_band(decode_spread: float, prefill_spread: float, disturbed: bool) -> 
                 f"probe's figures it stands on (decode {decode_spread:.0%}, prompt {prefill_spread:.0%}){busy}")
 
 
+def span(probe: Band, table: Band) -> Band:
+    """A mixed plan's band (the CPU's share priced by the probe, the GPUs' by the table):
+    from the lower of the two low ends to the higher of the two high ends."""
+    def both(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
+        return min(a[0], b[0]), max(a[1], b[1])
+    return Band(both(probe.decode, table.decode), both(probe.prefill, table.prefill),
+                f"the span of two bands, the CPU's share of this plan standing on this machine's probe and the GPUs' "
+                f"on the table: {probe.basis}; and {table.basis}")
+
+
 def max_stored_spread() -> float:
     """The largest run-to-run spread of a probe figure worth storing: the spread s at which
     probe_band's decode band, widened by 1 + s/2 each way, is as wide (high over low) as the
