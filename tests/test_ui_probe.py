@@ -149,4 +149,19 @@ def test_on_a_gpu_machine_the_card_says_the_probe_prices_cpu_plans_only():
     gpu = {"name": "NVIDIA GeForce RTX 4090", "memory_bytes": 24 * 2**30, "free_bytes": 23 * 2**30}
     assert scope_line(profile_from_dict({"cpu": cpu, "gpus": [], "backend": "cpu"})) == ""
     line = scope_line(profile_from_dict({"cpu": cpu, "gpus": [gpu], "backend": "cuda"}))
-    assert "measures the CPU" in line and "GPU tables" in line
+    assert "measures the CPU" in line and "CPU's share of every plan" in line and "GPU tables" in line
+
+
+def test_an_older_probe_status_arriving_last_is_not_shown(qtbot):
+    """Two refreshes in flight (the window's first, then new measurements'): on a busy machine
+    the first may finish last, and only the latest request's answer is shown."""
+    window = make_window(qtbot, _detected(), settings=Settings(probe_offered=True))
+    panel = window.page("machine").probe_panel
+    qtbot.waitUntil(lambda: panel.status is not None, timeout=10000)
+    status = panel.status
+    panel.refresh()
+    latest = panel._reads
+    panel._status_read((status, "the stale figures"), latest - 1)
+    assert panel.figures.text() != "the stale figures"
+    panel._status_read((status, "the latest figures"), latest)
+    assert panel.figures.text() == "the latest figures"

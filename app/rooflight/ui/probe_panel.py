@@ -27,8 +27,8 @@ def scope_line(profile) -> str:
 
     if profile is None or not has_offload_devices(profile):
         return ""
-    return (" The probe measures the CPU: plans that run on the CPU alone stand on it; plans with"
-            " work on the GPU stay on the GPU tables (the probe does not measure GPUs yet).")
+    return (" The probe measures the CPU: the CPU's share of every plan stands on it (a plan that runs on the CPU"
+            " alone, all of it); what runs on the GPU stays on the GPU tables (the probe does not measure GPUs yet).")
 
 
 def read_probe_status(profile, ratios=()):
@@ -99,6 +99,7 @@ class ProbePanel(Card):
         self.task = None
         self.last_run = None
         self.status = None
+        self._reads = 0  # probe-status requests made (refresh)
 
         self.offer = Note("info", "Measure this machine? For about 30 seconds Rooflight times llama.cpp's "
                                   "kernels here, so that every estimate fits this machine rather than "
@@ -148,9 +149,15 @@ class ProbePanel(Card):
             return
         self.measure_button.setEnabled(self.task is None)
         ratios = getattr(self.ctx.machine.calibration, "ratios", ())  # none for a what-if machine
-        self.ctx.runner.run(read_probe_status, profile, ratios, on_done=self._status_read, what="reading the probe")
+        # a later refresh (new measurements) outdates an earlier one still in its worker,
+        # which on a busy machine may finish last: only the latest request's answer is shown
+        self._reads += 1
+        self.ctx.runner.run(read_probe_status, profile, ratios,
+                            on_done=lambda result, n=self._reads: self._status_read(result, n), what="reading the probe")
 
-    def _status_read(self, result) -> None:
+    def _status_read(self, result, request: int | None = None) -> None:
+        if request is not None and request != self._reads:
+            return
         status, figures = result
         self.status = status
         self.state.setText(status.message + scope_line(self.ctx.machine.detected))
