@@ -63,7 +63,11 @@ def cmd_probe(args) -> int:
     if args.json:
         emit_json(run.to_dict())
     else:
+        from rooflight.store.probes import probe_scope
+
         print(format_probe(run))
+        if run.stored and (scope := probe_scope(profile)):
+            print(scope)
     if not run.stored:
         print(f"rooflight: {run.refused}", file=sys.stderr)
         return 1

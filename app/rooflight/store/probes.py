@@ -95,6 +95,18 @@ class ProbeStore:
         return ProbeStatus(None, "none", "Not measured yet: estimates use the table constants.")
 
 
+def probe_scope(profile) -> str:
+    """What the probe's figures price on a machine with a GPU llama.cpp offloads to (the
+    probe measures the CPU): one sentence for This machine and `rooflight probe`, or "" on
+    a CPU-only machine."""
+    from rooflight.estimate.placement import has_offload_devices
+
+    if profile is None or not has_offload_devices(profile):
+        return ""
+    return ("The probe measures the CPU: the CPU's share of every plan stands on it (a plan that runs on the CPU"
+            " alone, all of it); what runs on the GPU stays on the GPU tables (the probe does not measure GPUs yet).")
+
+
 def probe_status(profile, path: Path | None = None) -> ProbeStatus:
     """The probe state of this machine (profile as detected here) and build."""
     from rooflight.runtime.build import llama_build

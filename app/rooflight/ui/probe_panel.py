@@ -21,14 +21,11 @@ TOOLTIP = ("The probe times llama.cpp's own kernels on this machine with small g
 
 
 def scope_line(profile) -> str:
-    """What the probe's figures price on a machine with a GPU llama.cpp offloads to (the
-    probe measures the CPU): one sentence, or "" on a CPU-only machine."""
-    from rooflight.estimate.placement import has_offload_devices
+    """store/probes.probe_scope, after the status sentence ("" on a CPU-only machine)."""
+    from rooflight.store.probes import probe_scope
 
-    if profile is None or not has_offload_devices(profile):
-        return ""
-    return (" The probe measures the CPU: the CPU's share of every plan stands on it (a plan that runs on the CPU"
-            " alone, all of it); what runs on the GPU stays on the GPU tables (the probe does not measure GPUs yet).")
+    scope = probe_scope(profile)
+    return f" {scope}" if scope else ""
 
 
 def read_probe_status(profile, ratios=()):
