@@ -129,6 +129,9 @@ def run(models, hw, probe, repeats: int) -> tuple[list[dict], list[str]]:
     for (name, prompt), runs in got_runs.items():
         d, p = (statistics.median(x[i] for x in runs) for i in (0, 1))
         best = (max(x[0] for x in runs), max(x[1] for x in runs))
+        # how far this row's own runs moved (max - min over median): the machine's drift
+        # while it was measured, beside which a prediction's error can be read
+        moved = tuple((max(x[i] for x in runs) - min(x[i] for x in runs)) / m for i, m in ((0, d), (1, p)))
         est, tab, flat, spec, w = plans[(name, prompt)]
         e, t = est.performance, tab.performance
         d_in = e.decode_tok_s_range[0] <= d <= e.decode_tok_s_range[1]
@@ -136,7 +139,7 @@ def run(models, hw, probe, repeats: int) -> tuple[list[dict], list[str]]:
         row = dict(name=name, prompt=prompt, basis=e.basis, decode=(e.decode_tok_s, t.decode_tok_s, d),
                    prefill=(e.prefill_tok_s, t.prefill_tok_s, p), d_in=d_in, p_in=p_in,
                    flat=flat.performance.prefill_tok_s, spec=spec, wishes=w, kernels=e.kernels,
-                   threads=est.config.n_threads, best=best,
+                   threads=est.config.n_threads, best=best, moved=moved,
                    busy=statistics.median(shares[(name, prompt)]))
         rows.append(row)
         if abs(e.decode_tok_s / d - 1) > DECODE_TARGET:
@@ -186,12 +189,12 @@ def one_bench(rows: list[dict], hw, probe, bench_name: str) -> None:
 
 def report(rows: list[dict], failures: list[str]) -> list[str]:
     print(f"\n{'model':24}{'pos':>6} | {'decode probe / table / measured':>34} {'in':>3} |"
-          f" {'prefill probe / table / measured':>36} {'in':>3} | others' CPU")
+          f" {'prefill probe / table / measured':>36} {'in':>3} | others' CPU | runs moved (decode, prefill)")
     for r in rows:
         (dp, dt, dm), (pp, pt, pm) = r["decode"], r["prefill"]
         print(f"{r['name']:24}{r['prompt']:6} | {dp:7.1f} {pct(dp, dm)} {dt:7.1f} {pct(dt, dm)} {dm:7.1f}"
               f" {'yes' if r['d_in'] else 'no':>3} | {pp:7.0f} {pct(pp, pm)} {pt:7.0f} {pct(pt, pm)} {pm:7.0f}"
-              f" {'yes' if r['p_in'] else 'no':>3} | {r['busy']:.0%}")
+              f" {'yes' if r['p_in'] else 'no':>3} | {r['busy']:11.0%} | {r['moved'][0]:.0%}, {r['moved'][1]:.0%}")
     n = 2 * len(rows)
     inside = sum(r["d_in"] for r in rows) + sum(r["p_in"] for r in rows)
     cov = inside / n if n else 0.0
