@@ -801,8 +801,7 @@ def estimate_performance(
     # wherever the CPU has one (blocks or the output on the CPU, MoE experts in RAM); the
     # GPUs' share stands on the table (a mixed plan: its band is both bands' span)
     cpu_only = all(d == CPU for d in mem.layer_devices)
-    cpu_share = not cpu_only and (CPU in mem.layer_devices or mem.n_cpu_moe > 0)
-    probe = cal.probe_for(cfg) if cpu_only or cpu_share else None
+    probe = cal.probe_for(cfg) if CPU in mem.layer_devices or mem.n_cpu_moe > 0 else None
     mixed = probe is not None and not cpu_only
     basis = "probe" if probe is not None else "table"
     # mean decode rate over gen_tokens after the prompt (llama-bench tg semantics):

@@ -629,11 +629,14 @@ def probe_machine(
         # 3b. the MoE prompts come as soon as the dense kernels of their types are measured,
         # before the types that follow them in ALL_TYPES (fewer files use those)
         experts_after = max((types.index(t) for t in expert_types), default=-1)
+
+        def experts() -> list[tuple]:
+            return _measure_experts(runner, clock, write, expert_types, {r[0] for r in kernel_raw}, n_threads,
+                                    n_ubatch, reserve, skipped)
         try:
             for i, wt in enumerate(types):
                 if expert_raw is None and i > experts_after:
-                    expert_raw = _measure_experts(runner, clock, write, expert_types, {r[0] for r in kernel_raw},
-                                                  n_threads, n_ubatch, reserve, skipped)
+                    expert_raw = experts()
                 ftype = PURE_FTYPE.get(wt, wt)
                 # (the reserve waits for one measured type: a probe without any is not stored)
                 if clock.left <= (reserve if kernel_raw else 0.0):
@@ -678,8 +681,7 @@ def probe_machine(
                             _Deferred(entry, 5, f"kernel/{wt}/prefill-{n_ubatch}", pp_run, pp_model)]
 
             if expert_raw is None:  # the expert types were the last ones
-                expert_raw = _measure_experts(runner, clock, write, expert_types, {r[0] for r in kernel_raw},
-                                              n_threads, n_ubatch, reserve, skipped)
+                expert_raw = experts()
             _finish_deferred(runner, deferred)  # the last type's, a slot later
         finally:
             for part in deferred:
@@ -715,7 +717,10 @@ def probe_machine(
     fixed_disturbed = any(r.disturbed for r in fixed_raw)
     attn_disturbed = any(r.disturbed for r in attn_runs)
     disturbed_types = [k.weight_type for k in kernels if k.disturbed]
-    kernel_runs = [r for raw in kernel_raw if raw[0] in disturbed_types for r in (raw[2], raw[5])]
+
+    def runs_of(weight_types) -> list[Repeats]:  # the decode and prompt runs of these types
+        return [r for raw in kernel_raw if raw[0] in weight_types for r in (raw[2], raw[5])]
+    kernel_runs = runs_of(disturbed_types)
     refused = _refusal([("the fixed costs", fixed_raw), ("attention", attn_runs)], busy_threshold)
     if disturbed_types and not keep_disturbed and refused is None:
         # what was measured cleanly is kept; the disturbed kernels fall back to the table
@@ -740,9 +745,7 @@ def probe_machine(
         notes.append(image_note)
     # the encode figure carries its own disturbed mark: it prices no text model's tokens
     disturbed = fixed_disturbed or attn_disturbed or any(k.disturbed for k in kernels)
-    kept_types = {k.weight_type for k in kernels}
-    kept_runs = [*fixed_raw, *attn_runs, *(r for raw in kernel_raw if raw[0] in kept_types for r in (raw[2], raw[5]))]
-    drift_note = _drift_note(kept_runs)
+    drift_note = _drift_note([*fixed_raw, *attn_runs, *runs_of({k.weight_type for k in kernels})])
     if drift_note and not refused:
         notes.append(drift_note)
     if (busy_note := _others_note(runs, busy_threshold)) is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QPushButton
 
+from rooflight.ui.latest import LatestTask
 from rooflight.ui.widgets import Card, Note, label
 
 TOOLTIP = ("The probe times llama.cpp's own kernels on this machine with small generated models: "
@@ -96,7 +97,7 @@ class ProbePanel(Card):
         self.task = None
         self.last_run = None
         self.status = None
-        self._reads = 0  # probe-status requests made (refresh)
+        self._status_reads = LatestTask(self, ctx.runner)  # refresh's reads of the stored probe
 
         self.offer = Note("info", "Measure this machine? For about 30 seconds Rooflight times llama.cpp's "
                                   "kernels here, so that every estimate fits this machine rather than "
@@ -148,13 +149,9 @@ class ProbePanel(Card):
         ratios = getattr(self.ctx.machine.calibration, "ratios", ())  # none for a what-if machine
         # a later refresh (new measurements) outdates an earlier one still in its worker,
         # which on a busy machine may finish last: only the latest request's answer is shown
-        self._reads += 1
-        self.ctx.runner.run(read_probe_status, profile, ratios,
-                            on_done=lambda result, n=self._reads: self._status_read(result, n), what="reading the probe")
+        self._status_reads.run(read_probe_status, profile, ratios, on_done=self._status_read, what="reading the probe")
 
-    def _status_read(self, result, request: int | None = None) -> None:
-        if request is not None and request != self._reads:
-            return
+    def _status_read(self, result) -> None:
         status, figures = result
         self.status = status
         self.state.setText(status.message + scope_line(self.ctx.machine.detected))
