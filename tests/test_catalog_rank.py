@@ -63,6 +63,46 @@ def test_rank_cli_json():
                           capture_output=True, text=True).returncode == 2
 
 
+def test_each_model_listed_lower_says_why():
+    """The ranking sorts by tier and successor before score, so a model listed below others
+    of lower score says why, in the JSON, in the CLI's group and row, and in its key."""
+    from rooflight.catalog import picks
+    from rooflight.format import RANK_GROUPS, format_ranking
+
+    hw = machine(ram=16 * GiB, backend="cpu")
+    ranked = rank_models(hw, ctx=8192)
+    threshold = ranked[0].usable_tok_s
+    for r in ranked:
+        why = r.ranked_lower_because()
+        labels = {w.label for w in why}
+        doc = r.to_dict()
+        assert doc["ranked_lower_because"] == [str(w) for w in why]
+        if r.tier == 2:
+            assert labels <= {"superseded"}
+        elif r.tier == 1:  # each reason is a condition of the tier, and one holds
+            e = r.best.estimate
+            assert labels - {"superseded"}
+            assert ("tight" in labels) == (not r.best.headroom)
+            assert ("slow" in labels) == (e.performance.decode_tok_s < threshold)
+        else:
+            assert not why and r.fit == "too_large"
+        assert ("superseded" in labels) == (r.superseded_by is not None)
+        if r.superseded_by:
+            successor = next(w for w in why if w.label == "superseded")
+            assert successor.detail == next(o.model.name for o in ranked if o.model.id == r.superseded_by)
+    assert any(r.tier == 1 for r in ranked) and any(r.superseded_by for r in ranked)
+    text = format_ranking(ranked).splitlines()
+    headings = [line for line in text if line.startswith("-- ")]
+    assert headings == [f"-- {RANK_GROUPS[t]} --" for t in sorted({r.tier for r in ranked}, reverse=True)]
+    rows = [line for line in text if line[:3].strip().isdigit()]
+    for r, line in zip(ranked, rows, strict=True):
+        assert line.endswith(", ".join(w.short for w in r.ranked_lower_because()))
+    key = text[-1] if text[-1].startswith("why lower: ") else next(t for t in text if t.startswith("why lower: "))
+    for reason in {w.label: w for r in ranked for w in r.ranked_lower_because()}.values():
+        assert f"{reason.label}: {reason.meaning}" in key
+    assert picks.tier_reasons(ranked[0].best, threshold) == ()
+
+
 # ---- invariants --------------------------------------------------------------------------
 
 FIT_ORDER = {"too_large": 0, "cpu_only": 1, "partial_gpu": 2, "full_gpu": 3}

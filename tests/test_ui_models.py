@@ -30,6 +30,14 @@ def test_ranking_is_shown_best_first(qtbot):
     assert page.status.text().startswith(f"{len(rows)} models ranked for this machine at 8K context")
     # the top pick is the best row that fits
     assert page.pick_title.text().startswith(rows[0].model.name)
+    # a row listed below higher-scored ones says why on its position and name
+    lower = next(i for i, r in enumerate(rows) if r.ranked_lower_because())
+    why = rows[lower].ranked_lower_because()
+    assert page.proxy.index(lower, 0).data(Qt.ItemDataRole.ToolTipRole) == (
+        "Listed lower: " + "; ".join(map(str, why)) + ".")
+    assert page.proxy.index(lower, 1).data(Qt.ItemDataRole.ToolTipRole).endswith(
+        "Listed lower: " + ", ".join(w.short for w in why))
+    assert page.proxy.index(0, 0).data(Qt.ItemDataRole.ToolTipRole) is None
 
 
 def test_filters(qtbot):
@@ -117,6 +125,10 @@ def test_detail_context_slider_replans_every_quant(qtbot):
     assert "on the Open LLM Leaderboard v2 average, mapped from the LMArena text score (±6.8 held-out)" \
         in detail.meta.text()
     assert "rating of gemma-3-4b-it (lmarena/arena-catalog" in detail.meta.toolTip()
+    # a model listed lower says why in its detail too
+    lower = next(r for r in page.visible_rows() if r.ranked_lower_because())
+    assert page.select_model(lower.model.id)
+    assert detail.meta.text().endswith(" · ".join(map(str, lower.ranked_lower_because())))
 
 
 def test_detail_gpu_layers_slider_moves_memory_and_speed(qtbot):

@@ -80,20 +80,35 @@ def network_sentence(net: dict) -> str:
             f"faster link would give {net['decode_tok_s_faster_link']:.1f} tok/s.")
 
 
+# The ranking's groups (catalog/picks.tier), as `rooflight rank` heads them
+RANK_GROUPS = {2: "Runs well here", 1: "Runs, but not comfortably", 0: "Too large for this machine"}
+
+
 def format_ranking(ranked) -> str:
     if not ranked:
         return "No catalog model matches these filters."
-    lines = [f"{'#':>3}  {'model':<34}{'quant':<8}{'fit':<21}{'decode':>9}{'prefill':>10}{'memory':>10}{'score':>7}"]
+    lines = [f"{'#':>3}  {'model':<34}{'quant':<8}{'fit':<21}{'decode':>9}{'prefill':>10}{'memory':>10}{'score':>7}"
+             "  why lower"]
+    group = None
+    labels: dict[str, str] = {}  # label -> its explanation, for the key under the table
     for i, r in enumerate(ranked, 1):
         e = r.best.estimate
         p = e.performance
+        if r.tier != group and r.tier in RANK_GROUPS:
+            group = r.tier
+            lines.append(f"-- {RANK_GROUPS[group]} --")
         name = r.model.name[:31] + (" *" if r.installed else "")
+        why = r.ranked_lower_because()
+        labels.update((w.label, w.meaning) for w in why)
         lines.append(
             f"{i:>3}  {name:<34}{r.best.quant:<8}{FIT_BADGES[e.fit]:<21}"
             f"{p.decode_tok_s:9.1f}{p.prefill_tok_s:10.0f}{gb(e.memory.total_bytes):>10}{r.score:7.1f}"
+            + (f"  {', '.join(w.short for w in why)}" if why else "")
         )
     lines.append("")
     lines.append("decode/prefill in tokens/s at the model's context; memory over all devices.")
+    if labels:
+        lines.append("why lower: " + "; ".join(f"{label}: {text}" for label, text in labels.items()) + ".")
     if any(r.installed for r in ranked):
         lines.append("* already on disk (rooflight models lists where).")
     return "\n".join(lines)

@@ -19,6 +19,7 @@ experts were trained in MXFP4) gets that file where it is offered.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 USABLE_TOK_S = {"chat": 10.0, "vision": 10.0, "multilingual": 10.0, "tiny": 10.0, "coding": 20.0,
                 "reasoning": 20.0}
@@ -88,12 +89,39 @@ def choose_best(options: Sequence, *, threshold: float = 10.0, native_quant: str
 
 def tier(best, threshold: float, offered: Sequence[str] = ()) -> int:
     """2: fits with headroom at a usable speed, at Q4_K_M or better where the model offers
-    such a file; 1: fits, but slow, tight or only at a lower quant; 0: too large."""
+    such a file; 1: fits, but slow, tight or only at a lower quant (tier_reasons); 0: too large."""
+    if best.estimate.fit == "too_large":
+        return 0
+    return 1 if tier_reasons(best, threshold, offered) else 2
+
+
+class Reason(NamedTuple):
+    """Why a model ranks lower than its score alone would put it: a label the ranking's rows
+    show, what it means, and a detail (the successor's name)."""
+
+    label: str
+    meaning: str
+    detail: str = ""
+
+    @property
+    def short(self) -> str:
+        """The label with its detail: what a row of the ranking shows."""
+        return f"{self.label} by {self.detail}" if self.detail else self.label
+
+    def __str__(self) -> str:
+        return f"{self.short}: {self.meaning}"
+
+
+def tier_reasons(best, threshold: float, offered: Sequence[str] = ()) -> tuple[Reason, ...]:
+    """Why a pick that fits is not in tier 2; () when it is in tier 2 or does not fit at all."""
     e = best.estimate
     if e.fit == "too_large":
-        return 0
-    if not getattr(best, "headroom", True) or e.performance.decode_tok_s < threshold:
-        return 1
+        return ()
+    out = []
+    if not getattr(best, "headroom", True):
+        out.append(Reason("tight", f"leaves under {HEADROOM:.0%} of memory free"))
+    if e.performance.decode_tok_s < threshold:
+        out.append(Reason("slow", f"under {threshold:g} tok/s"))
     if not at_least_q4_k_m(best.quant) and any(at_least_q4_k_m(q) for q in offered):
-        return 1
-    return 2
+        out.append(Reason("low quant", "fits only below Q4_K_M"))
+    return tuple(out)

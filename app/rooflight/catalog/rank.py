@@ -89,10 +89,21 @@ class RankedModel:
     tier: int = 2  # picks.tier: 2 usable with headroom, 1 fits but slow or tight, 0 too large
     usable_tok_s: float = MIN_USABLE_TOK_S
     superseded_by: str | None = None  # a newer model of the same line that runs as well here
+    successor_name: str | None = None  # that model's name
 
     @property
     def fit(self) -> str:
         return self.best.estimate.fit
+
+    def ranked_lower_because(self) -> tuple[picks.Reason, ...]:
+        """Why this model is listed below models its score would put it above: its pick is
+        tight, slow or below Q4_K_M (picks.tier_reasons), or a newer model of its line runs as
+        well here; () for a model in the first group (and one too large: its fit says so)."""
+        out = picks.tier_reasons(self.best, self.usable_tok_s, [o.quant for o in self.options])
+        if self.superseded_by:
+            out += (picks.Reason("superseded", "a newer model of its line runs as well here (listed above)",
+                                 self.successor_name or self.superseded_by),)
+        return out
 
     def installed_quants(self) -> set[str]:
         return {q for q in (getattr(f, "quant", None) for f in self.installed) if q}
@@ -125,6 +136,7 @@ class RankedModel:
             "usable_tok_s": self.usable_tok_s,
             "headroom": self.best.headroom,
             "superseded_by": self.superseded_by,
+            "ranked_lower_because": [str(why) for why in self.ranked_lower_because()],
             "n_ctx": e.config.n_ctx,
             "n_gpu_layers": e.config.n_gpu_layers,
             "decode_tok_s": round(p.decode_tok_s, 2),
@@ -399,11 +411,12 @@ def _mark_superseded(ranked: list[RankedModel]) -> list[RankedModel]:
     from dataclasses import replace
 
     tiers = {r.model.id: r.tier for r in ranked}
-    newer: dict[str, str] = {}
+    newer: dict[str, RankedModel] = {}
     for r in ranked:
         q = r.model.quality
         if q is not None and q.prior.startswith("successor:"):
             old = q.prior.removeprefix("successor:")
             if old in tiers and r.tier >= tiers[old] and r.tier > 0:
-                newer.setdefault(old, r.model.id)
-    return [replace(r, superseded_by=newer[r.model.id]) if r.model.id in newer else r for r in ranked]
+                newer.setdefault(old, r)
+    return [replace(r, superseded_by=(n := newer[r.model.id]).model.id, successor_name=n.model.name)
+            if r.model.id in newer else r for r in ranked]

@@ -373,7 +373,8 @@ class ModelDetail(QWidget):
         released = f" · released {m.release}" if m.release else ""
         self.meta.setText(f"{m.params_total:g}B parameters{active} · {m.architecture} · licence {m.license} · "
                           f"{', '.join(m.tags)} · up to {ctx_label(m.hparams.context_length)} context{released} · "
-                          f"{quality}")
+                          f"{quality}"
+                          + "".join(f" · {why}" for why in ranked.ranked_lower_because()))
         self.meta.setToolTip(f"Quality source: {quality_source}")
         self._ctx_steps = context_steps(m.hparams.context_length)
         self.experts.set_layers(m.hparams.n_layer)

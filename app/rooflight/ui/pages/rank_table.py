@@ -97,6 +97,10 @@ class _Row:
             COL_FIT: FIT_LABELS.get(e.fit, e.fit),
             COL_NAME: f"{m.name} · {m.family} · {m.license} · {', '.join(m.tags)}",
         }
+        if why := r.ranked_lower_because():
+            # the ranking's second group and successors come after higher-scored ones: say why
+            self.tooltips[COL_RANK] = "Listed lower: " + "; ".join(map(str, why)) + "."
+            self.tooltips[COL_NAME] += "\nListed lower: " + ", ".join(w.short for w in why)
         if m.params_active < m.params_total:
             self.tooltips[COL_SIZE] = f"{m.params_total:g}B parameters, {m.params_active:g}B active per token"
         if self.over:
