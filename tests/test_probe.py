@@ -513,6 +513,26 @@ def test_a_figure_s_runs_a_slot_later_outvote_a_slow_spell_in_its_own_slot():
     assert len(runner.measure("kernel/Y/decode", lambda: 0.1, prior=steady).seconds) == 3
 
 
+def test_a_run_that_would_end_past_the_budget_is_not_begun(monkeypatch):
+    """The budget is the whole probe's: with less time left than a run takes, the runner
+    stops a figure on the runs it has, and a figure without any is out of time."""
+    import rooflight.runtime.probe as probe_module
+
+    now = [0.0]  # a clock that only the runs move: 0.1 s each
+    monkeypatch.setattr(probe_module.time, "perf_counter", lambda: now[0])
+
+    def run() -> float:
+        now[0] += 0.1
+        return 0.1
+    runner = probe_module._Runner(probe_module._Clock(0.25, 2, None, None), 1.0, {}, 3, figures=1)
+    first = runner.measure("fixed/1-layer", run, repeats=3)
+    # two runs end at 0.2 s; a third would end at 0.3, past the 0.25 s budget
+    assert first.seconds == (0.1, 0.1) and now[0] == pytest.approx(0.2)
+    with pytest.raises(probe_module._OutOfTime):
+        runner.measure("fixed/8-layer", run)
+    assert now[0] == pytest.approx(0.2)
+
+
 def test_busy_watch_counts_what_others_used(monkeypatch):
     """The share is the machine's busy CPU time minus this process's, over all cores' time."""
     import rooflight.runtime.busy as busy
