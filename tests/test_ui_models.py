@@ -128,7 +128,8 @@ def test_detail_context_slider_replans_every_quant(qtbot):
     # a model listed lower says why in its detail too
     lower = next(r for r in page.visible_rows() if r.ranked_lower_because())
     assert page.select_model(lower.model.id)
-    assert detail.meta.text().endswith(" · ".join(map(str, lower.ranked_lower_because())))
+    assert detail.meta.text().endswith(" · listed lower: " + "; ".join(
+        f"{w.short} ({w.meaning})" for w in lower.ranked_lower_because()))
 
 
 def test_detail_gpu_layers_slider_moves_memory_and_speed(qtbot):

@@ -101,7 +101,7 @@ class RankedModel:
         well here; () for a model in the first group (and one too large: its fit says so)."""
         out = picks.tier_reasons(self.best, self.usable_tok_s, [o.quant for o in self.options])
         if self.superseded_by:
-            out += (picks.Reason("superseded", "a newer model of its line runs as well here (listed above)",
+            out += (picks.Reason("superseded", "a newer model of its line runs as well here, listed above",
                                  self.successor_name or self.superseded_by),)
         return out
 

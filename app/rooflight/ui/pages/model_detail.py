@@ -371,10 +371,11 @@ class ModelDetail(QWidget):
         active = f", {m.params_active:g}B active" if m.params_active < m.params_total else ""
         quality, quality_source = ranked.quality_text()
         released = f" · released {m.release}" if m.release else ""
+        why = ranked.ranked_lower_because()  # why the ranking lists it below higher scores
+        lower = f" · listed lower: {'; '.join(f'{w.short} ({w.meaning})' for w in why)}" if why else ""
         self.meta.setText(f"{m.params_total:g}B parameters{active} · {m.architecture} · licence {m.license} · "
                           f"{', '.join(m.tags)} · up to {ctx_label(m.hparams.context_length)} context{released} · "
-                          f"{quality}"
-                          + "".join(f" · {why}" for why in ranked.ranked_lower_because()))
+                          f"{quality}{lower}")
         self.meta.setToolTip(f"Quality source: {quality_source}")
         self._ctx_steps = context_steps(m.hparams.context_length)
         self.experts.set_layers(m.hparams.n_layer)
