@@ -128,6 +128,30 @@ LFM2_8B_A1B = {
 }
 
 
+def test_nemotron_3_nano_moe_layout_and_size():
+    """Nemotron 3 Nano 30B-A3B (nemotron_h_moe) from the catalog's config.json fields: the
+    paper (arXiv 2512.20848) gives 31.6B parameters, 3.2B active per token, 3.6B with the
+    embeddings; 23 Mamba-2 layers, 6 attention layers, 23 expert layers of 128 experts."""
+    from rooflight.catalog import find_model
+
+    config = dict(find_model("nemotron-3-nano-30b-a3b").hparams.config)
+    spec = spec_from_config(config, arch="nemotron_h_moe", ftype="BF16", name="nemotron-3-nano-30b-a3b")
+    embd = spec.tensor("token_embd.weight").n_elements
+    assert spec.params == pytest.approx(31.6e9, rel=0.005)
+    assert spec.active_params == pytest.approx(3.6e9, rel=0.01)
+    assert spec.active_params - embd == pytest.approx(3.2e9, rel=0.02)
+    pattern = config["hybrid_override_pattern"]
+    assert spec.recurrent_layers == tuple(p == "M" for p in pattern) and sum(spec.recurrent_layers) == 23
+    assert [il for il, kv in enumerate(spec.n_head_kv) if kv] == [il for il, p in enumerate(pattern) if p == "*"]
+    first_e = pattern.index("E")
+    assert spec.tensor(f"blk.{first_e}.ffn_up_exps.weight").shape[-1] == 128
+    assert spec.tensor(f"blk.{first_e}.ffn_gate_exps.weight") is None  # squared ReLU: no gate
+    assert spec.tensor(f"blk.{first_e}.ffn_up_shexp.weight") is not None
+    assert (spec.n_expert, spec.n_expert_used) == (128, 6)
+    with pytest.raises(BadInputError, match="latent"):
+        spec_from_config({**config, "moe_latent_size": 1024}, arch="nemotron_h_moe", ftype="BF16", name="x")
+
+
 def test_lfm2_moe_layout():
     spec = spec_from_config(LFM2_8B_A1B, arch="lfm2moe", ftype="Q4_K_M", name="lfm2-8b-a1b")
     assert [il for il in range(24) if not spec.recurrent_layers[il]] == [2, 6, 10, 14, 18, 21]

@@ -52,6 +52,13 @@ CASES = {
     "nemotron_h": HybridShape("nemotron_h", **COMMON, n_head_kv=(0, 0, 0, 2, 0, 0, 0, 0),
                               n_ff=(0, 1024, 0, 0, 1024, 0, 1024, 0), ssm_d_inner=512, ssm_d_state=128,
                               ssm_dt_rank=8, ssm_n_group=2),
+    # Nemotron-H MoE (Nemotron 3 Nano): Mamba-2, attention and expert layers (M E M * E M E M),
+    # routed experts with a shared one
+    "nemotron_h_moe": HybridShape("nemotron_h_moe", **COMMON, n_head_kv=(0, 0, 0, 2, 0, 0, 0, 0),
+                                  n_ff=(0, 256, 0, 0, 256, 0, 256, 0), ssm_d_inner=512, ssm_d_state=128,
+                                  ssm_dt_rank=8, ssm_n_group=2, n_expert=8, n_expert_used=2, n_ff_exp=256,
+                                  n_ff_shexp=512, n_expert_shared=1, expert_weights_norm=True,
+                                  expert_weights_scale=2.5),
     # Jamba: Mamba-1 mixers, one attention layer in eight, MoE feed-forward
     "jamba": HybridShape("jamba", **COMMON, n_head_kv=tuple(2 if i == 4 else 0 for i in range(L)),
                          n_ff=(512,) * L, ssm_d_inner=512, ssm_d_state=16, ssm_dt_rank=16,
@@ -81,7 +88,7 @@ def test_header_gives_recurrent_layout(models):
         assert spec.recurrent_layers == tuple(shape.is_recurrent(il) for il in range(L)), name
         # only attention layers keep KV heads (llama.cpp's filter_attn)
         for il in range(L):
-            attends = not shape.is_recurrent(il) and not (shape.arch == "nemotron_h" and shape.n_ff[il])
+            attends = not shape.is_recurrent(il) and not (shape.arch.startswith("nemotron_h") and shape.n_ff[il])
             assert (spec.n_head_kv[il] > 0) == attends, (name, il)
         assert spec.ssm_state_bytes_per_seq > 0
 

@@ -17,9 +17,9 @@ from rooflight.gguf.spec import ModelSpec
 
 # Architectures whose graph crops before the last FFN with llama.cpp's default context
 # parameters (the line above, unconditional or with `!cparams.embeddings_nextn`, in their
-# src/models file). Not: gemma3n, lfm2moe, nemotron_h_moe (crop after the last block), and
-# gemma4, gpt-oss, nemotron_h, qwen35, qwen35moe, qwen3next (crop there only when
-# embeddings_nextn_masked, false by default).
+# src/models file). Not: gemma3n, lfm2moe (crop after the last block), and gemma4, gpt-oss,
+# nemotron_h and nemotron_h_moe (one graph), qwen35, qwen35moe, qwen3next (crop there only
+# when embeddings_nextn_masked, false by default).
 CROPS_LAST_FFN = frozenset({
     "llama", "llama4", "mistral3", "qwen2", "qwen3", "qwen3moe", "gemma3", "granite", "granitehybrid",
     "lfm2", "olmo2", "phi3", "seed_oss", "smollm3", "glm4moe",

@@ -70,9 +70,10 @@ def recurrent_peak_bytes(spec: ModelSpec, t: int, flash_attn: bool = True) -> in
 # Graphs that keep the final normed hidden state as an output (`res->t_h_nextn`, the seed
 # of an MTP draft head) whether or not a draft runs: ggml never frees a graph output, so
 # the output layer holds it beside its row-gathered copy and the logits. Unconditional in
-# src/models/qwen3next.cpp, qwen35.cpp, qwen35moe.cpp, nemotron-h.cpp; measured on
-# qwen3next as 2-3 residual-sized tensors beyond a plain output layer.
-KEEPS_HIDDEN_STATE = frozenset({"qwen3next", "qwen35", "qwen35moe", "nemotron_h"})
+# src/models/qwen3next.cpp, qwen35.cpp, qwen35moe.cpp, nemotron-h.cpp (whose graph
+# nemotron_h_moe reuses: models.h); measured on qwen3next as 2-3 residual-sized tensors
+# beyond a plain output layer.
+KEEPS_HIDDEN_STATE = frozenset({"qwen3next", "qwen35", "qwen35moe", "nemotron_h", "nemotron_h_moe"})
 
 
 def output_extra_residuals(spec: ModelSpec) -> int:

@@ -27,7 +27,9 @@ MINIMAL_VOCAB_SIZE = 260  # synthetic.MINIMAL_VOCAB_SIZE: specials, 256 bytes, "
 EXPERT_GATING_SIGMOID = 2  # gguf.ExpertGatingFuncType.SIGMOID (llama_expert_gating_func_type)
 
 
-HYBRID_ARCHITECTURES = ("lfm2", "lfm2moe", "granitehybrid", "nemotron_h", "jamba", "qwen3next", "qwen35", "qwen35moe")
+HYBRID_ARCHITECTURES = ("lfm2", "lfm2moe", "granitehybrid", "nemotron_h", "nemotron_h_moe", "jamba", "qwen3next",
+                        "qwen35", "qwen35moe")
+NEMOTRON_H = ("nemotron_h", "nemotron_h_moe")  # Mamba-2, attention and MLP (or expert) layers in one stack
 DELTA_NET = ("qwen3next", "qwen35", "qwen35moe")  # gated delta-net layers, attention every Nth
 
 
@@ -36,7 +38,8 @@ class HybridShape:
     """Hyper-parameters of a hybrid model, per layer where llama.cpp reads them per layer.
 
     n_head_kv[il] == 0 marks a recurrent layer (lfm2, granitehybrid, jamba); nemotron_h
-    layers are recurrent when both n_head_kv and n_ff are 0, MLP-only when n_ff > 0;
+    layers are recurrent when both n_head_kv and n_ff are 0, MLP-only when n_ff > 0
+    (nemotron_h_moe: routed experts of n_ff_exp and a shared expert of n_ff_shexp there);
     qwen3next layers are recurrent unless (il + 1) % full_attention_interval == 0.
     """
 
@@ -64,6 +67,11 @@ class HybridShape:
     # per layer: True where the feed-forward is routed experts (Jamba interleaves them);
     # () = every layer when n_expert > 0
     moe_layers: tuple[bool, ...] = ()
+    # nemotron_h_moe routing (config.json n_shared_experts, norm_topk_prob, routed_scaling_factor, n_group)
+    n_expert_shared: int = 0
+    expert_weights_norm: bool = False
+    expert_weights_scale: float = 1.0
+    n_expert_group: int = 1
     sliding_window: int = 0  # lfm2: window of its attention layers (LFM2 2.x configs)
     tie_embeddings: bool = True
 
@@ -77,7 +85,7 @@ class HybridShape:
     def is_recurrent(self, il: int) -> bool:
         if self.arch in DELTA_NET:
             return (il + 1) % self.full_attention_interval != 0
-        if self.arch == "nemotron_h":
+        if self.arch in NEMOTRON_H:
             return self.n_head_kv[il] == 0 and self.n_ff[il] == 0
         return self.n_head_kv[il] == 0
 
@@ -181,11 +189,20 @@ def plan_hybrid_tensors(shape: HybridShape, ftype: str) -> list[TensorPlan]:
                               w(b + "ffn_down_shexp.weight", (e, s.n_ff_shexp), "ffn_down", il)]
             else:
                 plans += dense_ffn(s.n_ff[il])
-        elif s.arch == "nemotron_h":
+        elif s.arch in NEMOTRON_H:
             if recr:
                 plans += mamba2()
             elif s.n_ff[il] == 0:
                 plans += attention(q_dim)
+            elif s.arch == "nemotron_h_moe":
+                # routed experts (squared-ReLU, no gate) with a sigmoid router's bias, and a shared
+                # expert (src/models/nemotron-h.cpp load_arch_tensors)
+                plans += [f32(b + "ffn_gate_inp.weight", (s.n_expert, e)),
+                          f32(b + "exp_probs_b.bias", (s.n_expert,)),
+                          w(b + "ffn_down_exps.weight", (s.n_expert, e, s.n_ff_exp), "ffn_down", il),
+                          w(b + "ffn_up_exps.weight", (s.n_expert, s.n_ff_exp, e), "ffn_up", il),
+                          w(b + "ffn_down_shexp.weight", (e, s.n_ff_shexp), "ffn_down", il),
+                          w(b + "ffn_up_shexp.weight", (s.n_ff_shexp, e), "ffn_up", il)]
             else:  # MLP-only layer: up and down, squared-ReLU, no gate
                 plans += dense_ffn(s.n_ff[il], gate=False)
         elif s.arch == "jamba":
@@ -256,7 +273,7 @@ def hybrid_metadata(s: HybridShape) -> dict[str, Any]:
     m[f"{a}.context_length"] = s.context_length
     m[f"{a}.embedding_length"] = s.n_embd
     m[f"{a}.block_count"] = s.n_layer
-    m[f"{a}.feed_forward_length"] = list(s.n_ff) if a in ("nemotron_h",) else max(s.n_ff)
+    m[f"{a}.feed_forward_length"] = list(s.n_ff) if a in NEMOTRON_H else max(s.n_ff)
     m[f"{a}.attention.head_count"] = s.n_head
     if a in DELTA_NET:
         m[f"{a}.attention.head_count_kv"] = max(s.n_head_kv)
@@ -267,7 +284,7 @@ def hybrid_metadata(s: HybridShape) -> dict[str, Any]:
     m[f"{a}.rope.dimension_count"] = s.head_dim
     m[f"{a}.rope.freq_base"] = 10_000.0
     m[f"{a}.attention.layer_norm_rms_epsilon"] = 1e-5
-    if a == "nemotron_h":
+    if a in NEMOTRON_H:
         m[f"{a}.attention.layer_norm_epsilon"] = 1e-5
     if a in ("lfm2", "lfm2moe"):
         m[f"{a}.shortconv.l_cache"] = s.l_cache
@@ -292,6 +309,13 @@ def hybrid_metadata(s: HybridShape) -> dict[str, Any]:
         if a in DELTA_NET:
             m[f"{a}.expert_feed_forward_length"] = s.n_ff_exp
             m[f"{a}.expert_shared_feed_forward_length"] = s.n_ff_shexp
+        if a == "nemotron_h_moe":  # conversion/nemotron.py NemotronHModel.set_gguf_parameters
+            m[f"{a}.expert_feed_forward_length"] = s.n_ff_exp
+            m[f"{a}.expert_shared_feed_forward_length"] = s.n_ff_shexp
+            m[f"{a}.expert_shared_count"] = s.n_expert_shared
+            m[f"{a}.expert_weights_norm"] = s.expert_weights_norm
+            m[f"{a}.expert_weights_scale"] = float(s.expert_weights_scale)
+            m[f"{a}.expert_group_count"] = s.n_expert_group
     if a in DELTA_NET:
         m[f"{a}.full_attention_interval"] = s.full_attention_interval
     if a in ("qwen35", "qwen35moe"):

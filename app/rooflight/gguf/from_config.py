@@ -16,7 +16,9 @@ out exactly as they would from the published GGUF, through one code path:
   d_inner = `mamba_expand` x `hidden_size`; experts with a shared one (granite.py);
 - Nemotron-H (nemotron_h): `hybrid_override_pattern` (M Mamba-2, * attention, - MLP),
   d_inner = `mamba_num_heads` x `mamba_head_dim`, `n_groups` / `mamba_num_groups`,
-  `ssm_state_size`, `conv_kernel` (nemotron.py);
+  `ssm_state_size`, `conv_kernel`; Nemotron-H MoE (nemotron_h_moe, Nemotron 3 Nano): E for
+  layers of `n_routed_experts` of `moe_intermediate_size` and a shared expert of
+  `moe_shared_expert_intermediate_size` (nemotron.py; latent experts are refused);
 - Jamba: attention every `attn_layer_period` from `attn_layer_offset`, experts every
   `expert_layer_period` from `expert_layer_offset`, `mamba_*` sizes (jamba.py);
 - Qwen3-Next / Qwen3.5 / Qwen3.5-MoE: `linear_*` delta-net sizes, `layer_types` or
@@ -143,12 +145,24 @@ def _granite(c: Mapping[str, Any], arch: str) -> HybridShape:
 def _nemotron(c: Mapping[str, Any], arch: str) -> HybridShape:
     pattern = _find(c, ["hybrid_override_pattern"])
     n = len(pattern)
-    kv, n_ff = int(c["num_key_value_heads"]), int(_find(c, ["intermediate_size", "n_inner", "hidden_dim"]))
+    kv = int(c["num_key_value_heads"])
     heads = int(_find(c, ["num_heads"], prefix="mamba"))
     d_model = int(_find(c, ["mamba_head_dim", "hidden_size", "d_model"], prefix="mamba"))
+    if arch == "nemotron_h_moe":  # "E" layers: routed and shared experts (conversion/nemotron.py)
+        n_ff, ffn_layer = int(c["moe_intermediate_size"]), "E"
+        moe: dict[str, Any] = dict(
+            n_expert=int(c["n_routed_experts"]), n_expert_used=int(c["num_experts_per_tok"]), n_ff_exp=n_ff,
+            n_ff_shexp=int(c["moe_shared_expert_intermediate_size"]), n_expert_shared=int(c["n_shared_experts"]),
+            expert_weights_norm=bool(c["norm_topk_prob"]), expert_weights_scale=float(c["routed_scaling_factor"]),
+            n_expert_group=int(c["n_group"]))
+        if c.get("moe_latent_size"):
+            raise ValueError("latent expert projections (moe_latent_size) are not modelled")
+    else:
+        n_ff, ffn_layer = int(_find(c, ["intermediate_size", "n_inner", "hidden_dim"])), "-"
+        moe = {}
     return HybridShape(
         arch, **_common(c), n_head_kv=tuple(kv if p == "*" else 0 for p in pattern),
-        n_ff=tuple(n_ff if p == "-" else 0 for p in pattern[:n]),
+        n_ff=tuple(n_ff if p == ffn_layer else 0 for p in pattern[:n]), **moe,
         ssm_d_conv=int(_find(c, ["conv_kernel", "d_conv"], prefix="mamba")), ssm_d_inner=heads * d_model,
         ssm_d_state=int(_find(c, ["state_size", "d_state", "state_dim", "ssm_state_size"], prefix="mamba")),
         ssm_dt_rank=int(_find(c, ["n_heads", "num_heads"], prefix="mamba")),
@@ -194,7 +208,8 @@ def _delta_net(c: Mapping[str, Any], arch: str) -> tuple[HybridShape, list[bool]
     return shape, recurrent
 
 
-_HYBRID = {"lfm2": _lfm2, "lfm2moe": _lfm2, "granitehybrid": _granite, "nemotron_h": _nemotron, "jamba": _jamba}
+_HYBRID = {"lfm2": _lfm2, "lfm2moe": _lfm2, "granitehybrid": _granite, "nemotron_h": _nemotron,
+           "nemotron_h_moe": _nemotron, "jamba": _jamba}
 
 
 _BOOL, _INT32 = 7, 5  # gguf.GGUFValueType.BOOL / INT32
