@@ -152,6 +152,24 @@ def test_nemotron_3_nano_moe_layout_and_size():
         spec_from_config({**config, "moe_latent_size": 1024}, arch="nemotron_h_moe", ftype="BF16", name="x")
 
 
+def test_llama4_scout_matches_the_published_file():
+    """Llama 4 Scout from the catalog's config.json fields: llama-bench printed unsloth's
+    Llama-4-Scout-17B-16E-Instruct-Q4_K_M as 60.86 GiB, 107.77 B parameters (find_string
+    hit 49139139534, an MS-S1 MAX benchmark page); every block routes to 16 experts beside a
+    shared one, chunked attention in 3 of 4 blocks."""
+    from rooflight.catalog import find_model
+
+    config = dict(find_model("llama-4-scout").hparams.config)
+    spec = spec_from_config(config, arch="llama4", ftype="Q4_K_M", name="llama-4-scout")
+    assert spec.params == pytest.approx(107.77e9, abs=0.005e9)
+    assert spec.file_bytes / 2**30 == pytest.approx(60.86, abs=0.01)
+    assert spec.active_params == pytest.approx(17.17e9, rel=0.01)  # "17B active"
+    assert spec.swa_type == "chunked" and spec.sliding_window == 8192
+    assert spec.swa_layers == (True, True, True, False) * 12
+    assert spec.tensor("blk.0.ffn_up_shexp.weight").n_elements == 5120 * 8192
+    assert (spec.n_expert, spec.n_expert_used, spec.n_ff_exp) == (16, 1, 8192)
+
+
 def test_lfm2_moe_layout():
     spec = spec_from_config(LFM2_8B_A1B, arch="lfm2moe", ftype="Q4_K_M", name="lfm2-8b-a1b")
     assert [il for il in range(24) if not spec.recurrent_layers[il]] == [2, 6, 10, 14, 18, 21]

@@ -34,6 +34,10 @@ CASES = {
                        n_vocab=3000, ftype="Q8_0", sliding_window=128),
     "qwen3moe": dict(arch="qwen3moe", n_layer=3, n_embd=256, n_head=8, n_head_kv=2, n_ff=256, n_vocab=2000,
                      ftype="Q8_0", n_expert=8, n_expert_used=2),
+    # Llama 4 Scout's layout: routed experts beside a shared one (every 2nd block here, every
+    # block in Scout), dense blocks between; chunked attention in 3 of 4 blocks
+    "llama4": dict(arch="llama4", n_layer=8, n_embd=256, n_head=4, n_head_kv=2, n_ff=512, n_ff_exp=256,
+                   n_vocab=3000, ftype="Q8_0", n_expert=4, n_expert_used=1, moe_layer_step=2),
 }
 
 
@@ -68,6 +72,20 @@ def test_plan_matches_llama_cpp_buffers(models, name, wishes):
     reported = got.model_bytes - repacked + got.kv_bytes + got.compute_bytes + got.output_bytes
     planned = cpu.weights_bytes + cpu.kv_bytes + cpu.compute_bytes
     assert planned == pytest.approx(reported, rel=0.05)
+
+
+def test_llama4_chunked_cache_past_its_chunk(models):
+    """Past 8192 positions llama4's chunked blocks keep 8192 + a micro-batch cells (the
+    sliding-window cache), its full-attention blocks the whole context."""
+    path = models["llama4"]
+    spec = load_model_spec(str(path))
+    assert spec.swa_type == "chunked" and spec.swa_layers == (True, True, True, False) * 2
+    est = plan(spec, HOST, Wishes(n_ctx=16384, n_gpu_layers=0, flash_attn="on"))
+    got = measure(path, est.config, prompt_tokens=1, gen_tokens=1).buffers
+    cpu = est.memory.device("cpu")
+    assert abs(got.kv_bytes - cpu.kv_bytes) <= ROUNDING * len(got.kv), "KV cache differs from llama.cpp's"
+    row = 2 * 64 * 2 * 2  # a cell: 2 KV heads x 64 x (K and V) x f16
+    assert cpu.kv_bytes == (2 * 16384 + 6 * (8192 + 512)) * row  # 2 full blocks, 6 chunked ones
 
 
 def test_gemma_270m_package_model_matches(tmp_path):

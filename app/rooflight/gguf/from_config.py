@@ -61,7 +61,7 @@ _SWA_FROM_CONFIG = {"gemma2": None, "gemma3": None, "cohere2": None, "olmo2": "l
 # plain transformers the llama-style tensor list describes (dense or routed experts without a
 # shared one); any other architecture gets a sentence rather than a layout it does not have
 _TRANSFORMERS = frozenset({"llama", "mistral3", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3",
-                           "cohere2", "olmo2", "exaone4", "phi3", "granite", "smollm3", "mixtral"})
+                           "cohere2", "olmo2", "exaone4", "phi3", "granite", "smollm3", "mixtral", "llama4"})
 
 
 def _text(config: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -259,9 +259,15 @@ def _transformer(c: Mapping[str, Any], arch: str, ftype: str) -> tuple[dict[str,
     n_ff = int(c.get("moe_intermediate_size") or c["intermediate_size"]) if n_expert else int(c["intermediate_size"])
     n_kv = int(c.get("num_key_value_heads") or common["n_head"])
     layout = "gemma3" if arch in ("gemma3", "gemma2") else "qwen3moe" if n_expert else "llama"
+    llama4: dict[str, Any] = {}
+    if arch == "llama4":
+        # conversion/llama.py Llama4Model: config.json's intermediate_size is the experts' (and
+        # the shared expert's) width, intermediate_size_mlp the dense blocks'
+        layout, n_ff = "llama4", int(c["intermediate_size_mlp"])
+        llama4 = dict(n_ff_exp=int(c["intermediate_size"]), moe_layer_step=int(c["interleave_moe_layer_step"]))
     plans = plan_tensors(arch=layout, ftype=ftype, n_layer=n, n_embd=common["n_embd"], n_head=common["n_head"],
                          n_head_kv=n_kv, head_dim=common["head_dim"], n_ff=n_ff, n_vocab=common["n_vocab"],
-                         n_expert=n_expert, tie_embeddings=common["tie_embeddings"])
+                         n_expert=n_expert, tie_embeddings=common["tie_embeddings"], **llama4)
 
     a = arch
     keys: dict[str, Any] = {
@@ -273,7 +279,12 @@ def _transformer(c: Mapping[str, Any], arch: str, ftype: str) -> tuple[dict[str,
     if n_expert:
         keys[f"{a}.expert_count"] = n_expert
         keys[f"{a}.expert_used_count"] = int(_find(c, ["num_experts_per_tok", "num_experts_per_token"]))
-        keys[f"{a}.expert_feed_forward_length"] = n_ff
+        keys[f"{a}.expert_feed_forward_length"] = llama4.get("n_ff_exp", n_ff)
+    if llama4:
+        keys[f"{a}.interleave_moe_layer_step"] = llama4["moe_layer_step"]
+        types = c.get("layer_types")
+        if isinstance(types, list) and all(t == "full_attention" for t in types):
+            keys[f"{a}.attention.sliding_window"] = 0  # no chunked attention (MobileLLM)
     if arch in _SWA_FROM_CONFIG and c.get("sliding_window"):
         keys[f"{a}.attention.sliding_window"] = int(c["sliding_window"])
         types = c.get("layer_types")

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from rooflight.gguf import gptoss_layout
 
-ARCHITECTURES = ("llama", "gemma3", "qwen3moe", "gpt-oss")
+ARCHITECTURES = ("llama", "gemma3", "qwen3moe", "gpt-oss", "llama4")
 
 
 class GGMLType(IntEnum):
@@ -273,10 +273,14 @@ def tensor_rows(
     n_expert: int = 0,
     tie_embeddings: bool = False,
     pure: bool = False,
+    n_ff_exp: int = 0,
+    moe_layer_step: int = 1,
 ) -> list[TensorRow]:
     """Every tensor llama.cpp's loader requires for this architecture, with its file type
     and size. Blocks repeat: a type and a size are worked out once per distinct one (the
-    catalog sizes ~100k tensors this way when `rooflight rank` starts)."""
+    catalog sizes ~100k tensors this way when `rooflight rank` starts). llama4: every
+    moe_layer_step-th block routes to experts of n_ff_exp beside a shared expert of the same
+    width, the others are dense of n_ff (src/models/llama4.cpp load_arch_tensors)."""
     ftype = normalize_ftype(ftype)
     if ftype in PURE_FILE_TYPES and ftype not in FILE_TYPES and not pure:
         raise ValueError(f"{ftype} files are written with pure=True only (one type for every matrix)")
@@ -334,7 +338,24 @@ def tensor_rows(
                 norm(b + "post_ffw_norm.weight", n_embd, i),
             ]
         rows.append(norm(b + "ffn_norm.weight", n_embd, i))
-        if n_expert:
+        if arch == "llama4":
+            if moe_layer_step > 0 and (i + 1) % moe_layer_step == 0:
+                rows.append(row(b + "ffn_gate_inp.weight", (n_expert, n_embd), Q.F32, "normal", i))
+                rows += [
+                    weight(b + "ffn_gate_exps.weight", (n_expert, n_ff_exp, n_embd), "ffn_gate", i),
+                    weight(b + "ffn_down_exps.weight", (n_expert, n_embd, n_ff_exp), "ffn_down", i),
+                    weight(b + "ffn_up_exps.weight", (n_expert, n_ff_exp, n_embd), "ffn_up", i),
+                    weight(b + "ffn_gate_shexp.weight", (n_ff_exp, n_embd), "ffn_gate", i),
+                    weight(b + "ffn_down_shexp.weight", (n_embd, n_ff_exp), "ffn_down", i),
+                    weight(b + "ffn_up_shexp.weight", (n_ff_exp, n_embd), "ffn_up", i),
+                ]
+            else:
+                rows += [
+                    weight(b + "ffn_gate.weight", (n_ff, n_embd), "ffn_gate", i),
+                    weight(b + "ffn_down.weight", (n_embd, n_ff), "ffn_down", i),
+                    weight(b + "ffn_up.weight", (n_ff, n_embd), "ffn_up", i),
+                ]
+        elif n_expert:
             # the router stays F32 in every file type (llama-quant never quantizes ffn_gate_inp)
             rows.append(row(b + "ffn_gate_inp.weight", (n_expert, n_embd), Q.F32, "normal", i))
             rows += [

@@ -330,6 +330,8 @@ def write_model(
     tie_embeddings: bool | None = None,
     pure: bool = False,
     tiled: bool = False,
+    n_ff_exp: int = 0,
+    moe_layer_step: int = 1,
 ) -> Path:
     """Write a random-weight GGUF model that llama.cpp can load and run; return its path.
 
@@ -344,6 +346,9 @@ def write_model(
     pure: every matrix in the file type's base type (llama-quantize --pure; required for
     IQ4_XS, MXFP4 and NVFP4). tiled: weights repeat one random slice per type and row width
     (fast to write; for timing runs such as runtime/probe.py, where values do not matter).
+    llama4: n_ff is the dense blocks' width, n_ff_exp the experts' and the shared expert's,
+    every moe_layer_step-th block routed (interleave_moe_layer_step); its chunked attention
+    (8192 positions, 3 blocks of 4) is llama.cpp's default without a sliding-window key.
     """
     if arch not in ARCHITECTURES:
         raise ValueError(f"unsupported arch {arch!r}; choose one of {', '.join(ARCHITECTURES)}")
@@ -360,7 +365,8 @@ def write_model(
     file_type = _ALL_FILE_TYPES[ftype][0]
     plans = plan_tensors(arch=arch, ftype=ftype, n_layer=n_layer, n_embd=n_embd, n_head=n_head,
                          n_head_kv=n_head_kv, head_dim=head_dim, n_ff=n_ff, n_vocab=n_vocab,
-                         n_expert=n_expert, tie_embeddings=tie_embeddings, pure=pure)
+                         n_expert=n_expert, tie_embeddings=tie_embeddings, pure=pure,
+                         n_ff_exp=n_ff_exp or n_ff, moe_layer_step=moe_layer_step)
 
     writer = FastArrayWriter(path, arch)
     try:
@@ -396,6 +402,9 @@ def write_model(
             writer.add_expert_used_count(n_expert_used)
             if arch == "qwen3moe":
                 writer.add_expert_feed_forward_length(n_ff)
+            if arch == "llama4":  # conversion/llama.py Llama4Model.set_gguf_parameters
+                writer.add_expert_feed_forward_length(n_ff_exp or n_ff)
+                writer.add_interleave_moe_layer_step(moe_layer_step)
 
         add_test_vocab(writer, n_vocab)
         if chat_template is not None:
@@ -471,5 +480,5 @@ def _check_args(
         raise ValueError("n_expert_used must be > 0 when n_expert > 0")
     if n_expert and arch == "gemma3":
         raise ValueError("gemma3 has no expert layers")
-    if arch in ("qwen3moe", gptoss_layout.ARCH) and not n_expert:
+    if arch in ("qwen3moe", gptoss_layout.ARCH, "llama4") and not n_expert:
         raise ValueError(f"{arch} needs n_expert > 0")
