@@ -170,6 +170,30 @@ def test_llama4_scout_matches_the_published_file():
     assert (spec.n_expert, spec.n_expert_used, spec.n_ff_exp) == (16, 1, 8192)
 
 
+def test_gemma4_31b_matches_the_published_figures():
+    """Gemma 4 31B from the catalog's config.json fields: 30.70 B parameters as llama-bench
+    printed them (llama.cpp PR #22078, an Arc B70 run of gemma-4-31B-it), unsloth's Q6_K
+    file of 25,201,484,800 bytes within 0.1%; window layers of 16 KV heads of 256, full
+    layers of 4 KV heads of 512 without a V projection (attention_k_eq_v)."""
+    from rooflight.catalog import find_model
+
+    config = dict(find_model("gemma-4-31b").hparams.config)
+    spec = spec_from_config(config, arch="gemma4", ftype="Q6_K", name="gemma-4-31b")
+    assert round(spec.params / 1e9, 2) == 30.70
+    assert spec.file_bytes == pytest.approx(25_201_484_800, rel=0.001)
+    assert spec.swa_layers == ((True,) * 5 + (False,)) * 10 and spec.sliding_window == 1024
+    assert spec.head_dims(0) == (256, 256) and spec.head_dims(5) == (512, 512)
+    assert (spec.n_head_kv[0], spec.n_head_kv[5]) == (16, 4)
+    assert spec.tensor("blk.0.attn_v.weight") is not None and spec.tensor("blk.5.attn_v.weight") is None
+    # 8K context: 50 window layers of 1024 + 512 cells, 10 full layers of 8192, K and V f16
+    kv = plan(spec, HOST, Wishes(n_ctx=8192, n_gpu_layers=0, flash_attn="on")).memory.device("cpu").kv_bytes
+    assert kv == 50 * 1536 * 16 * 256 * 2 * 2 + 10 * 8192 * 4 * 512 * 2 * 2
+    for unmodelled in ({"num_kv_shared_layers": 20}, {"hidden_size_per_layer_input": 256},
+                       {"enable_moe_block": True}):
+        with pytest.raises(BadInputError, match="not modelled"):
+            spec_from_config({**config, **unmodelled}, arch="gemma4", ftype="Q6_K", name="x")
+
+
 def test_lfm2_moe_layout():
     spec = spec_from_config(LFM2_8B_A1B, arch="lfm2moe", ftype="Q4_K_M", name="lfm2-8b-a1b")
     assert [il for il in range(24) if not spec.recurrent_layers[il]] == [2, 6, 10, 14, 18, 21]

@@ -74,6 +74,43 @@ def test_plan_matches_llama_cpp_buffers(models, name, wishes):
     assert planned == pytest.approx(reported, rel=0.05)
 
 
+# Gemma 4 31B's layout in small: window layers of 64-wide heads, 2 KV heads; every 6th layer
+# full attention with 128-wide heads, 1 KV head, keys doubling as values (no attn_v)
+GEMMA4 = dict(n_embd=256, n_head=4, n_ff=512, n_vocab=3000, swa_layers=((True,) * 5 + (False,)) * 2,
+              head_dim_swa=64, head_dim_full=128, n_head_kv_swa=2, n_head_kv_full=1, sliding_window=128,
+              k_eq_v=True, context_length=16384)
+
+
+@pytest.fixture(scope="module")
+def gemma4_model(tmp_path_factory):
+    from rooflight.gguf.gemma4_layout import Gemma4Shape
+    from rooflight.gguf.synthetic_gemma4 import write_gemma4_model
+
+    return write_gemma4_model(tmp_path_factory.mktemp("gemma4") / "gemma4.gguf", Gemma4Shape(**GEMMA4), ftype="Q8_0")
+
+
+@pytest.mark.parametrize(
+    "wishes",
+    [Wishes(n_ctx=512, flash_attn="off"), Wishes(n_ctx=4096, flash_attn="on"),
+     Wishes(n_ctx=4096, flash_attn="off", n_ubatch=128), Wishes(n_ctx=8192, flash_attn="on", kv_type="q8_0")],
+    ids=["512-nofa", "4096-fa", "4096-nofa-ub128", "8192-fa-q8kv"],
+)
+def test_gemma4_plan_matches_llama_cpp_buffers(gemma4_model, wishes):
+    """Layers with head sizes of their own: the KV cache exactly (without flash attention V
+    is padded to the widest layer), the weights exactly, the total within 5%."""
+    spec = load_model_spec(str(gemma4_model))
+    assert spec.head_dims(0) == (64, 64) and spec.head_dims(5) == (128, 128)
+    est = plan(spec, HOST, replace(wishes, n_gpu_layers=0))
+    got = measure(gemma4_model, est.config, prompt_tokens=1, gen_tokens=1).buffers
+    cpu = est.memory.device("cpu")
+    assert abs(got.kv_bytes - cpu.kv_bytes) <= ROUNDING * len(got.kv), "KV cache differs from llama.cpp's"
+    repacked = sum(spec.tensor(t).n_bytes for t in got.repacked_tensors)
+    assert abs(got.model_bytes - repacked - cpu.weights_bytes) <= 64 * 1024, "weights differ"
+    reported = got.model_bytes - repacked + got.kv_bytes + got.compute_bytes + got.output_bytes
+    planned = cpu.weights_bytes + cpu.kv_bytes + cpu.compute_bytes
+    assert planned == pytest.approx(reported, rel=0.05)
+
+
 def test_llama4_chunked_cache_past_its_chunk(models):
     """Past 8192 positions llama4's chunked blocks keep 8192 + a micro-batch cells (the
     sliding-window cache), its full-attention blocks the whole context."""

@@ -52,7 +52,7 @@ FIT_RANK: dict[str, int] = {f: f.rank for f in Fit}
 def _kv_types_for(spec: ModelSpec) -> tuple[str, ...]:
     """KV types llama.cpp accepts for this model: block-quantized caches need head sizes
     that are multiples of the 32-wide block (llama-context.cpp checks n_embd_head_k/v)."""
-    if spec.head_dim_k % 32 or spec.head_dim_v % 32:
+    if any(d % 32 for il in range(spec.n_layer) for d in spec.head_dims(il)) or spec.head_dim_k % 32:
         return ("f16",)
     return KV_TYPES
 

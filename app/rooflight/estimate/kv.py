@@ -57,13 +57,14 @@ def kv_row_bytes(spec: ModelSpec, cfg: RunConfig, layer: int) -> float:
         # (llama-kv-cache.cpp: has_v = !is_mla).
         return (spec.kv_lora_rank + spec.rope_dim) * per_el
     n_kv = spec.n_head_kv[layer]
-    k = spec.head_dim_k * n_kv
+    head_k, head_v = spec.head_dims(layer)
+    k = head_k * n_kv
     if cfg.flash_attn:
-        v = spec.head_dim_v * n_kv
+        v = head_v * n_kv
     else:
         # without flash attention V is stored transposed and padded to the widest layer
-        # ([TAG_V_CACHE_VARIABLE] in llama-kv-cache.cpp)
-        v = spec.head_dim_v * max(spec.n_head_kv)
+        # ([TAG_V_CACHE_VARIABLE] in llama-kv-cache.cpp: n_embd_v_gqa_max over all layers)
+        v = max(spec.head_dims(il)[1] * spec.n_head_kv[il] for il in range(spec.n_layer))
     return (k + v) * per_el
 
 

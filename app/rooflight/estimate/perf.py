@@ -487,12 +487,12 @@ def _cpu_attention_cycles(spec: ModelSpec, cfg: RunConfig, position: int, start:
     """Cycles for attention over the cached positions of layers [start, end) for one token."""
     # the kernel skips masked cells (padding, positions not yet written) before any work
     seen = kv_cells_seen(spec, cfg, position, padded=False)
-    per_position = spec.head_dim_k + spec.head_dim_v
     per_element, per_mac = _ATTENTION_CYCLES[bool(cfg.flash_attn)]
     cycles = 0.0
     for il in range(start, end):
         if seen[il]:
             n_kv = spec.n_head_kv[il] or spec.n_head[il]
+            per_position = sum(spec.head_dims(il))
             cycles += seen[il] * per_position * (n_kv * per_element + spec.n_head[il] * per_mac)
     return cycles
 
@@ -594,7 +594,7 @@ def _prefill_work(spec: ModelSpec, devices: tuple[str, ...]) -> dict[str, _Prefi
         for il in range(start, end):
             # a hybrid's recurrent and MLP-only layers attend to nothing (no KV heads)
             no_attention = bool(spec.recurrent_layers) and not spec.n_head_kv[il]
-            width = 0 if no_attention else spec.head_dim_k * max(spec.n_head[il], 1)
+            width = 0 if no_attention else spec.head_dims(il)[0] * max(spec.n_head[il], 1)
             if swa[il]:
                 w.swa_width += width
             else:

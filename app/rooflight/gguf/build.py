@@ -234,6 +234,8 @@ def build_model_spec(headers: Sequence[HeaderLike], *, default_name: str) -> Mod
         n_head_kv=n_head_kv,
         head_dim_k=head_dim_k,
         head_dim_v=head_dim_v,
+        head_dim_k_swa=k.uint("attention.key_length_swa", 0) or 0,
+        head_dim_v_swa=k.uint("attention.value_length_swa", 0) or 0,
         n_ff=n_ff,
         n_vocab=n_vocab,
         context_length=context_length,

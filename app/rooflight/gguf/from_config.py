@@ -51,6 +51,7 @@ from .arch_recipe import (
 )
 from .arrays import ArrayInfo
 from .build import build_model_spec
+from .gemma4_layout import Gemma4Shape, gemma4_metadata, plan_gemma4_tensors
 from .quant_recipe import _ALL_FILE_TYPES, TensorPlan, normalize_ftype, plan_tensors
 from .spec import ModelSpec
 
@@ -246,6 +247,26 @@ class _Header:  # what build_model_spec reads of a GGUFHeader
     bytes_read: int = 0
 
 
+def _gemma4(c: Mapping[str, Any]) -> Gemma4Shape:
+    """Gemma 4's dense layout (gemma4_layout.py), as conversion/gemma.py Gemma4Model writes
+    it: `layer_types`, `head_dim` / `global_head_dim`, `num_key_value_heads` /
+    `num_global_key_value_heads`, `attention_k_eq_v`."""
+    if c.get("hidden_size_per_layer_input") or c.get("num_kv_shared_layers"):
+        raise ValueError("per-layer embeddings and a shared KV cache (Gemma 4 E2B / E4B) are not modelled")
+    if c.get("enable_moe_block") or c.get("use_double_wide_mlp"):
+        raise ValueError("expert blocks (Gemma 4 26B-A4B) are not modelled")
+    common = _common(c)
+    types = _find(c, ["layer_types"])
+    n_kv = int(c["num_key_value_heads"])
+    return Gemma4Shape(
+        n_embd=common["n_embd"], n_head=common["n_head"], n_ff=int(c["intermediate_size"]),
+        n_vocab=common["n_vocab"], swa_layers=tuple(t == "sliding_attention" for t in types),
+        head_dim_swa=common["head_dim"], head_dim_full=int(c["global_head_dim"]), n_head_kv_swa=n_kv,
+        n_head_kv_full=int(c.get("num_global_key_value_heads") or n_kv), sliding_window=int(c["sliding_window"]),
+        k_eq_v=bool(c.get("attention_k_eq_v")), context_length=common["context_length"],
+        tie_embeddings=common["tie_embeddings"])
+
+
 def _header(name: str, metadata: dict[str, Any], plans: Sequence[TensorPlan]) -> _Header:
     tensors = tuple(_Tensor(p.name, p.qtype.name, p.ne, p.n_bytes) for p in plans)
     size = sum(t.n_bytes + (-t.n_bytes % 32) for t in tensors)  # 32-byte aligned, as written
@@ -329,6 +350,10 @@ def spec_from_config(config: Mapping[str, Any], *, arch: str, ftype: str, name: 
             if isinstance(shared, int) and n - shared != KV_FROM_START:
                 raise BadInputError(f"{name}: llama.cpp keeps the KV cache of exactly {KV_FROM_START} gemma3n "
                                     f"layers, but this config shares all but {n - shared}.")
+        elif arch == "gemma4":
+            shape4 = _gemma4(c)
+            plans = plan_gemma4_tensors(shape4, ftype)
+            metadata = _metadata(arch, gemma4_metadata(shape4), ftype)
         elif arch in _TRANSFORMERS:
             metadata, plans = _transformer(c, arch, ftype)
         else:

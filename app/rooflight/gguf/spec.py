@@ -95,7 +95,7 @@ class ModelSpec:
     n_embd: int
     n_head: tuple[int, ...]  # per layer (GGUF may store an array)
     n_head_kv: tuple[int, ...]  # per layer; 0 for layers without attention (recurrent)
-    head_dim_k: int  # attention.key_length (default n_embd / n_head)
+    head_dim_k: int  # attention.key_length (default n_embd / n_head): full-attention layers'
     head_dim_v: int  # attention.value_length
     n_ff: tuple[int, ...]  # per layer
     n_vocab: int
@@ -122,12 +122,23 @@ class ModelSpec:
     # added by the GGUF reader (gguf/build.py):
     swa_type: str = "none"  # none | standard | chunked (llama4) | symmetric (embedding models)
     n_ff_exp: int = 0  # {arch}.expert_feed_forward_length: FFN width of one routed expert
+    # attention.key_length_swa / value_length_swa: the sliding-window layers' head sizes
+    # where they differ (Gemma 4: 256 against 512); 0 = the full layers' (llama.cpp's default)
+    head_dim_k_swa: int = 0
+    head_dim_v_swa: int = 0
     header_bytes: int = field(default=0, compare=False)  # bytes fetched to read the header(s)
     # a vision model's projector (mmproj GGUF), when one is paired with it (gguf/projector.py);
     # the plan then counts its memory and the encoding of one image
     projector: Any = None
 
     # ---- derived figures -------------------------------------------------------------
+
+    def head_dims(self, layer: int) -> tuple[int, int]:
+        """(K, V) head size of one layer: the sliding-window sizes on a window layer where
+        the file gives them (llama_hparams::n_embd_head_k(il)), else the full ones."""
+        if self.swa_layers and self.swa_layers[layer]:
+            return self.head_dim_k_swa or self.head_dim_k, self.head_dim_v_swa or self.head_dim_v
+        return self.head_dim_k, self.head_dim_v
 
     @property
     def params(self) -> int:

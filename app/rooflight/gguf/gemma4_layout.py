@@ -1,0 +1,120 @@
+"""Tensor list and header keys of a dense Gemma 4 model (gemma4: the 31B's layout).
+
+What llama.cpp 0.3.36's src/models/gemma4.cpp loads and conversion/gemma.py Gemma4Model
+writes, for the dense models without per-layer embeddings or a shared KV cache: window
+layers and full-attention layers with heads of their own size and KV-head count
+(`key_length_swa` against `key_length`; `head_count_kv` per layer), full layers whose
+values are their keys (`attention_k_eq_v`: no attn_v, the cache still holds V), one
+`rope_freqs` for the full layers' proportional rope, and a scalar per layer. Gemma 4's
+per-layer embeddings (E2B, E4B), shared KV cache and expert blocks (26B-A4B) are not
+modelled here: from_config refuses such a config with a sentence, and estimate/support.py
+such a header.
+
+Pure Python, like arch_recipe.py: the catalog sizes these models while ranking.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rooflight.gguf.quant_recipe import GGMLType as Q
+from rooflight.gguf.quant_recipe import TensorPlan, _weight_type
+from rooflight.gguf.quant_recipe import normalize_ftype as _normalize_ftype
+
+ARCH = "gemma4"
+
+
+@dataclass(frozen=True)
+class Gemma4Shape:
+    n_embd: int
+    n_head: int
+    n_ff: int
+    n_vocab: int
+    swa_layers: tuple[bool, ...]  # per layer: True for a sliding-window layer
+    head_dim_swa: int  # config.json head_dim
+    head_dim_full: int  # global_head_dim
+    n_head_kv_swa: int  # num_key_value_heads
+    n_head_kv_full: int  # num_global_key_value_heads
+    sliding_window: int
+    k_eq_v: bool = False  # attention_k_eq_v: full layers have no V projection
+    context_length: int = 4096
+    tie_embeddings: bool = True
+
+    @property
+    def n_layer(self) -> int:
+        return len(self.swa_layers)
+
+    def head_dim(self, il: int) -> int:
+        return self.head_dim_swa if self.swa_layers[il] else self.head_dim_full
+
+    def n_head_kv(self, il: int) -> int:
+        return self.n_head_kv_swa if self.swa_layers[il] else self.n_head_kv_full
+
+
+def plan_gemma4_tensors(s: Gemma4Shape, ftype: str) -> list[TensorPlan]:
+    """Every tensor llama.cpp's gemma4 loader reads for this dense shape, with llama-quant's
+    types (norms, the per-layer scalar and rope_freqs F32)."""
+    ftype = _normalize_ftype(ftype)
+    e, n_layer = s.n_embd, s.n_layer
+
+    def w(name: str, shape: tuple[int, ...], role: str = "other", il: int = 0) -> TensorPlan:
+        qtype = _weight_type(ftype, role, shape[-1], il, n_layer, 0)
+        return TensorPlan(name, shape, qtype, "output" if role == "output" else "normal")
+
+    def f32(name: str, shape: tuple[int, ...], init: str = "ones") -> TensorPlan:
+        return TensorPlan(name, shape, Q.F32, init)
+
+    plans = [w("token_embd.weight", (s.n_vocab, e), "output" if s.tie_embeddings else "token_embd"),
+             f32("output_norm.weight", (e,))]
+    if not s.tie_embeddings:
+        plans.append(w("output.weight", (s.n_vocab, e), "output"))
+    # the full layers' proportional rope: one tensor, the first full layer's (the others
+    # reuse it, TENSOR_DUPLICATED)
+    plans.append(f32("rope_freqs.weight", (s.head_dim_full // 2,)))
+    for il in range(n_layer):
+        b = f"blk.{il}."
+        hd, kv = s.head_dim(il), s.n_head_kv(il) * s.head_dim(il)
+        q = s.n_head * hd
+        plans += [f32(b + "attn_norm.weight", (e,)),
+                  w(b + "attn_q.weight", (q, e), "attn_q", il),
+                  w(b + "attn_k.weight", (kv, e), "attn_k", il)]
+        if not (s.k_eq_v and not s.swa_layers[il]):
+            plans.append(w(b + "attn_v.weight", (kv, e), "attn_v", il))
+        plans += [w(b + "attn_output.weight", (e, q), "attn_output", il),
+                  f32(b + "attn_q_norm.weight", (hd,)), f32(b + "attn_k_norm.weight", (hd,)),
+                  f32(b + "post_attention_norm.weight", (e,)),
+                  f32(b + "layer_output_scale.weight", (1,)),
+                  f32(b + "ffn_norm.weight", (e,)),
+                  w(b + "ffn_gate.weight", (s.n_ff, e), "ffn_gate", il),
+                  w(b + "ffn_up.weight", (s.n_ff, e), "ffn_up", il),
+                  w(b + "ffn_down.weight", (e, s.n_ff), "ffn_down", il),
+                  f32(b + "post_ffw_norm.weight", (e,))]
+    return plans
+
+
+def gemma4_metadata(s: Gemma4Shape) -> dict[str, Any]:
+    """The keys Gemma4Model.set_gguf_parameters writes and gemma4.cpp reads."""
+    a = ARCH
+    return {
+        f"{a}.context_length": s.context_length,
+        f"{a}.embedding_length": s.n_embd,
+        f"{a}.block_count": s.n_layer,
+        f"{a}.feed_forward_length": s.n_ff,
+        f"{a}.attention.head_count": s.n_head,
+        f"{a}.attention.head_count_kv": [s.n_head_kv(il) for il in range(s.n_layer)],
+        f"{a}.attention.key_length": s.head_dim_full,
+        f"{a}.attention.value_length": s.head_dim_full,
+        f"{a}.attention.key_length_swa": s.head_dim_swa,
+        f"{a}.attention.value_length_swa": s.head_dim_swa,
+        f"{a}.rope.dimension_count": s.head_dim_full,
+        f"{a}.rope.dimension_count_swa": s.head_dim_swa,
+        f"{a}.rope.freq_base": 1_000_000.0,
+        f"{a}.rope.freq_base_swa": 10_000.0,
+        f"{a}.attention.sliding_window": s.sliding_window,
+        f"{a}.attention.sliding_window_pattern": list(s.swa_layers),
+        f"{a}.attention.shared_kv_layers": 0,
+        f"{a}.embedding_length_per_layer_input": 0,
+        f"{a}.attention.layer_norm_rms_epsilon": 1e-6,
+        f"{a}.final_logit_softcapping": 30.0,
+    }
