@@ -94,7 +94,7 @@ def test_rank_json_rows_carry_release_benchmark_and_every_option():
     assert oss["quant"] == "MXFP4" and oss["file"] == "openai_gpt-oss-20b-MXFP4.gguf"
     assert oss["file_bytes_source"] == "published" and oss["file_bytes"] == 12_100_000_000
     unavailable = {u["id"]: u for u in doc["unavailable"]}
-    assert unavailable["gemma-4-26b-a4b"]["reason"].lower().startswith("estimate not available for gemma4")
+    assert unavailable["gemma-4-e2b"]["reason"].lower().startswith("estimate not available for gemma4")
     assert rows["gemma-4-31b"]["architecture"] == "gemma4"  # the dense layout is sized
     assert not set(unavailable) & set(rows)
 

@@ -189,9 +189,24 @@ def test_gemma4_31b_matches_the_published_figures():
     kv = plan(spec, HOST, Wishes(n_ctx=8192, n_gpu_layers=0, flash_attn="on")).memory.device("cpu").kv_bytes
     assert kv == 50 * 1536 * 16 * 256 * 2 * 2 + 10 * 8192 * 4 * 512 * 2 * 2
     for unmodelled in ({"num_kv_shared_layers": 20}, {"hidden_size_per_layer_input": 256},
-                       {"enable_moe_block": True}):
+                       {"use_double_wide_mlp": True}):
         with pytest.raises(BadInputError, match="not modelled"):
             spec_from_config({**config, **unmodelled}, arch="gemma4", ftype="Q6_K", name="x")
+
+
+def test_gemma4_26b_a4b_matches_the_published_figures():
+    """Gemma 4 26B-A4B from the catalog's config.json fields: 25,233,142,046 parameters as
+    llama-bench's CSV printed them (find_string hit 65862611205) and a Q4_K_M file of 15.63
+    GiB (hit 55783345299); 128 experts of 704, top 8, beside every block's dense FFN."""
+    from rooflight.catalog import find_model
+
+    config = dict(find_model("gemma-4-26b-a4b").hparams.config)
+    spec = spec_from_config(config, arch="gemma4", ftype="Q4_K_M", name="gemma-4-26b-a4b")
+    assert spec.params == 25_233_142_046
+    assert spec.file_bytes / 2**30 == pytest.approx(15.63, abs=0.01)
+    assert (spec.n_expert, spec.n_expert_used, spec.n_ff_exp) == (128, 8, 704)
+    assert spec.tensor("blk.0.ffn_gate.weight") is not None and spec.tensor("blk.0.ffn_up_exps.weight") is not None
+    assert spec.active_params == pytest.approx(3.8e9, rel=0.01)
 
 
 def test_lfm2_moe_layout():

@@ -81,12 +81,15 @@ GEMMA4 = dict(n_embd=256, n_head=4, n_ff=512, n_vocab=3000, swa_layers=((True,) 
               k_eq_v=True, context_length=16384)
 
 
-@pytest.fixture(scope="module")
-def gemma4_model(tmp_path_factory):
+@pytest.fixture(scope="module", params=["dense", "moe"])
+def gemma4_model(request, tmp_path_factory):
+    """The 31B's layout, and the 26B-A4B's: every block's experts beside its dense FFN."""
     from rooflight.gguf.gemma4_layout import Gemma4Shape
     from rooflight.gguf.synthetic_gemma4 import write_gemma4_model
 
-    return write_gemma4_model(tmp_path_factory.mktemp("gemma4") / "gemma4.gguf", Gemma4Shape(**GEMMA4), ftype="Q8_0")
+    shape = dict(GEMMA4, n_expert=8, n_expert_used=2, n_ff_exp=128) if request.param == "moe" else GEMMA4
+    return write_gemma4_model(tmp_path_factory.mktemp("gemma4") / f"gemma4-{request.param}.gguf",
+                              Gemma4Shape(**shape), ftype="Q8_0")
 
 
 @pytest.mark.parametrize(

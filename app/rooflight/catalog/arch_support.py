@@ -30,9 +30,9 @@ NOT_MODELED: dict[str, str] = {
     "lfm2": "short convolution layers beside attention (convolution state)",
     "lfm2moe": "short convolution layers beside attention (convolution state)",
     "gemma3n": "per-layer embeddings, AltUp and KV sharing across layers",
-    # the dense layout (31B) is built from config.json; E2B / E4B add per-layer embeddings and a
-    # shared KV cache, 26B-A4B expert blocks, which gguf/gemma4_layout.py does not model yet
-    "gemma4": "window and full layers of their own head sizes, per-layer embeddings, a shared KV cache, experts",
+    # the 31B's and 26B-A4B's layouts are built from config.json; E2B / E4B add per-layer
+    # embeddings and a shared KV cache, which gguf/gemma4_layout.py does not model yet
+    "gemma4": "window and full layers of their own head sizes, experts, per-layer embeddings, a shared KV cache",
     "llama4": "a shared expert beside the routed ones and chunked attention",
 }
 

@@ -35,14 +35,12 @@ def unavailable_reason(architecture: str) -> str | None:
 
 
 def gemma4_unmodeled(spec: ModelSpec) -> str | None:
-    """What of a Gemma 4 file the plan does not model: the dense layout (window and full
-    layers with head sizes of their own, gguf/gemma4_layout.py) is; per-layer embeddings and
-    the shared KV cache (E2B, E4B) and expert blocks (26B-A4B) are not yet."""
+    """What of a Gemma 4 file the plan does not model: the layout of the 31B and 26B-A4B
+    (window and full layers with head sizes of their own, experts beside the dense FFN:
+    gguf/gemma4_layout.py) is; per-layer embeddings and the shared KV cache (E2B, E4B) not yet."""
     if spec.architecture != "gemma4":
         return None
     shared = spec.metadata.get("gemma4.attention.shared_kv_layers")
-    if spec.n_expert:
-        return "expert blocks beside the dense FFN"
     if (type(shared) is int and shared > 0) or spec.tensor("per_layer_token_embd.weight") is not None:
         return "per-layer embeddings and shared KV cache"
     return None

@@ -1,14 +1,15 @@
-"""Tensor list and header keys of a dense Gemma 4 model (gemma4: the 31B's layout).
+"""Tensor list and header keys of Gemma 4 (gemma4) without per-layer embeddings: the 31B's
+layout, and the 26B-A4B's, whose every block routes to experts beside its dense FFN.
 
 What llama.cpp 0.3.36's src/models/gemma4.cpp loads and conversion/gemma.py Gemma4Model
-writes, for the dense models without per-layer embeddings or a shared KV cache: window
+writes, for the models without per-layer embeddings or a shared KV cache: window
 layers and full-attention layers with heads of their own size and KV-head count
 (`key_length_swa` against `key_length`; `head_count_kv` per layer), full layers whose
 values are their keys (`attention_k_eq_v`: no attn_v, the cache still holds V), one
-`rope_freqs` for the full layers' proportional rope, and a scalar per layer. Gemma 4's
-per-layer embeddings (E2B, E4B), shared KV cache and expert blocks (26B-A4B) are not
-modelled here: from_config refuses such a config with a sentence, and estimate/support.py
-such a header.
+`rope_freqs` for the full layers' proportional rope, a scalar per layer, and with experts
+a router with its scale, three more norms and a per-expert output scale. Gemma 4's
+per-layer embeddings and shared KV cache (E2B, E4B) are not modelled here: from_config
+refuses such a config with a sentence, and estimate/support.py such a header.
 
 Pure Python, like arch_recipe.py: the catalog sizes these models while ranking.
 """
@@ -40,6 +41,10 @@ class Gemma4Shape:
     k_eq_v: bool = False  # attention_k_eq_v: full layers have no V projection
     context_length: int = 4096
     tie_embeddings: bool = True
+    # enable_moe_block: every block routes to n_expert experts of n_ff_exp (top n_expert_used)
+    n_expert: int = 0
+    n_expert_used: int = 0
+    n_ff_exp: int = 0
 
     @property
     def n_layer(self) -> int:
@@ -59,7 +64,7 @@ def plan_gemma4_tensors(s: Gemma4Shape, ftype: str) -> list[TensorPlan]:
     e, n_layer = s.n_embd, s.n_layer
 
     def w(name: str, shape: tuple[int, ...], role: str = "other", il: int = 0) -> TensorPlan:
-        qtype = _weight_type(ftype, role, shape[-1], il, n_layer, 0)
+        qtype = _weight_type(ftype, role, shape[-1], il, n_layer, s.n_expert)
         return TensorPlan(name, shape, qtype, "output" if role == "output" else "normal")
 
     def f32(name: str, shape: tuple[int, ...], init: str = "ones") -> TensorPlan:
@@ -90,13 +95,25 @@ def plan_gemma4_tensors(s: Gemma4Shape, ftype: str) -> list[TensorPlan]:
                   w(b + "ffn_up.weight", (s.n_ff, e), "ffn_up", il),
                   w(b + "ffn_down.weight", (e, s.n_ff), "ffn_down", il),
                   f32(b + "post_ffw_norm.weight", (e,))]
+        if s.n_expert:  # the router stays F32 (llama-quant never quantizes ffn_gate_inp)
+            x = s.n_expert
+            plans += [TensorPlan(b + "ffn_gate_inp.weight", (x, e), Q.F32, "normal"),
+                      f32(b + "ffn_gate_inp.scale", (e,)),
+                      f32(b + "pre_ffw_norm_2.weight", (e,)), f32(b + "post_ffw_norm_1.weight", (e,)),
+                      f32(b + "post_ffw_norm_2.weight", (e,)),
+                      w(b + "ffn_gate_exps.weight", (x, s.n_ff_exp, e), "ffn_gate", il),
+                      w(b + "ffn_up_exps.weight", (x, s.n_ff_exp, e), "ffn_up", il),
+                      w(b + "ffn_down_exps.weight", (x, e, s.n_ff_exp), "ffn_down", il),
+                      f32(b + "ffn_down_exps.scale", (x,))]
     return plans
 
 
 def gemma4_metadata(s: Gemma4Shape) -> dict[str, Any]:
     """The keys Gemma4Model.set_gguf_parameters writes and gemma4.cpp reads."""
     a = ARCH
-    return {
+    experts = ({f"{a}.expert_count": s.n_expert, f"{a}.expert_used_count": s.n_expert_used,
+                f"{a}.expert_feed_forward_length": s.n_ff_exp} if s.n_expert else {})
+    return {**experts,
         f"{a}.context_length": s.context_length,
         f"{a}.embedding_length": s.n_embd,
         f"{a}.block_count": s.n_layer,
