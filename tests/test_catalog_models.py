@@ -190,13 +190,18 @@ def test_hparams_match_stated_params(model: CatalogModel):
 def test_unmodeled_architectures_keep_their_config_and_say_so():
     """An architecture the estimator does not model keeps config.json's fields verbatim and
     is reported as not estimable, never given a number."""
-    unmodeled = [m for m in CATALOG if unavailable_reason(m) is not None]
-    # (gemma3n and the hybrids whose entries record the config.json fields gguf/from_config.py
-    # needs are estimated; Gemma 4 the estimator refuses outright)
-    assert {m.architecture for m in unmodeled} >= {"gemma4"}
-    for m in unmodeled:
-        assert m.hparams.config, m.id
-        assert unavailable_reason(m).lower().startswith(f"estimate not available for {m.architecture}")
+    from dataclasses import replace
+
+    # every catalog entry records the config.json fields its builder needs (since 2026-12-02,
+    # Gemma 4, Llama 4 Scout and Nemotron 3 Nano too)
+    assert [m.id for m in CATALOG if unavailable_reason(m) is not None] == []
+    # without those fields, or for an architecture the estimator refuses, one sentence
+    nemotron = next(m for m in CATALOG if m.architecture == "nemotron_h_moe")
+    bare = replace(nemotron, hparams=replace(nemotron.hparams, config={"num_hidden_layers": 52}))
+    rwkv = replace(nemotron, architecture="rwkv7")
+    for m in (bare, rwkv):
+        reason = unavailable_reason(m)
+        assert reason is not None and reason.lower().startswith(f"estimate not available for {m.architecture}")
 
 
 def test_published_sizes_are_used():

@@ -93,10 +93,8 @@ def test_rank_json_rows_carry_release_benchmark_and_every_option():
     oss = rows["gpt-oss-20b"]
     assert oss["quant"] == "MXFP4" and oss["file"] == "openai_gpt-oss-20b-MXFP4.gguf"
     assert oss["file_bytes_source"] == "published" and oss["file_bytes"] == 12_100_000_000
-    unavailable = {u["id"]: u for u in doc["unavailable"]}
-    assert unavailable["gemma-4-e2b"]["reason"].lower().startswith("estimate not available for gemma4")
-    assert rows["gemma-4-31b"]["architecture"] == "gemma4"  # the dense layout is sized
-    assert not set(unavailable) & set(rows)
+    assert doc["unavailable"] == []  # every catalog model is sized (Gemma 4 since 2026-12-02)
+    assert {rows[i]["architecture"] for i in ("gemma-4-31b", "gemma-4-e2b", "llama-4-scout")} == {"gemma4", "llama4"}
 
 
 def test_index_mapping_is_the_fit_it_says_it_is_and_beats_the_size_prior():

@@ -49,22 +49,6 @@ def test_unmodeled_architecture_gets_one_sentence():
     assert unavailable_reason("llama") is None and unavailable_reason("granitehybrid") is None
 
 
-def test_gemma4_files_outside_the_dense_layout_get_one_sentence():
-    """A Gemma 4 header with per-layer embeddings and a shared cache (E2B, E4B) is refused by
-    name; the layout of the 31B (and the 26B-A4B, with experts) is planned."""
-    from rooflight.catalog import find_model
-
-    dense = spec_from_config(dict(find_model("gemma-4-31b").hparams.config), arch="gemma4", ftype="Q4_K_M",
-                             name="gemma-4-31b")
-    assert plan(dense, HOST, Wishes(n_ctx=2048, n_gpu_layers=0)).memory.device("cpu").kv_bytes > 0
-    cases = {"per-layer embeddings and shared KV cache": replace(
-        dense, metadata={**dense.metadata, "gemma4.attention.shared_kv_layers": 20})}
-    for what, spec in cases.items():
-        with pytest.raises(EstimateUnavailableError) as info:
-            plan(spec, HOST, Wishes(n_ctx=2048))
-        assert str(info.value) == f"Estimate not available for gemma4: Rooflight does not model its {what}."
-
-
 def test_cli_estimate_of_unmodeled_architecture(tmp_path, capsys):
     import numpy as np
     from gguf import GGUFWriter

@@ -81,13 +81,23 @@ GEMMA4 = dict(n_embd=256, n_head=4, n_ff=512, n_vocab=3000, swa_layers=((True,) 
               k_eq_v=True, context_length=16384)
 
 
-@pytest.fixture(scope="module", params=["dense", "moe"])
+GEMMA4_VARIANTS = {
+    "dense": {},
+    "moe": dict(n_expert=8, n_expert_used=2, n_ff_exp=128),  # the 26B-A4B's experts beside the dense FFN
+    # the E2B's: per-layer embeddings, the last 5 layers on the cache of layers 3 / 4 (llama.cpp
+    # takes the two layers before the shared ones), their FFN twice as wide
+    "e2b": dict(k_eq_v=False, n_embd_per_layer=32, n_kv_shared=5, double_wide_mlp=True,
+                swa_layers=((True,) * 4 + (False,)) * 2),
+}
+
+
+@pytest.fixture(scope="module", params=list(GEMMA4_VARIANTS))
 def gemma4_model(request, tmp_path_factory):
-    """The 31B's layout, and the 26B-A4B's: every block's experts beside its dense FFN."""
+    """The 31B's layout, the 26B-A4B's and the E2B's."""
     from rooflight.gguf.gemma4_layout import Gemma4Shape
     from rooflight.gguf.synthetic_gemma4 import write_gemma4_model
 
-    shape = dict(GEMMA4, n_expert=8, n_expert_used=2, n_ff_exp=128) if request.param == "moe" else GEMMA4
+    shape = dict(GEMMA4, **GEMMA4_VARIANTS[request.param])
     return write_gemma4_model(tmp_path_factory.mktemp("gemma4") / f"gemma4-{request.param}.gguf",
                               Gemma4Shape(**shape), ftype="Q8_0")
 
@@ -102,7 +112,8 @@ def test_gemma4_plan_matches_llama_cpp_buffers(gemma4_model, wishes):
     """Layers with head sizes of their own: the KV cache exactly (without flash attention V
     is padded to the widest layer), the weights exactly, the total within 5%."""
     spec = load_model_spec(str(gemma4_model))
-    assert spec.head_dims(0) == (64, 64) and spec.head_dims(5) == (128, 128)
+    full = spec.swa_layers.index(False)
+    assert spec.head_dims(0) == (64, 64) and spec.head_dims(full) == (128, 128)
     est = plan(spec, HOST, replace(wishes, n_gpu_layers=0))
     got = measure(gemma4_model, est.config, prompt_tokens=1, gen_tokens=1).buffers
     cpu = est.memory.device("cpu")

@@ -18,8 +18,7 @@ UNMODELED: dict[str, str] = {
                     "hybrid linear-attention state"),
     **dict.fromkeys(("deepseek32", "glm-dsa", "minimax-m3", "hy-v4", "dots3note", "deepseek4", "dflash"),
                     "sparse-attention indexer cache"),
-    # the Gemma 4 draft model (gemma4-assistant) reads the target's cache; Gemma 4 itself
-    # is sized where its layout is modelled (gemma4_unmodeled below)
+    # the Gemma 4 draft model (gemma4-assistant) reads its target's cache
     "gemma4-assistant": "cache shared with its target model",
     **dict.fromkeys(("t5", "t5encoder", "bert", "nomic-bert", "jina-bert-v2", "modern-bert"),
                     "encoder-only or encoder-decoder graph"),
@@ -34,21 +33,7 @@ def unavailable_reason(architecture: str) -> str | None:
     return f"Estimate not available for {architecture}: Rooflight does not model its {what}."
 
 
-def gemma4_unmodeled(spec: ModelSpec) -> str | None:
-    """What of a Gemma 4 file the plan does not model: the layout of the 31B and 26B-A4B
-    (window and full layers with head sizes of their own, experts beside the dense FFN:
-    gguf/gemma4_layout.py) is; per-layer embeddings and the shared KV cache (E2B, E4B) not yet."""
-    if spec.architecture != "gemma4":
-        return None
-    shared = spec.metadata.get("gemma4.attention.shared_kv_layers")
-    if (type(shared) is int and shared > 0) or spec.tensor("per_layer_token_embd.weight") is not None:
-        return "per-layer embeddings and shared KV cache"
-    return None
-
-
 def check_supported(spec: ModelSpec) -> None:
     reason = unavailable_reason(spec.architecture)
-    if reason is None and (what := gemma4_unmodeled(spec)) is not None:
-        reason = f"Estimate not available for {spec.architecture}: Rooflight does not model its {what}."
     if reason is not None:
         raise EstimateUnavailableError(reason, spec.architecture)

@@ -149,12 +149,15 @@ def _small_metadata(meta: dict[str, Any]) -> dict[str, Any]:
 
 # llama.cpp's n_layer_kv_from_start: only the first N layers keep a KV cache, the others
 # attend to the last full / sliding-window layer before N (llama_model::create_memory's
-# reuse callback). Gemma 3n fixes N = 20 (src/models/gemma3n.cpp).
+# reuse callback). Gemma 3n fixes N = 20 (src/models/gemma3n.cpp); Gemma 4 keeps all but
+# its attention.shared_kv_layers (src/models/gemma4.cpp).
 _KV_FROM_START = {"gemma3n": 20}
 
 
-def _kv_reuse(arch: str, n_layer: int, swa_layers: tuple[bool, ...]) -> tuple[int, ...]:
+def _kv_reuse(arch: str, n_layer: int, swa_layers: tuple[bool, ...], shared: int = 0) -> tuple[int, ...]:
     start = _KV_FROM_START.get(arch)
+    if arch == "gemma4" and shared > 0:
+        start = n_layer - shared
     if start is None or n_layer <= start:
         return ()
     return tuple(-1 if il < start else start - (2 if swa_layers[il] else 1) for il in range(n_layer))
@@ -215,7 +218,7 @@ def build_model_spec(headers: Sequence[HeaderLike], *, default_name: str) -> Mod
         # only the layers llama.cpp gives a KV cache keep their KV heads (create_memory's
         # filter_attn): recurrent, MLP-only and MTP layers of hybrids have none
         n_head_kv = tuple(kv if a else 0 for kv, a in zip(n_head_kv, recurrent.attention, strict=True))
-    kv_reuse = _kv_reuse(arch, n_layer, swa.layers)
+    kv_reuse = _kv_reuse(arch, n_layer, swa.layers, k.uint("attention.shared_kv_layers", 0) or 0)
     file_type = _file_type_name(meta.get(_FILE_TYPE)) or _dominant_type(tensors)
     name = meta.get(_NAME)
     chat_template = meta.get(_CHAT_TEMPLATE)

@@ -251,10 +251,6 @@ def _gemma4(c: Mapping[str, Any]) -> Gemma4Shape:
     """Gemma 4's dense layout (gemma4_layout.py), as conversion/gemma.py Gemma4Model writes
     it: `layer_types`, `head_dim` / `global_head_dim`, `num_key_value_heads` /
     `num_global_key_value_heads`, `attention_k_eq_v`."""
-    if c.get("hidden_size_per_layer_input") or c.get("num_kv_shared_layers"):
-        raise ValueError("per-layer embeddings and a shared KV cache (Gemma 4 E2B / E4B) are not modelled")
-    if c.get("use_double_wide_mlp"):
-        raise ValueError("a double-wide MLP in shared-KV layers is not modelled")
     moe: dict[str, Any] = {}
     if c.get("enable_moe_block"):
         moe = dict(n_expert=int(_find(c, ["num_experts"])), n_expert_used=int(_find(c, ["top_k_experts"])),
@@ -268,7 +264,9 @@ def _gemma4(c: Mapping[str, Any]) -> Gemma4Shape:
         head_dim_swa=common["head_dim"], head_dim_full=int(c["global_head_dim"]), n_head_kv_swa=n_kv,
         n_head_kv_full=int(c.get("num_global_key_value_heads") or n_kv), sliding_window=int(c["sliding_window"]),
         k_eq_v=bool(c.get("attention_k_eq_v")), context_length=common["context_length"],
-        tie_embeddings=common["tie_embeddings"], **moe)
+        tie_embeddings=common["tie_embeddings"], n_embd_per_layer=int(c.get("hidden_size_per_layer_input") or 0),
+        n_kv_shared=int(c.get("num_kv_shared_layers") or 0), double_wide_mlp=bool(c.get("use_double_wide_mlp")),
+        **moe)
 
 
 def _header(name: str, metadata: dict[str, Any], plans: Sequence[TensorPlan]) -> _Header:
