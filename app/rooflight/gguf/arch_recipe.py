@@ -16,12 +16,28 @@ exactly these tensors and keys. Each list and key is what that architecture's
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from rooflight.gguf.quant_recipe import GGMLType as Q
 from rooflight.gguf.quant_recipe import TensorPlan, _weight_type
 from rooflight.gguf.quant_recipe import normalize_ftype as _normalize_ftype
+
+
+def weight_planner(ftype: str, n_layer: int, n_expert: int = 0) -> Callable[..., TensorPlan]:
+    """w(name, shape, role="other", il=0): a matrix of the file type's weight type with
+    llama-quant's adjustments for its role and block (quant_recipe._weight_type)."""
+    def w(name: str, shape: tuple[int, ...], role: str = "other", il: int = 0) -> TensorPlan:
+        qtype = _weight_type(ftype, role, shape[-1], il, n_layer, n_expert)
+        return TensorPlan(name, shape, qtype, "output" if role == "output" else "normal")
+    return w
+
+
+def f32_plan(name: str, shape: tuple[int, ...], init: str = "normal") -> TensorPlan:
+    """A tensor llama-quant keeps in F32 (norms, routers, small kernels)."""
+    return TensorPlan(name, shape, Q.F32, init)
+
 
 MINIMAL_VOCAB_SIZE = 260  # synthetic.MINIMAL_VOCAB_SIZE: specials, 256 bytes, "▁"
 EXPERT_GATING_SIGMOID = 2  # gguf.ExpertGatingFuncType.SIGMOID (llama_expert_gating_func_type)
@@ -116,12 +132,7 @@ def plan_hybrid_tensors(shape: HybridShape, ftype: str) -> list[TensorPlan]:
     s = shape
     n_layer, e = s.n_layer, s.n_embd
 
-    def w(name: str, shape_np: tuple[int, ...], role: str = "other", il: int = 0) -> TensorPlan:
-        qtype = _weight_type(ftype, role, shape_np[-1], il, n_layer, s.n_expert)
-        return TensorPlan(name, shape_np, qtype, "output" if role == "output" else "normal")
-
-    def f32(name: str, shape_np: tuple[int, ...], init: str = "normal") -> TensorPlan:
-        return TensorPlan(name, shape_np, Q.F32, init)
+    w, f32 = weight_planner(ftype, n_layer, s.n_expert), f32_plan
 
     def norm(name: str, size: int) -> TensorPlan:
         return f32(name, (size,), "ones")
@@ -341,12 +352,7 @@ def plan_gemma3n_tensors(
     ftype = _normalize_ftype(ftype)
     e = n_embd
 
-    def w(name: str, shape: tuple[int, ...], role: str = "other", il: int = 0) -> TensorPlan:
-        qtype = _weight_type(ftype, role, shape[-1], il, n_layer, 0)
-        return TensorPlan(name, shape, qtype, "output" if role == "output" else "normal")
-
-    def f32(name: str, shape: tuple[int, ...], init: str = "normal") -> TensorPlan:
-        return TensorPlan(name, shape, Q.F32, init)
+    w, f32 = weight_planner(ftype, n_layer), f32_plan
 
     def norm(name: str, size: int) -> TensorPlan:
         return f32(name, (size,), "ones")

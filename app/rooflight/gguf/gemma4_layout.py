@@ -24,8 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rooflight.gguf.arch_recipe import f32_plan, weight_planner
 from rooflight.gguf.quant_recipe import GGMLType as Q
-from rooflight.gguf.quant_recipe import TensorPlan, _weight_type
+from rooflight.gguf.quant_recipe import TensorPlan
 from rooflight.gguf.quant_recipe import normalize_ftype as _normalize_ftype
 
 ARCH = "gemma4"
@@ -75,12 +76,10 @@ def plan_gemma4_tensors(s: Gemma4Shape, ftype: str) -> list[TensorPlan]:
     ftype = _normalize_ftype(ftype)
     e, n_layer = s.n_embd, s.n_layer
 
-    def w(name: str, shape: tuple[int, ...], role: str = "other", il: int = 0) -> TensorPlan:
-        qtype = _weight_type(ftype, role, shape[-1], il, n_layer, s.n_expert)
-        return TensorPlan(name, shape, qtype, "output" if role == "output" else "normal")
+    w = weight_planner(ftype, n_layer, s.n_expert)
 
-    def f32(name: str, shape: tuple[int, ...], init: str = "ones") -> TensorPlan:
-        return TensorPlan(name, shape, Q.F32, init)
+    def f32(name: str, shape: tuple[int, ...]) -> TensorPlan:  # norms and scales: ones
+        return f32_plan(name, shape, "ones")
 
     plans = [w("token_embd.weight", (s.n_vocab, e), "output" if s.tie_embeddings else "token_embd"),
              f32("output_norm.weight", (e,))]
