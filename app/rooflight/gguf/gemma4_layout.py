@@ -10,7 +10,7 @@ values are their keys (`attention_k_eq_v`: no attn_v, the cache still holds V), 
 `rope_freqs` for the full layers' proportional rope, a scalar per layer, and with experts
 a router with its scale, three more norms and a per-expert output scale; with per-layer
 embeddings a [n_vocab x n_layer*n_embd_per_layer] table read by token, its projection (kept
-in the source's 16-bit type: llama-quant never quantizes per_layer_model_proj) and a gate,
+in the source's 16-bit type, F16: llama-quant never quantizes per_layer_model_proj) and a gate,
 projection and norm per block. The last `shared_kv_layers` blocks keep no cache of their own
 (they attend to the last window / full layer before them: gguf/build.py kv_reuse) but keep
 their K projections, as the checkpoints do; with `use_double_wide_mlp` their FFN is twice as
@@ -91,7 +91,8 @@ def plan_gemma4_tensors(s: Gemma4Shape, ftype: str) -> list[TensorPlan]:
     pl = s.n_embd_per_layer
     if pl:
         plans += [w("per_layer_token_embd.weight", (s.n_vocab, pl * n_layer), "token_embd"),
-                  TensorPlan("per_layer_model_proj.weight", (pl * n_layer, e), Q.BF16, "normal"),
+                  # F16 in a gemma4-e2b Q4_K_M file (find_string hit 55673374036)
+                  TensorPlan("per_layer_model_proj.weight", (pl * n_layer, e), Q.F16, "normal"),
                   f32("per_layer_proj_norm.weight", (pl,))]
     for il in range(n_layer):
         b = f"blk.{il}."
