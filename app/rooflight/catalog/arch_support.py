@@ -30,8 +30,8 @@ NOT_MODELED: dict[str, str] = {
     "lfm2": "short convolution layers beside attention (convolution state)",
     "lfm2moe": "short convolution layers beside attention (convolution state)",
     "gemma3n": "per-layer embeddings, AltUp and KV sharing across layers",
-    # the 31B's and 26B-A4B's layouts are built from config.json; E2B / E4B add per-layer
-    # embeddings and a shared KV cache, which gguf/gemma4_layout.py does not model yet
+    # every Gemma 4 is built from its config.json fields (gguf/gemma4_layout.py); the reason
+    # shows only for an entry whose recorded fields are not enough
     "gemma4": "window and full layers of their own head sizes, experts, per-layer embeddings, a shared KV cache",
     "llama4": "a shared expert beside the routed ones and chunked attention",
 }

@@ -338,36 +338,25 @@ def tensor_rows(
                 norm(b + "post_ffw_norm.weight", n_embd, i),
             ]
         rows.append(norm(b + "ffn_norm.weight", n_embd, i))
-        if arch == "llama4":
-            if moe_layer_step > 0 and (i + 1) % moe_layer_step == 0:
-                rows.append(row(b + "ffn_gate_inp.weight", (n_expert, n_embd), Q.F32, "normal", i))
-                rows += [
-                    weight(b + "ffn_gate_exps.weight", (n_expert, n_ff_exp, n_embd), "ffn_gate", i),
-                    weight(b + "ffn_down_exps.weight", (n_expert, n_embd, n_ff_exp), "ffn_down", i),
-                    weight(b + "ffn_up_exps.weight", (n_expert, n_ff_exp, n_embd), "ffn_up", i),
-                    weight(b + "ffn_gate_shexp.weight", (n_ff_exp, n_embd), "ffn_gate", i),
-                    weight(b + "ffn_down_shexp.weight", (n_embd, n_ff_exp), "ffn_down", i),
-                    weight(b + "ffn_up_shexp.weight", (n_ff_exp, n_embd), "ffn_up", i),
-                ]
-            else:
-                rows += [
-                    weight(b + "ffn_gate.weight", (n_ff, n_embd), "ffn_gate", i),
-                    weight(b + "ffn_down.weight", (n_embd, n_ff), "ffn_down", i),
-                    weight(b + "ffn_up.weight", (n_ff, n_embd), "ffn_up", i),
-                ]
-        elif n_expert:
+        # routed experts: every block of a MoE, every moe_layer_step-th of llama4 (whose
+        # experts and shared expert are n_ff_exp wide, its dense blocks n_ff)
+        routed = (moe_layer_step > 0 and (i + 1) % moe_layer_step == 0) if arch == "llama4" else bool(n_expert)
+        if routed:
+            width = n_ff_exp if arch == "llama4" else n_ff
             # the router stays F32 in every file type (llama-quant never quantizes ffn_gate_inp)
             rows.append(row(b + "ffn_gate_inp.weight", (n_expert, n_embd), Q.F32, "normal", i))
             rows += [
-                weight(b + "ffn_gate_exps.weight", (n_expert, n_ff, n_embd), "ffn_gate", i),
-                weight(b + "ffn_up_exps.weight", (n_expert, n_ff, n_embd), "ffn_up", i),
-                weight(b + "ffn_down_exps.weight", (n_expert, n_embd, n_ff), "ffn_down", i),
+                weight(b + "ffn_gate_exps.weight", (n_expert, width, n_embd), "ffn_gate", i),
+                weight(b + "ffn_up_exps.weight", (n_expert, width, n_embd), "ffn_up", i),
+                weight(b + "ffn_down_exps.weight", (n_expert, n_embd, width), "ffn_down", i),
             ]
-        else:
+        shared = "_shexp" if routed and arch == "llama4" else ""  # llama4's shared expert, else the dense FFN
+        if shared or not routed:
+            width = n_ff_exp if shared else n_ff
             rows += [
-                weight(b + "ffn_gate.weight", (n_ff, n_embd), "ffn_gate", i),
-                weight(b + "ffn_up.weight", (n_ff, n_embd), "ffn_up", i),
-                weight(b + "ffn_down.weight", (n_embd, n_ff), "ffn_down", i),
+                weight(b + f"ffn_gate{shared}.weight", (width, n_embd), "ffn_gate", i),
+                weight(b + f"ffn_up{shared}.weight", (width, n_embd), "ffn_up", i),
+                weight(b + f"ffn_down{shared}.weight", (n_embd, width), "ffn_down", i),
             ]
     return rows
 

@@ -154,12 +154,13 @@ class ProbePanel(Card):
     def _status_read(self, result) -> None:
         status, figures = result
         self.status = status
-        self.state.setText(status.message + scope_line(self.ctx.machine.detected))
+        scope = scope_line(self.ctx.machine.detected)
+        self.state.setText(status.message + scope)
         self.figures.setText(figures)
         self.measure_button.setText("Measure again" if status.probe else "Measure this machine")
         if status.probe is None and not getattr(self.ctx.settings, "probe_offered", True) and self.task is None:
             # first start: offer once, and remember that it was offered
-            if scope_line(self.ctx.machine.detected):  # a GPU machine: what the probe fits
+            if scope:  # a GPU machine: what the probe fits
                 self.offer.text.setText("Measure this machine? For about 30 seconds Rooflight times llama.cpp's CPU "
                                         "kernels here, so that what runs on the CPU is estimated for this machine "
                                         "rather than the ones its tables came from.")
