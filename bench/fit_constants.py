@@ -334,7 +334,7 @@ def run(path: Path = DATA) -> dict:
     devices["gpu"] = len({r["device"] for r in every if r["backend"] not in OWN_FIT})
     return {"rows": len(every), "devices": len({r["device"] for r in every}), "devices_by_backend": devices,
             "fitted": fitted, "pooled": pooled, "lodo": table, "bands": bands, "band_tail": tail, "band_coverage": coverage,
-            "peer": peer_comparison(per_row), "per_row": per_row}
+            "peer": peer_comparison(per_row), "error_sources": error_sources(per_row), "per_row": per_row}
 
 
 def _peer_fields(row: dict, cpus: dict) -> dict:
@@ -446,6 +446,55 @@ def band_coverage(per_row: list[dict], tail: float = 10.0) -> dict[str, dict[str
     return {b: {k: float(np.mean(v)) if v else float("nan") for k, v in kinds.items()} for b, kinds in inside.items()}
 
 
+# Where the out-of-sample error comes from: the same rows priced with one correction factor per
+# device, fitted on that device's own rows (the geometric mean of its LODO ratios). That is
+# in sample and so a floor, not an accuracy: it is what a model whose only fault were one
+# wrong number per device (its efficiency, which a probe of that device measures) would
+# leave. What the LODO error has beyond it is the transfer from other devices; what the
+# floor itself holds is rows of one device that disagree with each other (builds, quants,
+# prompt sizes). Scopes: the GPU backends, the same without SYCL (3 devices that disagree,
+# README), and the CPUs. Devices with one row of a kind have no floor and are left out of
+# both columns of that kind.
+ERROR_SCOPES = {"gpu": "GPU backends", "gpu_without_sycl": "GPU backends but SYCL", "cpu": "CPU"}
+
+
+def _in_scope(row: dict, scope: str) -> bool:
+    if scope == "cpu":
+        return row["backend"] == "cpu"
+    return row["backend"] not in OWN_FIT and (scope == "gpu" or row["backend"] != "sycl")
+
+
+def error_sources(per_row: list[dict]) -> dict[str, dict[str, dict]]:
+    """{scope: {"decode"|"prefill": {"rows", "devices", "lodo": stats, "floor": stats}}}: over
+    rows of devices with two or more rows of the kind, the LODO error and the error left with
+    one factor per device fitted on its own rows."""
+    out: dict[str, dict[str, dict]] = {}
+    for scope in ERROR_SCOPES:
+        out[scope] = {}
+        for kind in ("decode", "prefill"):
+            by_device: dict[tuple[str, str], list[float]] = {}
+            for r in per_row:
+                if _in_scope(r, scope) and r["test"].startswith("pp") == (kind == "prefill"):
+                    by_device.setdefault((r["backend"], r["device"]), []).append(r["ratio"])
+            kept = [v for v in by_device.values() if len(v) >= 2]
+            lodo = np.abs(np.array([x for v in kept for x in v]) - 1.0)
+            floor = np.abs(np.array([x / np.exp(np.mean(np.log(v))) for v in kept for x in v]) - 1.0)
+            stats = lambda e: {"median_err": float(np.median(e)), "p90_err": float(np.percentile(e, 90))} if e.size else None  # noqa: E731
+            out[scope][kind] = {"rows": int(lodo.size), "devices": len(kept), "lodo": stats(lodo), "floor": stats(floor)}
+    return out
+
+
+def error_sources_markdown(res: dict) -> str:
+    """The README table of error_sources (tests/test_fit_constants.py checks README holds it)."""
+    lines = ["| rows | kind | rows (devices) | leave-one-device-out: median / p90 | one factor per device, in sample: median / p90 |",
+             "|---|---|---|---|---|"]
+    for scope, name in ERROR_SCOPES.items():
+        for kind, s in res["error_sources"][scope].items():
+            lines.append(f"| {name} | {kind} | {s['rows']} ({s['devices']}) | {_pct(s['lodo']['median_err'])} / "
+                         f"{_pct(s['lodo']['p90_err'])} | {_pct(s['floor']['median_err'])} / {_pct(s['floor']['p90_err'])} |")
+    return "\n".join(lines)
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:.0f}%"
 
@@ -484,6 +533,8 @@ def main() -> int:
         print(markdown(res))
         print()
         print(peer_markdown(res))
+        print()
+        print(error_sources_markdown(res))
         return 0
     if args.json:
         json.dump(res, sys.stdout, indent=1)
@@ -517,6 +568,8 @@ def main() -> int:
         print(f"{b:7} decode {k['decode']:.0%}  prefill {k['prefill']:.0%}")
     print("\n== dense decode rows: Rooflight (leave-one-device-out) beside llmfit's formula (peer_llmfit.py) ==")
     print(peer_markdown(res))
+    print("\n== where the error comes from: devices with 2+ rows of a kind, LODO beside one factor per device (in sample) ==")
+    print(error_sources_markdown(res))
     if args.rows:
         for r in res["per_row"]:
             print(f"  {r['device']:26} {r['model']:28} {r['quant']:6} {r['test']:7} {r['measured']:9.2f} x{r['ratio']:.2f} ({r['basis']})")

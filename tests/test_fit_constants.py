@@ -101,6 +101,28 @@ def test_readme_holds_the_fit_tables(result):
     peer = re.search(r"<!-- llmfit:begin -->\n(.*?)\n<!-- llmfit:end -->", readme, re.S)
     assert peer, "README lacks the side-by-side table with llmfit"
     assert peer.group(1).strip() == fit.peer_markdown(result).strip()
+    sources = re.search(r"<!-- error_sources:begin -->\n(.*?)\n<!-- error_sources:end -->", readme, re.S)
+    assert sources, "README lacks the table of where the error comes from"
+    assert sources.group(1).strip() == fit.error_sources_markdown(result).strip()
+
+
+def test_error_sources_price_each_device_by_its_own_factor():
+    """One factor per device removes what a device's rows share and keeps what they disagree
+    on; a device with one row of a kind has no floor and counts in neither column."""
+    rows = [{"backend": "cuda", "device": "A", "test": "tg128", "ratio": 1.2},
+            {"backend": "cuda", "device": "A", "test": "tg128", "ratio": 1.2},
+            {"backend": "rocm", "device": "B", "test": "tg128", "ratio": 0.5},
+            {"backend": "rocm", "device": "B", "test": "tg128", "ratio": 2.0},
+            {"backend": "vulkan", "device": "C", "test": "tg128", "ratio": 3.0},
+            {"backend": "sycl", "device": "D", "test": "pp512", "ratio": 0.8},
+            {"backend": "sycl", "device": "D", "test": "pp512", "ratio": 0.8}]
+    got = fit.error_sources(rows)
+    decode = got["gpu"]["decode"]
+    assert (decode["rows"], decode["devices"]) == (4, 2)
+    assert decode["floor"]["median_err"] == pytest.approx(0.25)  # A: 0, 0; B: x0.5 and x2 of their mean 1: 0.5, 1
+    assert decode["lodo"]["median_err"] == pytest.approx(0.35)  # 0.2, 0.2, 0.5, 1.0
+    assert got["gpu"]["prefill"]["floor"]["median_err"] == pytest.approx(0.0)
+    assert got["gpu_without_sycl"]["prefill"] == {"rows": 0, "devices": 0, "lodo": None, "floor": None}
 
 
 def test_llmfit_s_formula_is_its_own():
