@@ -18,7 +18,7 @@ def test_every_subpackage_is_listed_in_pyproject():
         for p in (ROOT / "app" / "rooflight").rglob("__init__.py")
         if p.parent != ROOT / "app" / "rooflight"
     }
-    assert found | {"rooflight.resources"} == listed
+    assert found | {"rooflight.resources", "rooflight.resources.icons"} == listed
 
 
 def test_gpu_table_ships_as_package_data():
