@@ -25,6 +25,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import math
 import sys
 from functools import cache
 from pathlib import Path
@@ -328,12 +329,12 @@ def run(path: Path = DATA) -> dict:
     gpu = [b for b in backends if b not in OWN_FIT]
     table["gpu"] = {k: _stats([x for b in gpu for x in lodo[b][k]]) for k in ("decode", "prefill")}
     tail, coverage = band_tail(per_row)
-    bands = _bands(lodo, tail)
+    bands, band_kinds = _bands(lodo, tail)
     devices = {b: len({r["device"] for r in every if r["backend"] == b}) for b in backends}
     devices["all"] = len({r["device"] for r in every})
     devices["gpu"] = len({r["device"] for r in every if r["backend"] not in OWN_FIT})
     return {"rows": len(every), "devices": len({r["device"] for r in every}), "devices_by_backend": devices,
-            "fitted": fitted, "pooled": pooled, "lodo": table, "bands": bands, "band_tail": tail, "band_coverage": coverage,
+            "fitted": fitted, "pooled": pooled, "lodo": table, "bands": bands, "band_kinds": band_kinds, "band_tail": tail, "band_coverage": coverage,
             "peer": peer_comparison(per_row), "error_sources": error_sources(per_row), "per_row": per_row}
 
 
@@ -393,18 +394,31 @@ def peer_markdown(res: dict) -> str:
 MIN_BAND_ROWS = 8
 
 
-def _bands(lodo: dict[str, dict[str, list]], tail: float) -> dict[str, dict[str, list[float]]]:
+def _bands(lodo: dict[str, dict[str, list]], tail: float) -> tuple[dict[str, dict[str, list[float]]], dict[str, str]]:
     """Per backend and kind, the band of measured/predicted ratios: the tail-th to (100 -
-    tail)-th percentile of the LODO ratios (band_tail picks the tail). Backends with fewer
-    rows take the pooled band of the GPU backends."""
+    tail)-th percentile of the LODO ratios (band_tail picks the tail), and how it was made
+    (own | pooled | widened). Backends with fewer rows take the pooled band of the GPU
+    backends; where that pooled band holds fewer than BAND_PROMISE of the backend's own
+    LODO ratios (its devices disagree with everyone else's: SYCL), it is widened to hold
+    every one of them, so the range shown for such a device says how little is known."""
     out: dict[str, dict[str, list[float]]] = {}
+    how: dict[str, str] = {}
     pooled = {k: [x for b, v in lodo.items() if b not in OWN_FIT for x in v[k]] for k in ("decode", "prefill")}
     for b, kinds in lodo.items():
-        out[b] = {}
+        out[b], kinds_how = {}, set()
         for k, ratios in kinds.items():
-            base = ratios if len(ratios) >= MIN_BAND_ROWS else pooled[k]
-            out[b][k] = [round(float(np.percentile(base, tail)), 2), round(float(np.percentile(base, 100 - tail)), 2)]
-    return out
+            own = len(ratios) >= MIN_BAND_ROWS
+            base = ratios if own else pooled[k]
+            lo, hi = round(float(np.percentile(base, tail)), 2), round(float(np.percentile(base, 100 - tail)), 2)
+            kind = "own" if own else "pooled"
+            if not own and ratios and np.mean([lo <= x <= hi for x in ratios]) < BAND_PROMISE:
+                lo = min(lo, math.floor(100 * min(ratios)) / 100)
+                hi = max(hi, math.ceil(100 * max(ratios)) / 100)
+                kind = "widened"
+            out[b][k] = [lo, hi]
+            kinds_how.add(kind)
+        how[b] = "widened" if "widened" in kinds_how else kinds_how.pop() if len(kinds_how) == 1 else "pooled"
+    return out, how
 
 
 # The share of measurements a band promises ("8 of 10 fall inside"), and the percentile
@@ -561,7 +575,7 @@ def main() -> int:
     print(f"\n== bands for backend_constants.py (measured / predicted, p{res['band_tail']:g}-p{100 - res['band_tail']:g}:"
           f" 8 of 10 inside on held-out devices) ==")
     for b, k in res["bands"].items():
-        print(f"{b:7} decode {k['decode']}  prefill {k['prefill']}")
+        print(f"{b:7} decode {k['decode']}  prefill {k['prefill']}  ({res['band_kinds'][b]})")
     print(f"\n== the bands on devices they were not derived from: p{res['band_tail']:g}-p{100 - res['band_tail']:g} of the"
           " other devices' ratios; share of a device's rows inside ==")
     for b, k in res["band_coverage"].items():

@@ -21,6 +21,8 @@ import rooflight.estimate.backend_constants as bc
 
 PATH = Path(bc.__file__)
 GPU_NAMES = {"cuda": "CUDA", "metal": "METAL", "rocm": "ROCM", "vulkan": "VULKAN", "sycl": "SYCL"}
+# fit_constants.py's band kinds and the basis each is written with (backend_constants.py)
+BAND_BASES = {"own": "_OWN", "pooled": "_POOLED", "widened": "_WIDENED"}
 
 
 def _sub(pattern: str, new: str, text: str, what: str) -> str:
@@ -37,9 +39,11 @@ def render(res: dict, text: str) -> str:
         new = (f"{name} = BackendConstants({c['decode_efficiency']:.3f}, {c['layer_overhead_s'] * 1e6:.1f}e-6, "
                f"{c['prefill_float']:.3f}, {c['prefill_quant']:.3f}, _FIT, "
                f"moe_expert_overhead_tokens={c['moe_overhead_tokens']:.0f},\n    decode_band=({band['decode'][0]}, "
-               f"{band['decode'][1]}), prefill_band=({band['prefill'][0]}, {band['prefill'][1]})")
+               f"{band['decode'][1]}), prefill_band=({band['prefill'][0]}, {band['prefill'][1]}), "
+               f"band_basis={BAND_BASES[res['band_kinds'][b]]})")
         text = _sub(rf"^{name} = BackendConstants\([^,]+, [^,]+, [^,]+, [^,]+, _FIT, moe_expert_overhead_tokens=[^,]+,\n"
-                    r"    decode_band=\([^)]*\), prefill_band=\([^)]*\)", new.replace("\\", "\\\\"), text, name)
+                    r"    decode_band=\([^)]*\), prefill_band=\([^)]*\), band_basis=_[A-Z]+\)",
+                    new.replace("\\", "\\\\"), text, name)
     for family, c in res["fitted"]["cpu"].items():
         new = (f'    "{family}": CpuShares(peak_read={c["peak_read_share"]:.2f}, clock={c["clock_share"]:.3f}, '
                f'matmul_clock={c["matmul_clock_share"]:.3f}),')

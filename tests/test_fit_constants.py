@@ -26,6 +26,7 @@ def _fit_module():
 
 
 fit = _fit_module()
+import write_constants  # noqa: E402 - beside fit_constants.py, on the path it put there
 DATA = fit.load()
 ROWS = DATA["rows"]
 
@@ -158,6 +159,20 @@ def test_backend_constants_are_the_fitted_ones(result):
         k = bc.BACKENDS[b]
         assert list(k.decode_band) == band["decode"] and list(k.prefill_band) == band["prefill"], b
         assert k.band_basis and "hand-chosen" not in k.band_basis
+        if b != "cpu":  # the CPU's basis names its own fit (fit_cpu.py)
+            assert k.band_basis == getattr(bc, write_constants.BAND_BASES[result["band_kinds"][b]]), b
+
+
+def test_a_pooled_band_that_misses_the_backend_s_own_rows_is_widened_to_hold_them():
+    """A backend with too few rows of its own takes the GPU backends' pooled band; where
+    its own out-of-sample ratios mostly fall outside it, the band grows to hold them all."""
+    pooled = [0.9, 0.95, 1.0, 1.05, 1.1] * 4
+    lodo = {"cuda": {"decode": pooled, "prefill": pooled},
+            "sycl": {"decode": [0.5, 1.9, 1.95], "prefill": [1.0, 1.01, 0.99]}}
+    bands, kinds = fit._bands(lodo, 3.0)
+    assert kinds == {"cuda": "own", "sycl": "widened"}
+    assert bands["sycl"]["decode"] == [0.5, 1.95]
+    assert bands["sycl"]["prefill"] == bands["cuda"]["prefill"] == [0.9, 1.1]  # held: left as pooled
 
 
 @pytest.mark.parametrize(("name", "expected"), [
