@@ -27,6 +27,7 @@ def _fit_module():
 
 fit = _fit_module()
 import write_constants  # noqa: E402 - beside fit_constants.py, on the path it put there
+
 DATA = fit.load()
 ROWS = DATA["rows"]
 
