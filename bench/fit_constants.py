@@ -114,11 +114,44 @@ def is_moe(row: dict) -> bool:
     return bool(model_spec(row["model"], row["quant"]).n_expert)
 
 
+# A row whose build multiplied quantized prompts with another kernel than today's rules pick
+# (its `prompt_kernel`): "cublas_f16", dequantized to F16 and multiplied by cuBLAS, as CUDA
+# builds from PR #3776 (2023-10) to PR #8075 (2024-06-23) did on Volta and newer. The row is
+# priced by the kernel it ran; the estimator's own rules (tensor_rates.dequantizes_for_gemm)
+# stay those of the pinned llama.cpp.
+PROMPT_KERNELS = ("cublas_f16",)
+
+
+def runs_cublas_f16(row: dict) -> bool:
+    kernel = row.get("prompt_kernel")
+    if kernel is not None and kernel not in PROMPT_KERNELS:
+        raise ValueError(f"row {row['device']} {row['model']} {row['test']}: unknown prompt_kernel {kernel!r}")
+    return kernel == "cublas_f16"
+
+
+@contextlib.contextmanager
+def _prompt_kernel(row: dict):
+    """The estimator, for this row, with its build's prompt kernel."""
+    if not runs_cublas_f16(row):
+        yield
+        return
+    from rooflight.estimate import perf
+
+    old = perf.dequantizes_for_gemm
+    perf.dequantizes_for_gemm = lambda *args, **kwargs: True
+    try:
+        yield
+    finally:
+        perf.dequantizes_for_gemm = old
+
+
 def prefill_class(row: dict) -> str:
     """float | quant | moe: the efficiency a prompt row's time depends on (a quantized model
     whose GPU dequantizes for the F16 GEMM at this micro-batch runs at the float one)."""
     from rooflight.estimate.tensor_rates import dequantizes_for_gemm, main_weight_type
 
+    if runs_cublas_f16(row):
+        return "float"
     hw = hardware(row)
     gpu = hw.gpus[0] if hw.gpus else None
     spec = model_spec(row["model"], row["quant"])
@@ -149,7 +182,7 @@ def _seconds(row: dict, **changes) -> float:
                     flash_attn="on" if row["fa"] == 1 else "auto",
                     n_batch=max(512, row["n_ubatch"]), n_ubatch=row["n_ubatch"],
                     prompt_tokens=max(1, row["n_prompt"]), gen_tokens=max(1, row["n_gen"]))
-    with constants(row["backend"], **changes):
+    with constants(row["backend"], **changes), _prompt_kernel(row):
         est = plan(spec, hardware(row), wishes)
         if depth and not row["n_gen"]:
             return prefill_time_s(spec, hardware(row), est.config, est.memory, row["n_prompt"], start=depth)[0]

@@ -207,3 +207,29 @@ def test_volta_runs_quantized_prompts_as_float_gemms_from_batch_64():
     small = plan(spec, hw, Wishes(n_ctx=4096, n_ubatch=32, prompt_tokens=512)).performance.prefill_tok_s
     cuda = BACKENDS["cuda"]
     assert big / small > 0.8 * cuda.prefill_efficiency_float / cuda.prefill_efficiency_quant
+
+
+def test_a_gpu_that_multiplies_quantized_prompts_as_f16_first_converts_them():
+    """On the cuBLAS path (a V100 from 64 tokens on) every quantized weight is converted into
+    an F16 buffer before the GEMM (ggml-cuda.cu ggml_cuda_mul_mat_cublas_impl), so a Q8_0
+    prompt takes longer than the same model's F16 one: the same GEMM, plus a pass over the
+    Q8_0 bytes read and the F16 bytes written (the RTX 4090 of a 2024-01 build, on this path:
+    7664 tok/s Q8_0 against 11048 F16). On an MMQ GPU the int8 kernel reads Q8_0 directly."""
+    from rooflight.estimate.perf import _read_bytes_s, prefill_time_s
+    from rooflight.hardware import profile_from_dict
+
+    def prompt_s(gpu_name, ftype):
+        hw = profile_from_dict({"gpus": [{"name": gpu_name}], "backend": "cuda",
+                                "cpu": {"ram_total_bytes": 64 * GiB}}, measure_bandwidth=False)
+        spec = llama(ftype)
+        est = plan(spec, hw, Wishes(n_ctx=4096, n_ubatch=512, prompt_tokens=512))
+        return prefill_time_s(spec, hw, est.config, est.memory, 512)[0], spec, hw
+
+    q8, spec, hw = prompt_s("NVIDIA V100 PCIe 16GB", "Q8_0")
+    f16, f16_spec, _ = prompt_s("NVIDIA V100 PCIe 16GB", "F16")
+    blocks = [t for t in spec.tensors if t.layer is not None]
+    convert = (sum(t.n_bytes for t in blocks) + 2 * sum(t.n_elements for t in blocks)) / _read_bytes_s(hw, "gpu0")
+    assert q8 == pytest.approx(f16 + convert, rel=0.02)
+    mmq_q8, _, _ = prompt_s("NVIDIA GeForce RTX 4090", "Q8_0")
+    mmq_f16, _, _ = prompt_s("NVIDIA GeForce RTX 4090", "F16")
+    assert mmq_q8 < 1.5 * mmq_f16  # no conversion pass: priced by the int8 rate instead

@@ -256,3 +256,16 @@ def test_backend_constants_file_is_what_write_would_write(result):
 
     text = write_constants.PATH.read_text(encoding="utf-8")
     assert write_constants.render(result, text) == text
+
+
+def test_a_row_is_priced_by_the_prompt_kernel_its_build_ran():
+    """The RTX 4090 rows of a 2024-01 build ran quantized prompts through cuBLAS as F16 (their
+    log: GGML_CUDA_FORCE_MMQ no, CUDA_USE_TENSOR_CORES yes): priced at the float efficiency,
+    slower than today's MMQ rule prices the same row; a kernel the fit does not know is an error."""
+    row = next(r for r in ROWS if r.get("prompt_kernel") == "cublas_f16" and r["quant"] == "Q8_0")
+    assert "4766" in row["source"] and fit.prefill_class(row) == "float"
+    today = {k: v for k, v in row.items() if k != "prompt_kernel"}
+    assert fit.prefill_class(today) == "quant"
+    assert fit._seconds(row) > fit._seconds(today)
+    with pytest.raises(ValueError, match="prompt_kernel"):
+        fit.prefill_class({**row, "prompt_kernel": "dp4a"})

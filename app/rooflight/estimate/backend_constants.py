@@ -56,11 +56,13 @@ _POOLED = _FIT + f"; band: too few rows of its own, the GPU backends' pooled lea
 _WIDENED = (_FIT + f"; band: too few rows of its own and its devices disagree: the GPU backends' pooled "
             f"leave-one-device-out {_PCT}, widened to hold every one of this backend's own")
 
-# CUDA: 32 rows, 7 devices (RTX 3060/3090/4090, V100, P40, DGX Spark GB10, L40S). Per-layer
-# cost 42 us from 13 decode rows (was 63 us from solving the 3090/3060 pair exactly); the
-# P40's 2024 decode rows run x0.79-0.83 of the estimate, the GB10's x1.0-1.12.
-CUDA = BackendConstants(0.834, 43.8e-6, 0.427, 0.185, _FIT, moe_expert_overhead_tokens=214,
-    decode_band=(0.8, 1.11), prefill_band=(0.55, 1.48), band_basis=_OWN)
+# CUDA: 47 rows, 9 devices (RTX 3060/3090/4090, RTX PRO 6000, V100, P40, H100, L40S, DGX Spark
+# GB10). Per-layer cost 44 us from 20 decode rows (was 63 us from solving the 3090/3060 pair
+# exactly); the P40's 2024 decode rows run x0.79-0.83 of the estimate, the GB10's x0.98-1.07.
+# Float efficiency: F16 rows and quantized prompts run through cuBLAS as F16 (the V100 today,
+# the RTX 4090's rows of a 2024-01 build: fit_constants.py prompt_kernel).
+CUDA = BackendConstants(0.834, 43.8e-6, 0.468, 0.195, _FIT, moe_expert_overhead_tokens=214,
+    decode_band=(0.8, 1.11), prefill_band=(0.56, 1.72), band_basis=_OWN)
 # Metal: 29 rows, 6 devices (M1 Max, M2, M2 Max, M2 Ultra, M3 Max, M5); MoE overhead from the
 # M2 Ultra, the one device with dense and MoE prompt rows. M1 Max's Qwen3-30B-A3B decode runs x0.65 of the
 # estimate (MoE decode on Metal is slower than its bytes say), the widest metal miss.
@@ -71,11 +73,11 @@ METAL = BackendConstants(0.910, 162.8e-6, 0.706, 0.606, _FIT, moe_expert_overhea
 # no F16 rows: pooled float efficiency. Strix Halo's 2025 ROCm prompts run x0.50-0.62 of the
 # estimate while the discrete cards run x0.74-1.78: one quantized efficiency cannot fit both
 # (the wide band).
-ROCM = BackendConstants(0.853, 156.3e-6, 0.583, 0.235, _FIT, moe_expert_overhead_tokens=79,
+ROCM = BackendConstants(0.853, 156.3e-6, 0.590, 0.235, _FIT, moe_expert_overhead_tokens=79,
     decode_band=(0.76, 1.15), prefill_band=(0.42, 1.73), band_basis=_OWN)
 # Vulkan: 34 rows, 7 devices (Radeon 8060S / Strix Halo, RX 9070 XT, RX 5700 XT, Radeon PRO
 # W7900, RTX 3090, RTX 4070, RTX 5090); no F16 rows.
-VULKAN = BackendConstants(0.949, 95.1e-6, 0.583, 0.229, _FIT, moe_expert_overhead_tokens=58,
+VULKAN = BackendConstants(0.949, 95.1e-6, 0.590, 0.229, _FIT, moe_expert_overhead_tokens=58,
     decode_band=(0.71, 1.25), prefill_band=(0.62, 1.46), band_basis=_OWN)
 # SYCL: 14 rows, 3 devices (Arc B580 with ggml-org's backend and Intel's IPEX-LLM build, 1.5B
 # and 7B models; Arc A770 on a 2026 build, Lunar Lake's Arc 140V on 2025 builds); float
@@ -83,8 +85,8 @@ VULKAN = BackendConstants(0.949, 95.1e-6, 0.583, 0.229, _FIT, moe_expert_overhea
 # backend uses (tensor_rates.FLOAT_GEMM_BACKENDS). Still the weakest-founded backend: the B580
 # (Xe2) runs 1.36-2.07x faster than the A770 and 140V predict, the A770 (Alchemist) prompts
 # x0.45 of what the other two predict, the 140V decodes a 1.5B model x0.58.
-SYCL = BackendConstants(0.684, 164.0e-6, 0.583, 0.178, _FIT, moe_expert_overhead_tokens=86,
-    decode_band=(0.58, 1.97), prefill_band=(0.45, 2.08), band_basis=_WIDENED)
+SYCL = BackendConstants(0.684, 164.0e-6, 0.590, 0.178, _FIT, moe_expert_overhead_tokens=86,
+    decode_band=(0.58, 1.97), prefill_band=(0.45, 1.93), band_basis=_WIDENED)
 # CPU: fitted on this project's 2-core AMD EPYC VM with llama.cpp 0.3.36 against the
 # measured copy bandwidth (hardware/bandwidth.py) over generated llama models of 10-400 MB
 # and Gemma-3-270M (bench/accuracy.py prints the check).

@@ -563,6 +563,9 @@ class _PrefillWork:
 
     weight_bytes: float = 0.0  # all its weights: read once per micro-batch at least
     params: float = 0.0  # multiply-adds per token
+    # weight elements behind weight_bytes (all experts', not the active share): what a GPU
+    # that multiplies quantized weights as F16 converts per micro-batch
+    elements: float = 0.0
     attn_width: float = 0.0  # sum of head_dim x n_head over full-context layers
     n_layers: int = 0
     swa_width: float = 0.0  # the same over sliding-window layers (they see at most the window)
@@ -587,6 +590,9 @@ def _prefill_work(spec: ModelSpec, devices: tuple[str, ...]) -> dict[str, _Prefi
         w = per_dev.setdefault(dev, _PrefillWork(params_by_type={}))
         w.weight_bytes = sum(table.bytes[start:end], w.weight_bytes)
         w.params = sum(table.active_params[start:end], w.params)
+        w.elements = sum((p * b / a if a else 0.0 for p, b, a in zip(
+            table.active_params[start:end], table.bytes[start:end], table.active_bytes[start:end], strict=True)),
+            w.elements)
         if spec.n_expert:
             for by_type in experts.expert_table(spec).by_type[start:end]:
                 for kind, n in by_type.items():
@@ -661,6 +667,7 @@ def prefill_time_s(
         flops: dict[str, float] = {}
         attention: dict[str, float] = {}  # GPU devices' attention FLOPs (CPUs': in flops)
         reads: dict[str, float] = {}
+        elements: dict[str, float] = {}
         layers: dict[str, int] = {}
         probe_s = 0.0  # the CPU's share priced by the probe
         pcie_bytes = 0.0
@@ -699,6 +706,7 @@ def prefill_time_s(
             flops[run_on] += 2 * moe_prompt.overhead_multiply_adds(
                 spec, w.routed_params, t, _device_constants(hardware, run_on).moe_expert_overhead_tokens)
             reads[run_on] = reads.get(run_on, 0.0) + w.weight_bytes
+            elements[run_on] = elements.get(run_on, 0.0) + w.elements
             layers[run_on] = layers.get(run_on, 0) + int(w.n_layers)
         if done + t >= n_tokens:
             # the prompt's output rows, in its last micro-batch: the last block's FFN and the
@@ -729,6 +737,14 @@ def prefill_time_s(
             if attention.get(dev):  # FP16 products, at the FP16 GEMM efficiency
                 t_compute += attention[dev] / (_device_attention_flops(hardware, dev) * c.prefill_efficiency_float)
             t_mem = reads.get(dev, 0.0) / _read_bytes_s(hardware, dev)
+            if as_float and not float_model:
+                # cuBLAS/hipBLAS multiply F16: each quantized weight is first converted into an
+                # F16 buffer (ggml-cuda.cu ggml_cuda_mul_mat_cublas_impl: convert_func, then
+                # cublasGemmEx), a memory-bound pass before the GEMM, which then reads F16
+                t_convert = (reads.get(dev, 0.0) + 2 * elements.get(dev, 0.0)) / _read_bytes_s(hardware, dev)
+                t_mem = 2 * elements.get(dev, 0.0) / _read_bytes_s(hardware, dev)
+                step += t_convert
+                bound_times["memory"] += t_convert
             step += max(t_compute, t_mem) + c.layer_overhead_s * layers.get(dev, 0)
             bound_times["compute" if t_compute >= t_mem else "memory"] += max(t_compute, t_mem)
         if pcie_bytes:
