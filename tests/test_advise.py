@@ -143,6 +143,17 @@ def test_a_smaller_micro_batch_says_it_frees_gpu_memory():
     assert "bigger batches" not in cards[0].detail
 
 
+def test_a_smaller_micro_batch_without_a_gpu_says_it_saves_ram():
+    """On a CPU-only machine there is no GPU to make room on: the card says what it saves."""
+    cpu_only = profile_from_dict({"backend": "cpu", "cpu": {
+        "name": "2-core VM", "cores": 2, "threads": 2, "isa": ["avx2", "fma"], "ram_total_bytes": 24 * GiB,
+        "ram_available_bytes": 20 * GiB, "ram_bandwidth_gbs": 20.0}}, measure_bandwidth=False)
+    a = _advise("gemma-3-1b", "Q4_K_M", cpu_only, n_ctx=8192)
+    cards = [c for c in a.cards if c.kind == "batch" and c.settings["n_ubatch"] < a.baseline.estimate.config.n_ubatch]
+    assert cards, [c.title for c in a.cards]
+    assert "needs less RAM" in cards[0].detail and "GPU" not in cards[0].detail
+
+
 def test_experts_on_cpu_moves_exactly_the_expert_bytes():
     spec = find_model("qwen3-30b-a3b").spec("Q4_K_M")
     n = _min_experts_on_cpu(spec, RTX_3060, Wishes(n_ctx=8192))

@@ -189,7 +189,9 @@ def _batch_card(s: _Search, v: Variant, base: Candidate, w0: Wishes) -> list[Adv
     ub = best.estimate.config.n_ubatch
     b, a = base.numbers(), best.numbers()
     if ub < cur:
-        why = "the smaller buffer leaves room for more of the model on the GPU"
+        # without a GPU the buffer is RAM the model does not need (CPU-only plans)
+        why = ("the smaller buffer leaves room for more of the model on the GPU" if _has_gpu(s.hw)
+               else "the smaller buffer needs less RAM")
         if best.prefill < base.prefill:
             why += ", at some cost in prompt speed"
     else:
