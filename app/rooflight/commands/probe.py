@@ -106,7 +106,6 @@ def format_probe(run) -> str:
                      f"{e.encode_s * 1e3:.1f} ms for {e.encode_flops / 1e9:.2f} GFLOP (spread {e.spread:.0%})"
                      + ("  (busy)" if e.disturbed else ""))
     lines += [f"note: {n}" for n in p.notes]
-    lines.append("")
-    lines.append("Stored: estimates on this machine now stand on these figures." if run.stored
-                 else "Not stored.")
+    if run.stored:  # a refusal is said once, with its reason, on stderr (run_probe)
+        lines += ["", "Stored: estimates on this machine now stand on these figures."]
     return "\n".join(lines)
