@@ -197,6 +197,11 @@ def test_volta_runs_quantized_prompts_as_float_gemms_from_batch_64():
     assert not dequantizes_for_gemm(v100, "cuda", 63)
     assert not dequantizes_for_gemm(v100, "vulkan", 512)  # only CUDA's MMQ rule
     assert not dequantizes_for_gemm(t4, "cuda", 512) and not dequantizes_for_gemm(p40, "cuda", 512)
+    # a GPU without dp4a (the P100, compute capability 6.0): cuBLAS for dense models past
+    # MMVQ's 8 tokens, MMQ for MoE ones (not in the GPU table: see README, The GPU table)
+    p100 = replace(p40, name="Tesla P100-PCIE-16GB", compute_capability="6.0")
+    assert dequantizes_for_gemm(p100, "cuda", 16) and not dequantizes_for_gemm(p100, "cuda", 8)
+    assert not dequantizes_for_gemm(p100, "cuda", 512, "Q4_K", n_expert=128)
 
     # the plan prices those prompts at the float efficiency: faster than the int8 path by
     # the ratio of the two fitted efficiencies (both against the same 112 TFLOPS here)

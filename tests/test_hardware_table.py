@@ -116,6 +116,10 @@ def test_no_alias_means_two_different_gpus():
         "H20",
         "B300",
         "RTX 5050",
+        "GTX 1080 Ti",
+        "GTX 1080",
+        "GTX 1070",
+        "Jetson Orin Nano Super",
     ],
 )
 def test_each_named_family_is_covered(name):

@@ -83,7 +83,8 @@ def dequantizes_for_gemm(
     """Whether llama.cpp multiplies this GPU's quantized weights as F16 (dequantized, then
     the F16 GEMM) for prompt micro-batches of this size, not with its int8 MMQ kernels.
 
-    CUDA on Volta (compute capability 7.0/7.2: FP16 tensor cores, no int8 MMA, which MMQ
+    CUDA on Pascal without dp4a (the P100, 6.0) for dense models at every batch MMVQ does
+    not take; on Volta (compute capability 7.0/7.2: FP16 tensor cores, no int8 MMA, which MMQ
     needs from Turing, 7.5, on) at batches of 64 and more: the V100's prompts then run at
     the float efficiency, 2.1x what the int8 one predicted for them. ROCm: the AMD rules of
     ggml_cuda_should_use_mmq by the table's gfx target (_rocm_dequantizes). weight_type: the
@@ -99,9 +100,13 @@ def dequantizes_for_gemm(
         if not gfx:
             return False
         return _rocm_dequantizes(gfx, micro_batch, wtype, n_expert)
+    cc = _compute_capability(gpu)
+    if cc is not None and cc < (6, 1):
+        # no dp4a (the P100, compute capability 6.0): MMQ only for MoE models, whose experts
+        # it runs faster even with dp4a emulated; dense ones go to the F16 cuBLAS GEMM
+        return not n_expert
     if micro_batch < MMQ_DP4A_MAX_BATCH_SIZE:
         return False
-    cc = _compute_capability(gpu)
     return cc is not None and cc[0] == 7 and cc[1] < 5
 
 
