@@ -120,6 +120,7 @@ def test_no_alias_means_two_different_gpus():
         "GTX 1080",
         "GTX 1070",
         "Jetson Orin Nano Super",
+        "Radeon VII",
     ],
 )
 def test_each_named_family_is_covered(name):
