@@ -130,6 +130,8 @@ def published_check(failures: list) -> None:
         pp_txt = f"{pp_est.prefill_tok_s:8.0f} / {pp:6} {pct(pp_est.prefill_tok_s, pp)}" if pp else f"{pp_est.prefill_tok_s:8.0f} /    n/a        "
         print(f"{gpu:14} {ftype:5} | tg128 {tg_est.decode_tok_s:7.1f} / {tg:7.2f} {pct(tg_est.decode_tok_s, tg)}"
               f" {'ok' if d_ok else 'MISS'} | pp512 {pp_txt} {'ok' if p_ok else 'MISS'}")
+    print("(the RTX 4090 figures are of a 2024-01 build, which multiplied quantized prompts as F16 with cuBLAS;"
+          " the estimate is for today's int8 MMQ kernels: bench/fit_constants.py prices them by the kernel they ran)")
 
 
 def main() -> int:
