@@ -76,11 +76,13 @@ def test_backends_and_models_covered():
 
 def test_model_specs_match_the_published_file_sizes():
     """The estimator's tensors for each benchmark model add up to the size llama-bench
-    printed (the QAT Gemma file keeps its embeddings at higher precision: within 7%)."""
+    printed (the QAT Gemma file keeps its embeddings at higher precision: within 7%; an
+    Unsloth dynamic mix, priced as its label's recipe, within 3%)."""
     for r in ROWS:
         if r["size_gib"]:
             got = fit.model_spec(r["model"], r["quant"]).file_bytes / 2**30
-            assert got == pytest.approx(r["size_gib"], rel=0.07 if "qat" in r["note"] else 0.01), r["model"]
+            rel = 0.07 if "qat" in r["note"] else 0.03 if "unsloth dynamic" in r["note"] else 0.01
+            assert got == pytest.approx(r["size_gib"], rel=rel), r["model"]
 
 
 def test_the_bands_hold_8_of_10_rows_of_devices_left_out_of_them(result):

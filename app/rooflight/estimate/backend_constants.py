@@ -79,14 +79,14 @@ ROCM = BackendConstants(0.853, 156.3e-6, 0.590, 0.235, _FIT, moe_expert_overhead
 # W7900, RTX 3090, RTX 4070, RTX 5090); no F16 rows.
 VULKAN = BackendConstants(0.949, 95.1e-6, 0.590, 0.229, _FIT, moe_expert_overhead_tokens=58,
     decode_band=(0.71, 1.25), prefill_band=(0.62, 1.46), band_basis=_OWN)
-# SYCL: 14 rows, 3 devices (Arc B580 with ggml-org's backend and Intel's IPEX-LLM build, 1.5B
-# and 7B models; Arc A770 on a 2026 build, Lunar Lake's Arc 140V on 2025 builds); float
+# SYCL: 16 rows, 4 devices (Arc B580 with ggml-org's backend and Intel's IPEX-LLM build, 1.5B
+# and 7B models; Arc A770 and Arc Pro B70 on 2026 builds, Lunar Lake's Arc 140V on 2025 builds); float
 # efficiency and MoE overhead pooled; quantized prompts priced at the FP16 GEMM rate the
-# backend uses (tensor_rates.FLOAT_GEMM_BACKENDS). Still the weakest-founded backend: the B580
-# (Xe2) runs 1.36-2.07x faster than the A770 and 140V predict, the A770 (Alchemist) prompts
-# x0.45 of what the other two predict, the 140V decodes a 1.5B model x0.58.
-SYCL = BackendConstants(0.684, 164.0e-6, 0.590, 0.178, _FIT, moe_expert_overhead_tokens=86,
-    decode_band=(0.58, 1.97), prefill_band=(0.45, 1.93), band_basis=_WIDENED)
+# backend uses (tensor_rates.FLOAT_GEMM_BACKENDS). Still the weakest-founded backend: out of
+# sample the B580 (Xe2) runs 1.17-1.96x what the others predict, the A770 (Alchemist) prompts
+# x0.44, the 140V decodes a 1.5B model x0.60; the B70 (Xe2) decodes x0.99.
+SYCL = BackendConstants(0.682, 163.4e-6, 0.590, 0.185, _FIT, moe_expert_overhead_tokens=86,
+    decode_band=(0.64, 1.92), prefill_band=(0.48, 1.74), band_basis=_OWN)
 # CPU: fitted on this project's 2-core AMD EPYC VM with llama.cpp 0.3.36 against the
 # measured copy bandwidth (hardware/bandwidth.py) over generated llama models of 10-400 MB
 # and Gemma-3-270M (bench/accuracy.py prints the check).
