@@ -4,6 +4,7 @@ selector whose machine every estimate in the app follows."""
 import pytest
 
 from rooflight.errors import BadInputError
+from rooflight.hardware import gpu_table
 from rooflight.ui.pages.machine import BACKEND_WORDS
 from rooflight.ui.whatif import WhatIf, table_gpu_names, what_if_profile
 from test_ui_support import GiB, cpu_box, make_window, profile, wait_ranked
@@ -77,6 +78,19 @@ def test_what_if_a_4090_makes_the_top_models_full_gpu(qtbot):
         machine.reset_what_if()
     assert not window.ctx.machine.is_what_if
     assert [r.model.id for r in models.visible_rows()] == list(before)
+
+
+def test_what_if_lists_gpus_by_vendor_then_kind_then_number():
+    """The pick list reads as a buyer scans it, whatever order the table file grew in."""
+    names = table_gpu_names()
+    assert sorted(names) == sorted(g["name"] for g in gpu_table())  # every entry, once
+    vendors = [n.split()[0] for n in names]
+    assert vendors.index("AMD") > vendors.index("NVIDIA") and vendors.index("Apple") > vendors.index("Intel")
+    at = names.index
+    assert at("NVIDIA GeForce GTX 1080 Ti") < at("NVIDIA GeForce RTX 2060") < at("NVIDIA GeForce RTX 4060") \
+        < at("NVIDIA GeForce RTX 4060 Ti") < at("NVIDIA GeForce RTX 4070") < at("NVIDIA RTX A6000") < at("NVIDIA H100 SXM")
+    assert at("AMD Radeon RX 9070 XT") < at("AMD Radeon Instinct MI50") < at("AMD Instinct MI100") < at("AMD Instinct MI355X")
+    assert at("Apple M4") < at("Apple M4 Pro") < at("Apple M4 Max") < at("Apple M5")
 
 
 def test_what_if_profile_swaps_adds_and_grows():

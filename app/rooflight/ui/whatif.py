@@ -6,6 +6,7 @@ the GPU figures come from the bundled table exactly as for `--hardware FILE`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 
 from rooflight.hardware import HardwareProfile, gpu_table, profile_from_dict
@@ -62,9 +63,32 @@ def short_gpu(name: str) -> str:
     return name
 
 
+# The pick lists group the table's GPUs the way a buyer scans them: by vendor, then desktop
+# cards before workstation and data-centre parts and integrated GPUs, then by number (the
+# table file itself is in the order entries were added).
+_VENDOR_ORDER = {"nvidia": 0, "amd": 1, "intel": 2, "apple": 3}
+_FAMILIES = (  # (vendor, name fragment, rank): the first fragment found in the name decides
+    ("nvidia", "GeForce", 0), ("nvidia", "NVIDIA RTX", 1), ("nvidia", "Jetson", 3),
+    ("amd", "Radeon RX", 0), ("amd", "Radeon VII", 0), ("amd", "PRO", 1), ("amd", "Instinct", 2),
+    ("intel", "Arc Pro", 1), ("intel", "Arc A", 0), ("intel", "Arc B5", 0),
+)
+_TIERS = {"Pro": 1, "Max": 2, "Ultra": 3}  # Apple: M4, M4 Pro, M4 Max, M4 Ultra
+
+
+def _display_key(entry: dict) -> tuple:
+    name, vendor = entry["name"], entry["vendor"]
+    family = next((rank for v, fragment, rank in _FAMILIES if v == vendor and fragment in name),
+                  3 if entry.get("unified_memory") else 2)
+    # numbers compare as numbers (RTX 4060 < 4060 Ti < 4070); the MI50, sold as "Radeon
+    # Instinct", sorts with the Instincts
+    words = tuple((0, int(w), "") if w.isdigit() else (1, _TIERS.get(w, 0), w)
+                  for w in re.findall(r"\d+|[^\d\s]+", name.replace("Radeon Instinct", "Instinct")))
+    return _VENDOR_ORDER.get(vendor, 9), family, words
+
+
 def table_gpu_names() -> list[str]:
-    """Every GPU of the bundled table, in the table's order (vendor, then generation)."""
-    return [g["name"] for g in gpu_table()]
+    """Every GPU of the bundled table, as the what-if pick lists show them (_display_key)."""
+    return [g["name"] for g in sorted(gpu_table(), key=_display_key)]
 
 
 def what_if_profile(detected: HardwareProfile, what: WhatIf) -> HardwareProfile:
