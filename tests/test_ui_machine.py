@@ -3,7 +3,9 @@ selector whose machine every estimate in the app follows."""
 
 import pytest
 
+from rooflight.catalog.models import find_model
 from rooflight.errors import BadInputError
+from rooflight.estimate import Wishes, plan
 from rooflight.hardware import gpu_table
 from rooflight.ui.pages.machine import BACKEND_WORDS
 from rooflight.ui.whatif import WhatIf, table_gpu_names, what_if_profile
@@ -91,6 +93,28 @@ def test_what_if_lists_gpus_by_vendor_then_kind_then_number():
         < at("NVIDIA GeForce RTX 4060 Ti") < at("NVIDIA GeForce RTX 4070") < at("NVIDIA RTX A6000") < at("NVIDIA H100 SXM")
     assert at("AMD Radeon RX 9070 XT") < at("AMD Radeon Instinct MI50") < at("AMD Instinct MI100") < at("AMD Instinct MI355X")
     assert at("Apple M4") < at("Apple M4 Pro") < at("Apple M4 Max") < at("Apple M5")
+
+
+def test_a_what_if_gpu_that_shares_system_memory_brings_its_pool():
+    """Planning a DGX Spark or an Apple chip on this machine: the RAM is the chip's one pool,
+    which the GPU's share comes out of, not this machine's RAM beside a pool of its own."""
+    hw = cpu_box()
+    in_use = hw.cpu.ram_total_bytes - hw.cpu.ram_available_bytes
+    spark = what_if_profile(hw, WhatIf(gpu="NVIDIA GB10"))
+    assert spark.cpu.ram_total_bytes == 128 * GiB and spark.cpu.ram_available_bytes == 128 * GiB - in_use
+    assert spark.gpus[0].unified_memory
+    assert WhatIf(gpu="NVIDIA GB10").describe() == "NVIDIA GB10 (128 GB shared with the CPU)"
+    mac = what_if_profile(hw, WhatIf(gpu="Apple M4 Max"))
+    assert mac.gpus[0].unified_memory and mac.gpus[0].vram_total_bytes < mac.cpu.ram_total_bytes
+    # the model's bytes on the GPU are taken out of the same RAM the CPU side has
+    spec = find_model("llama-3.3-70b").spec("Q4_K_M")
+    est = plan(spec, spark, Wishes(n_ctx=8192))
+    cpu, gpu = (next(d for d in est.memory.devices if d.device == name) for name in ("cpu", "gpu0"))
+    assert est.memory.fit == "full_gpu"
+    assert cpu.available_bytes < spark.cpu.ram_available_bytes - gpu.total_bytes + 1
+    # a card with memory of its own keeps this machine's RAM; an explicit RAM size still wins
+    assert what_if_profile(hw, WhatIf(gpu="RTX 3090")).cpu.ram_total_bytes == hw.cpu.ram_total_bytes
+    assert what_if_profile(hw, WhatIf(gpu="NVIDIA GB10", ram_total_bytes=64 * 10**9)).cpu.ram_total_bytes == 64 * 10**9
 
 
 def test_what_if_profile_swaps_adds_and_grows():

@@ -10,6 +10,7 @@ import re
 from dataclasses import asdict, dataclass
 
 from rooflight.hardware import HardwareProfile, gpu_table, profile_from_dict
+from rooflight.hardware.gpu_table import lookup_gpu
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class WhatIf:
             parts.append(f"+ {name(self.second_gpu)}")
         if self.ram_total_bytes:
             parts.append(f"{self.ram_total_bytes / 1e9:.0f} GB RAM")
+        elif self.gpu and (pool := unified_pool_bytes(self.gpu)):
+            parts.append(f"({pool / 2**30:.0f} GB shared with the CPU)")
         if self.remote_gpu:
             parts.append(f"+ a second PC with {name(self.remote_gpu)} over {link_name(self.remote_link_gbps)}")
         return " ".join(parts) or "this machine"
@@ -99,16 +102,21 @@ def what_if_profile(detected: HardwareProfile, what: WhatIf) -> HardwareProfile:
     # the profile reader treats empty values as malformed: leave unknown fields out
     cpu = {k: v for k, v in asdict(detected.cpu).items() if v not in (None, "")}
     cpu["isa"] = list(detected.cpu.isa)
-    if what.ram_total_bytes:
+    # a GPU that shares the system's memory (DGX Spark, Strix Halo, Apple, Jetson) comes with
+    # it: the planned machine's RAM is that one pool, which the GPU's share is taken out of,
+    # not this machine's RAM beside a pool of its own
+    pool = unified_pool_bytes(what.gpu) if what.gpu else None
+    ram_total = what.ram_total_bytes or pool
+    if ram_total:
         # keep what other programs use now; the rest of the new RAM is free
         in_use = detected.cpu.ram_total_bytes - detected.cpu.ram_available_bytes
-        cpu["ram_total_bytes"] = int(what.ram_total_bytes)
-        cpu["ram_available_bytes"] = max(0, int(what.ram_total_bytes) - in_use)
+        cpu["ram_total_bytes"] = int(ram_total)
+        cpu["ram_available_bytes"] = max(0, int(ram_total) - in_use)
     if what.gpu is None:
         gpus = [_as_input(g) for g in detected.gpus]
         backend = detected.backend if what.second_gpu is None else None
     else:
-        gpus = [{"name": what.gpu}] if what.gpu else []
+        gpus = [{"name": what.gpu, **({"unified_memory": True} if pool else {})}] if what.gpu else []
         backend = None
     if what.second_gpu:
         gpus.append({"name": what.second_gpu})
@@ -122,6 +130,15 @@ def what_if_profile(detected: HardwareProfile, what: WhatIf) -> HardwareProfile:
                            "link_gbps": what.remote_link_gbps, "rtt_ms": 0.5}]
     return profile_from_dict(doc, detect_cpu_if_missing=False, measure_bandwidth=False,
                              origin="the what-if machine")
+
+
+def unified_pool_bytes(name: str) -> int | None:
+    """The memory a table GPU shares with its CPU (its entry's memory_bytes), None for a card
+    with memory of its own or a name the table does not know."""
+    entry = lookup_gpu(name)
+    if entry is None or not (entry.get("unified_memory") or entry["vendor"] == "apple"):
+        return None
+    return int(entry["memory_bytes"])
 
 
 def _as_input(g) -> dict:
