@@ -103,7 +103,8 @@ def test_a_what_if_gpu_that_shares_system_memory_brings_its_pool():
     spark = what_if_profile(hw, WhatIf(gpu="NVIDIA GB10"))
     assert spark.cpu.ram_total_bytes == 128 * GiB and spark.cpu.ram_available_bytes == 128 * GiB - in_use
     assert spark.gpus[0].unified_memory
-    assert WhatIf(gpu="NVIDIA GB10").describe() == "NVIDIA GB10 (128 GB shared with the CPU)"
+    assert WhatIf(gpu="NVIDIA GB10").describe() == "NVIDIA GB10, 137 GB shared with the CPU"  # 128 GiB
+    assert WhatIf(gpu="NVIDIA GB10").describe(short=True) == "GB10"
     mac = what_if_profile(hw, WhatIf(gpu="Apple M4 Max"))
     assert mac.gpus[0].unified_memory and mac.gpus[0].vram_total_bytes < mac.cpu.ram_total_bytes
     # the model's bytes on the GPU are taken out of the same RAM the CPU side has

@@ -39,8 +39,8 @@ class WhatIf:
             parts.append(f"+ {name(self.second_gpu)}")
         if self.ram_total_bytes:
             parts.append(f"{self.ram_total_bytes / 1e9:.0f} GB RAM")
-        elif self.gpu and (pool := unified_pool_bytes(self.gpu)):
-            parts.append(f"({pool / 2**30:.0f} GB shared with the CPU)")
+        elif self.gpu and not short and (pool := unified_pool_bytes(self.gpu)):
+            parts[-1] += f", {pool / 1e9:.0f} GB shared with the CPU"  # the app's decimal GB
         if self.remote_gpu:
             parts.append(f"+ a second PC with {name(self.remote_gpu)} over {link_name(self.remote_link_gbps)}")
         return " ".join(parts) or "this machine"
