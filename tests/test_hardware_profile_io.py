@@ -286,3 +286,20 @@ def test_format_profile_text():
 def test_format_profile_without_gpus():
     text = format_profile(profile_from_dict({"cpu": CPU}))
     assert "GPU: none usable" in text and "Backend: cpu" in text
+
+
+def test_a_profile_naming_only_a_gpu_that_shares_system_memory_plans_its_pool():
+    """{"gpus": [{"name": "DGX Spark"}]} plans a DGX Spark: its 128 GB are the machine's RAM,
+    which the GPU's share comes out of, not this machine's RAM beside a pool of its own. A
+    profile that gives the RAM or the GPU's memory keeps what it gives."""
+    no_ram = {k: v for k, v in CPU.items() if not k.startswith("ram_total") and not k.startswith("ram_available")}
+    spark = profile_from_dict({"gpus": [{"name": "DGX Spark"}], "cpu": no_ram}, measure_bandwidth=False)
+    assert spark.gpus[0].unified_memory and spark.cpu.ram_total_bytes == 128 * GiB
+    given = profile_from_dict({"gpus": [{"name": "DGX Spark"}], "cpu": CPU}, measure_bandwidth=False)
+    assert given.cpu.ram_total_bytes == CPU["ram_total_bytes"] and not given.gpus[0].unified_memory
+    own = profile_from_dict({"gpus": [{"name": "DGX Spark", "vram_total_bytes": 64 * GiB}], "cpu": no_ram},
+                            measure_bandwidth=False)
+    here = profile_from_dict({"cpu": no_ram}, measure_bandwidth=False).cpu.ram_total_bytes  # this machine's
+    assert own.cpu.ram_total_bytes == here
+    card = profile_from_dict({"gpus": [{"name": "RTX 3090"}], "cpu": no_ram}, measure_bandwidth=False)
+    assert card.cpu.ram_total_bytes == here and not card.gpus[0].unified_memory

@@ -121,6 +121,16 @@ def lookup_gpu(name: str, memory_bytes: int | None = None) -> dict[str, Any] | N
     return copy.deepcopy(entry)
 
 
+def shared_memory_bytes(name: str) -> int | None:
+    """The memory a table GPU shares with its CPU (its entry's memory_bytes): Apple chips and
+    the entries marked unified_memory (DGX Spark's GB10, Strix Halo, Jetson, the iGPUs).
+    None for a card with memory of its own, or a name the table does not know."""
+    entry = lookup_gpu(name)
+    if entry is None or not (entry.get("unified_memory") or entry["vendor"] == "apple"):
+        return None
+    return int(entry["memory_bytes"])
+
+
 def lookup_pci_id(vendor_id: str, device_id: str) -> list[dict[str, Any]]:
     """Entries whose PCI device id matches (several products can share one id)."""
     vendor_of = {"0x10de": "nvidia", "0x1002": "amd", "0x8086": "intel"}

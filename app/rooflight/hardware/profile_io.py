@@ -8,6 +8,7 @@ with one sentence that names the field and says what is expected.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -18,7 +19,7 @@ from rooflight.errors import BadInputError
 from .apple import metal_working_set_bytes
 from .backend import DEFAULT_BACKEND, backend_for_vendors
 from .enrich import table_figures
-from .gpu_table import lookup_gpu, normalize
+from .gpu_table import lookup_gpu, normalize, shared_memory_bytes
 from .profile import CPUInfo, GPUInfo, HardwareProfile, RemoteMachine
 from .remote import placeholder_cpu
 
@@ -410,6 +411,7 @@ def profile_from_dict(
         cache_dir=cache_dir,
         warnings=warnings,
     )
+    cpu, gpus = _one_memory_pool(d, cpu, gpus)
     backend = _Fields(d, "", origin).str_("backend", BACKENDS)
     if backend is None:
         backend = backend_for_vendors(g.vendor for g in gpus)
@@ -418,6 +420,22 @@ def profile_from_dict(
     remotes = remotes_from_list(d.get("remotes"), origin, warnings)
     return HardwareProfile(cpu=cpu, gpus=gpus, backend=backend, warnings=tuple(warnings),
                            remotes=remotes)
+
+
+def _one_memory_pool(d: dict, cpu: CPUInfo, gpus: tuple[GPUInfo, ...]) -> tuple[CPUInfo, tuple[GPUInfo, ...]]:
+    """A profile that names one GPU sharing its system's memory (DGX Spark's GB10, Strix
+    Halo, an Apple chip, a Jetson) and gives neither its RAM nor the GPU's memory plans that
+    chip's machine: one pool, the table's, as the RAM, which the GPU's share comes out of (as
+    the app's what-if selector plans it), not this machine's RAM beside a pool of its own."""
+    raw_cpu, raw_gpus = d.get("cpu") or {}, d.get("gpus") or []
+    if len(gpus) != 1 or raw_cpu.get("ram_total_bytes") is not None or raw_gpus[0].get("vram_total_bytes") is not None:
+        return cpu, gpus
+    pool = shared_memory_bytes(gpus[0].name)
+    if pool is None:
+        return cpu, gpus
+    in_use = cpu.ram_total_bytes - cpu.ram_available_bytes  # what other programs use here now
+    cpu = dataclasses.replace(cpu, ram_total_bytes=pool, ram_available_bytes=max(0, pool - in_use))
+    return cpu, (dataclasses.replace(gpus[0], unified_memory=True),)
 
 
 def load_profile(path: str | os.PathLike[str], **kwargs: Any) -> HardwareProfile:

@@ -10,7 +10,7 @@ import re
 from dataclasses import asdict, dataclass
 
 from rooflight.hardware import HardwareProfile, gpu_table, profile_from_dict
-from rooflight.hardware.gpu_table import lookup_gpu
+from rooflight.hardware.gpu_table import shared_memory_bytes
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class WhatIf:
             parts.append(f"+ {name(self.second_gpu)}")
         if self.ram_total_bytes:
             parts.append(f"{self.ram_total_bytes / 1e9:.0f} GB RAM")
-        elif self.gpu and not short and (pool := unified_pool_bytes(self.gpu)):
+        elif self.gpu and not short and (pool := shared_memory_bytes(self.gpu)):
             parts[-1] += f", {pool / 1e9:.0f} GB shared with the CPU"  # the app's decimal GB
         if self.remote_gpu:
             parts.append(f"+ a second PC with {name(self.remote_gpu)} over {link_name(self.remote_link_gbps)}")
@@ -105,7 +105,7 @@ def what_if_profile(detected: HardwareProfile, what: WhatIf) -> HardwareProfile:
     # a GPU that shares the system's memory (DGX Spark, Strix Halo, Apple, Jetson) comes with
     # it: the planned machine's RAM is that one pool, which the GPU's share is taken out of,
     # not this machine's RAM beside a pool of its own
-    pool = unified_pool_bytes(what.gpu) if what.gpu else None
+    pool = shared_memory_bytes(what.gpu) if what.gpu else None
     ram_total = what.ram_total_bytes or pool
     if ram_total:
         # keep what other programs use now; the rest of the new RAM is free
@@ -130,15 +130,6 @@ def what_if_profile(detected: HardwareProfile, what: WhatIf) -> HardwareProfile:
                            "link_gbps": what.remote_link_gbps, "rtt_ms": 0.5}]
     return profile_from_dict(doc, detect_cpu_if_missing=False, measure_bandwidth=False,
                              origin="the what-if machine")
-
-
-def unified_pool_bytes(name: str) -> int | None:
-    """The memory a table GPU shares with its CPU (its entry's memory_bytes), None for a card
-    with memory of its own or a name the table does not know."""
-    entry = lookup_gpu(name)
-    if entry is None or not (entry.get("unified_memory") or entry["vendor"] == "apple"):
-        return None
-    return int(entry["memory_bytes"])
 
 
 def _as_input(g) -> dict:
