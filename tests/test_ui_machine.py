@@ -152,3 +152,15 @@ def test_what_if_more_ram_lets_a_big_model_fit(qtbot):
         machine.ram_combo.setCurrentIndex(machine.ram_combo.findData(128 * 10**9))
     big = next(r for r in models.visible_rows() if r.model.id == "llama-3.3-70b")
     assert big.fit == "cpu_only"
+
+
+def test_the_ram_choice_says_a_shared_pool_comes_with_such_a_gpu(qtbot):
+    """With a what-if GPU that shares its system's memory, "as detected" would be wrong: the
+    RAM choice names the pool the planned machine has instead."""
+    window = make_window(qtbot)
+    page = window.pages["machine"]
+    page.set_what_if(WhatIf(gpu="NVIDIA GB10"))
+    assert page.ram_combo.itemText(0) == "RAM: its 137 GB shared pool"
+    page.set_what_if(WhatIf(gpu="NVIDIA GeForce RTX 3090"))
+    assert page.ram_combo.itemText(0) == "RAM as detected"
+    page.reset_what_if()

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from rooflight.hardware import GPUInfo, HardwareProfile
+from rooflight.hardware.gpu_table import shared_memory_bytes
 from rooflight.hardware.profile import PEAK_BANDWIDTH_SOURCE
 from rooflight.hardware.remote import RemoteDevice, remote_devices
 from rooflight.ui.gpu_build_panel import add_gpu_build_action, gpu_needing_build
@@ -312,6 +313,9 @@ class MachinePage(Page):
         self.set_what_if(WhatIf())
 
     def _what_if_changed(self, *_args) -> None:
+        # with a GPU that shares its system's memory, "as detected" RAM is that GPU's pool
+        pool = shared_memory_bytes(self.gpu_combo.currentData() or "")
+        self.ram_combo.setItemText(0, f"RAM: its {pool / 1e9:.0f} GB shared pool" if pool else "RAM as detected")
         what = WhatIf(gpu=self.gpu_combo.currentData(), second_gpu=self.second_combo.currentData(),
                       ram_total_bytes=self.ram_combo.currentData(), remote_gpu=self.remote_combo.currentData(),
                       remote_link_gbps=self.link_combo.currentData())
