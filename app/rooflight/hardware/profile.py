@@ -6,7 +6,7 @@ Sizes are bytes, bandwidths GB/s (1e9 B/s), compute TFLOP/s.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 # ram_bandwidth_source of a datasheet figure (a profile's or a published CPU's), not a measurement
 PEAK_BANDWIDTH_SOURCE = "peak"
@@ -26,6 +26,12 @@ class CPUInfo:
     ram_bandwidth_source: str
     max_freq_mhz: float | None = None
     arch: str = ""  # x86_64 | aarch64 | arm64 ...
+
+    def with_ram_total(self, total: int) -> CPUInfo:
+        """This CPU with `total` bytes of RAM, of which what other programs use now stays used
+        (a planned machine: more RAM, or a chip's shared pool)."""
+        in_use = self.ram_total_bytes - self.ram_available_bytes
+        return replace(self, ram_total_bytes=total, ram_available_bytes=max(0, total - in_use))
 
 
 @dataclass(frozen=True)

@@ -433,9 +433,7 @@ def _one_memory_pool(d: dict, cpu: CPUInfo, gpus: tuple[GPUInfo, ...]) -> tuple[
     pool = shared_memory_bytes(gpus[0].name)
     if pool is None:
         return cpu, gpus
-    in_use = cpu.ram_total_bytes - cpu.ram_available_bytes  # what other programs use here now
-    cpu = dataclasses.replace(cpu, ram_total_bytes=pool, ram_available_bytes=max(0, pool - in_use))
-    return cpu, (dataclasses.replace(gpus[0], unified_memory=True),)
+    return cpu.with_ram_total(pool), (dataclasses.replace(gpus[0], unified_memory=True),)
 
 
 def load_profile(path: str | os.PathLike[str], **kwargs: Any) -> HardwareProfile:

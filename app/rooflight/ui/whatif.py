@@ -7,7 +7,7 @@ the GPU figures come from the bundled table exactly as for `--hardware FILE`.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from rooflight.hardware import HardwareProfile, gpu_table, profile_from_dict
 from rooflight.hardware.gpu_table import shared_memory_bytes
@@ -107,11 +107,6 @@ def what_if_profile(detected: HardwareProfile, what: WhatIf) -> HardwareProfile:
     # not this machine's RAM beside a pool of its own
     pool = shared_memory_bytes(what.gpu) if what.gpu else None
     ram_total = what.ram_total_bytes or pool
-    if ram_total:
-        # keep what other programs use now; the rest of the new RAM is free
-        in_use = detected.cpu.ram_total_bytes - detected.cpu.ram_available_bytes
-        cpu["ram_total_bytes"] = int(ram_total)
-        cpu["ram_available_bytes"] = max(0, int(ram_total) - in_use)
     if what.gpu is None:
         gpus = [_as_input(g) for g in detected.gpus]
         backend = detected.backend if what.second_gpu is None else None
@@ -128,8 +123,11 @@ def what_if_profile(detected: HardwareProfile, what: WhatIf) -> HardwareProfile:
     if what.remote_gpu:
         doc["remotes"] = [{"endpoint": WHAT_IF_ENDPOINT, "name": "a second PC", "gpus": [{"name": what.remote_gpu}],
                            "link_gbps": what.remote_link_gbps, "rtt_ms": 0.5}]
-    return profile_from_dict(doc, detect_cpu_if_missing=False, measure_bandwidth=False,
-                             origin="the what-if machine")
+    planned = profile_from_dict(doc, detect_cpu_if_missing=False, measure_bandwidth=False,
+                                origin="the what-if machine")
+    if ram_total:
+        planned = replace(planned, cpu=detected.cpu.with_ram_total(int(ram_total)))
+    return planned
 
 
 def _as_input(g) -> dict:
