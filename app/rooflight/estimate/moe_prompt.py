@@ -17,7 +17,9 @@ cpu_expert_cost(type) dense ones.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from functools import lru_cache
 
 from rooflight.estimate.tensor_rates import FLOAT_TYPES
 from rooflight.gguf.spec import ModelSpec
@@ -31,14 +33,72 @@ def experts_touched(spec: ModelSpec, n_tokens: int) -> float:
     return spec.n_expert * (1.0 - miss ** max(0, n_tokens))
 
 
-def overhead_multiply_adds(spec: ModelSpec, routed_params: float, n_tokens: int, overhead_tokens: float) -> float:
+def overhead_multiply_adds(spec: ModelSpec, routed_params: float, n_tokens: int, overhead_tokens: float,
+                           tile: int | None = None) -> float:
     """Multiply-adds a micro-batch of n_tokens pays beyond its routed-expert work.
-    routed_params: the routed experts' multiply-adds per token (n_expert_used experts)."""
+    routed_params: the routed experts' multiply-adds per token (n_expert_used experts).
+    tile: the columns each expert's tiles hold (expert_tile_columns), whose empty part is
+    multiplied too; None: no tiling known for the kernel (only the fitted overhead)."""
     touched = experts_touched(spec, n_tokens)  # 0 for a dense model
-    if not touched or routed_params <= 0 or overhead_tokens <= 0:
+    if not touched or routed_params <= 0:
         return 0.0
     per_expert = routed_params / spec.n_expert_used
-    return touched * per_expert * overhead_tokens
+    columns = touched * max(0.0, overhead_tokens)
+    if tile:
+        columns += padding_columns(spec.n_expert, spec.n_expert_used, n_tokens, tile)
+    return per_expert * columns
+
+
+# Columns an MMQ tile of a MUL_MAT_ID holds at most (ggml-cuda/mmq.cuh mul_mat_q_switch_J: J
+# from 8 to 128 in steps of 8), and the width of Metal's kernel_mul_mm_id tiles, which it
+# takes for micro-batches of 32 tokens and more (ggml-metal-ops.cpp: (ne21 + 31)/32
+# threadgroups per expert; ggml_metal_op_mul_mat_id_use_mm: ne21 >= 32).
+MMQ_MAX_TILE = 128
+METAL_ID_TILE = 32
+METAL_ID_MIN_TOKENS = 32
+
+
+def expert_tile_columns(backend: str | None, gfx: str | None, n_tokens: int, spec: ModelSpec) -> int | None:
+    """The column width of the tiles a GPU's quantized expert matmuls multiply a micro-batch
+    of n_tokens in, or None where the kernel's tiling is not modelled (Vulkan, SYCL, CPUs).
+
+    CUDA and ROCm (ggml-cuda/mmq.cu ggml_cuda_mul_mat_q with ids): the tile width J is picked
+    to cover `ncols_opt` columns in the fewest tiles, ncols_opt being the whole micro-batch,
+    except on RDNA3/RDNA4, where it is the tokens an expert gets on average
+    (ceil(T x used / experts)). Every expert's tokens are then multiplied in whole tiles: with
+    J = 128 and Qwen3-30B-A3B's 32 tokens per expert at T = 512, four times its work."""
+    if n_tokens <= 0 or spec.n_expert <= 0:
+        return None
+    if backend == "metal":
+        return METAL_ID_TILE if n_tokens >= METAL_ID_MIN_TOKENS else None
+    if backend not in ("cuda", "rocm"):
+        return None
+    cols = n_tokens
+    if backend == "rocm" and gfx and gfx.lower().startswith(("gfx11", "gfx12")):
+        cols = -(-n_tokens * spec.n_expert_used // spec.n_expert)
+    return min(MMQ_MAX_TILE, -(-cols // 8) * 8)
+
+
+def padding_columns(n_expert: int, n_expert_used: int, n_tokens: int, tile: int) -> float:
+    """Expected columns all experts' tiles hold beyond their tokens in a micro-batch of
+    n_tokens, each expert getting Binomial(n_tokens, used / experts) of them (uniform routing):
+    n_expert x tile x E[ceil(X / tile)] - n_tokens x used."""
+    return _padding_columns(n_expert, min(n_expert_used, n_expert), n_tokens, tile)
+
+
+@lru_cache(maxsize=1024)
+def _padding_columns(n_expert: int, used: int, n_tokens: int, tile: int) -> float:
+    p = used / n_expert
+    if p >= 1.0:
+        return float(n_expert * tile * -(-n_tokens // tile) - n_tokens * used)
+    log_p, log_q = math.log(p), math.log1p(-p)
+    log_n = math.lgamma(n_tokens + 1)
+    tiles = 0.0  # E[ceil(X / tile)]
+    for x in range(1, n_tokens + 1):
+        log_pmf = log_n - math.lgamma(x + 1) - math.lgamma(n_tokens - x + 1) + x * log_p + (n_tokens - x) * log_q
+        if log_pmf > -60.0:
+            tiles += -(-x // tile) * math.exp(log_pmf)
+    return max(0.0, n_expert * tile * tiles - n_tokens * used)
 
 
 # CPU MUL_MAT_ID cost per multiply-add against the dense kernels, by expert weight type: fitted

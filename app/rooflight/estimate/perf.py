@@ -56,6 +56,7 @@ from rooflight.estimate.network import step_cost
 from rooflight.estimate.placement import CPU, device_runs, gpu_name, offload_devices
 from rooflight.estimate.probe import MachineProbe
 from rooflight.estimate.tensor_rates import (
+    amd_gfx,
     attention_tflops,
     dequantizes_for_gemm,
     main_weight_type,
@@ -704,7 +705,8 @@ def prefill_time_s(
                 flops[run_on] = flops.get(run_on, 0.0) + t * 2 * w.params
                 attention[run_on] = attention.get(run_on, 0.0) + t * attn_flops
             flops[run_on] += 2 * moe_prompt.overhead_multiply_adds(
-                spec, w.routed_params, t, _device_constants(hardware, run_on).moe_expert_overhead_tokens)
+                spec, w.routed_params, t, _device_constants(hardware, run_on).moe_expert_overhead_tokens,
+                _expert_tile(hardware, run_on, t, spec, weight_type))
             reads[run_on] = reads.get(run_on, 0.0) + w.weight_bytes
             elements[run_on] = elements.get(run_on, 0.0) + w.elements
             layers[run_on] = layers.get(run_on, 0) + int(w.n_layers)
@@ -758,6 +760,20 @@ def prefill_time_s(
         total += step
         done += t
     return total, max(bound_times, key=lambda k: bound_times[k])
+
+
+def _expert_tile(hardware: HardwareProfile, device: str, n_tokens: int, spec: ModelSpec,
+                 weight_type: str | None) -> int | None:
+    """The tile width this GPU's expert matmuls multiply a micro-batch in (moe_prompt
+    .expert_tile_columns): on CUDA and ROCm only where MMQ multiplies them (quantized experts
+    the GPU does not dequantize for the F16 GEMM), on Metal always; None on a CPU."""
+    if not spec.n_expert or _runs_on_cpu(hardware, device) or is_remote(device):
+        return None
+    gpu = next((g for g in hardware.gpus if gpu_name(g.index) == device), None)
+    if hardware.backend in ("cuda", "rocm") and (
+            weight_type is None or dequantizes_for_gemm(gpu, hardware.backend, n_tokens, weight_type, spec.n_expert)):
+        return None
+    return moe_prompt.expert_tile_columns(hardware.backend, amd_gfx(gpu.name) if gpu else None, n_tokens, spec)
 
 
 # llama.cpp's scheduler runs a CPU-held weight's matmul on the GPU when the batch has at
