@@ -233,7 +233,16 @@ def fit_decode(rows: list[dict], coef: dict[int, tuple], backend: str | None = N
         layer = PRIOR_LAYER_S.get(backend or "", 90e-6)
         y2 = y - m[:, 1] * layer
         x = np.array([float(m[:, 0] @ y2 / (m[:, 0] @ m[:, 0])), layer])
+    if x[0] < 1.0 / MAX_DECODE_EFFICIENCY:
+        # more than the peak bandwidth: the fit traded the per-layer cost for it; hold the
+        # efficiency at the bound and fit the per-layer cost alone
+        y2 = y - m[:, 0] / MAX_DECODE_EFFICIENCY
+        x = np.array([1.0 / MAX_DECODE_EFFICIENCY, max(0.0, float(m[:, 1] @ y2 / (m[:, 1] @ m[:, 1])))])
     return 1.0 / x[0], float(x[1])
+
+
+# A decode efficiency is a share of the table's peak bandwidth: no device reads faster
+MAX_DECODE_EFFICIENCY = 1.0
 
 
 # 1/efficiency candidates for prefill: the max() in the estimator makes the fit non-linear,

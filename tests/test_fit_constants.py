@@ -271,3 +271,21 @@ def test_a_row_is_priced_by_the_prompt_kernel_its_build_ran():
     assert fit._seconds(row) > fit._seconds(today)
     with pytest.raises(ValueError, match="prompt_kernel"):
         fit.prefill_class({**row, "prompt_kernel": "dp4a"})
+
+
+def test_a_decode_fit_never_reads_faster_than_the_peak_bandwidth():
+    """Rows of fast discrete cards alone let the least-squares fit trade the per-layer cost
+    for an efficiency above 1 (Vulkan without the Radeon 8060S: 1.39 and 185 us a layer,
+    which priced the 8060S's dense rows x0.68-0.91). The fit holds the efficiency at the
+    bound and fits the per-layer cost alone."""
+    # two synthetic rows of t = A/eff + B*layer + C that only eff = 1.5, layer 0 fits exactly
+    rows = [{"n_gen": 1, "t_s": 1.0 / (0.010 / 1.5 + 0.001)}, {"n_gen": 1, "t_s": 1.0 / (0.020 / 1.5 + 0.001)},
+            {"n_gen": 1, "t_s": 1.0 / (0.030 / 1.5 + 0.001)}]
+    coef = {id(rows[0]): (0.010, 32.0, 0.001), id(rows[1]): (0.020, 32.0, 0.001), id(rows[2]): (0.030, 32.0, 0.001)}
+    eff, layer = fit.fit_decode(rows, coef, "vulkan")
+    assert eff == fit.MAX_DECODE_EFFICIENCY == 1.0
+    assert layer == 0.0  # the rows are faster than the bound at any per-layer cost
+    vulkan = [r for r in ROWS if r["backend"] == "vulkan" and r["n_gen"] and r["device"] != "AMD Radeon 8060S"]
+    coef = {id(r): fit.coefficients(r) for r in vulkan}
+    eff, layer = fit.fit_decode(vulkan, coef, "vulkan")
+    assert eff <= 1.0 and layer > 0

@@ -78,7 +78,7 @@ ROCM = BackendConstants(0.853, 156.3e-6, 0.590, 0.235, _FIT, moe_expert_overhead
 # Vulkan: 34 rows, 7 devices (Radeon 8060S / Strix Halo, RX 9070 XT, RX 5700 XT, Radeon PRO
 # W7900, RTX 3090, RTX 4070, RTX 5090); no F16 rows.
 VULKAN = BackendConstants(0.949, 95.1e-6, 0.590, 0.229, _FIT, moe_expert_overhead_tokens=58,
-    decode_band=(0.71, 1.25), prefill_band=(0.61, 1.28), band_basis=_OWN)
+    decode_band=(0.79, 1.18), prefill_band=(0.61, 1.28), band_basis=_OWN)
 # SYCL: 16 rows, 4 devices (Arc B580 with ggml-org's backend and Intel's IPEX-LLM build, 1.5B
 # and 7B models; Arc A770 and Arc Pro B70 on 2026 builds, Lunar Lake's Arc 140V on 2025 builds); float
 # efficiency and MoE overhead pooled; quantized prompts priced at the FP16 GEMM rate the
