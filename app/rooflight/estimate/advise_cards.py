@@ -197,10 +197,12 @@ def _batch_card(s: _Search, v: Variant, base: Candidate, w0: Wishes) -> list[Adv
     else:
         why = "bigger batches read the weights fewer times per prompt"
     if ub > cur and v.spec.n_expert and v.spec.n_expert_used:
-        # estimate/moe_prompt.py: each routed expert pays a fixed cost per micro-batch
+        # estimate/moe_prompt.py: each routed expert's tokens fill whole tiles, and it pays a
+        # fixed cost per micro-batch
         per_expert = lambda n: n * v.spec.n_expert_used / v.spec.n_expert  # noqa: E731
         why += (f", and each of the {v.spec.n_expert} experts multiplies ~{per_expert(ub):.0f} tokens at a time "
-                f"instead of ~{per_expert(cur):.0f}, so its fixed cost per micro-batch is spread over more tokens")
+                f"instead of ~{per_expert(cur):.0f}, which fill more of the matrix kernels' fixed-width tiles "
+                "and spread its fixed cost per micro-batch over more tokens")
     detail = (f"The micro-batch sets how many prompt tokens go through the model at once: the compute buffer "
               f"is {_gb(b['compute_bytes'])} at {cur} and {_gb(a['compute_bytes'])} at {ub}; {why}.")
     return [_card("batch", f"Micro-batch {ub} instead of {cur}", detail, base, best,
