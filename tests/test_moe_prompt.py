@@ -68,7 +68,8 @@ def test_a_moe_prompt_gains_from_a_larger_micro_batch_and_a_dense_one_does_not(q
 
 def test_expert_tiles_follow_llama_cpps_kernel_choice(qwen3_moe):
     """mul_mat_q_switch_J picks J against the micro-batch (NVIDIA, CDNA, RDNA2) or against the
-    tokens an expert gets on average (RDNA3/4); Metal's kernel_mul_mm_id tiles are 32 wide."""
+    tokens an expert gets on average (RDNA3/4); Metal's kernel_mul_mm_id tiles are 32 wide;
+    Vulkan picks its small, medium or large tile against the tokens per expert."""
     tile = moe_prompt.expert_tile_columns
     assert tile("cuda", None, 512, qwen3_moe) == 128
     assert tile("cuda", None, 20, qwen3_moe) == 24  # fewest tiles at the smallest J that covers 20
@@ -77,7 +78,10 @@ def test_expert_tiles_follow_llama_cpps_kernel_choice(qwen3_moe):
     assert tile("rocm", "gfx908", 512, qwen3_moe) == 128
     assert tile("metal", None, 512, qwen3_moe) == 32
     assert tile("metal", None, 16, qwen3_moe) is None  # mul_mv_id below 32 tokens
-    assert tile("vulkan", None, 512, qwen3_moe) is None
+    assert tile("vulkan", None, 512, qwen3_moe) == 32  # 32 per expert: the small tile
+    assert tile("vulkan", None, 1024, qwen3_moe) == 64
+    assert tile("vulkan", None, 2048, qwen3_moe) == 128
+    assert tile("sycl", None, 512, qwen3_moe) is None
     assert tile("cuda", None, 512, llama(n_layer=2)) is None
 
 

@@ -67,7 +67,7 @@ CUDA = BackendConstants(0.834, 43.8e-6, 0.468, 0.195, _FIT, moe_expert_overhead_
 # M2 Ultra, the one device with dense and MoE prompt rows. M1 Max's Qwen3-30B-A3B decode runs x0.65 of the
 # estimate (MoE decode on Metal is slower than its bytes say), the widest metal miss.
 METAL = BackendConstants(0.910, 162.8e-6, 0.706, 0.606, _FIT, moe_expert_overhead_tokens=9,
-    decode_band=(0.75, 1.33), prefill_band=(0.82, 1.46), band_basis=_OWN)
+    decode_band=(0.75, 1.33), prefill_band=(0.82, 1.4), band_basis=_OWN)
 # ROCm: 15 rows, 7 devices (RX 6700 XT, RX 6800, RX 7900 XTX, MI50, MI100, MI300X, Radeon 8060S /
 # Strix Halo);
 # no F16 rows: pooled float efficiency. Strix Halo's 2025 ROCm prompts run x0.50-0.62 of the
@@ -77,8 +77,8 @@ ROCM = BackendConstants(0.853, 156.3e-6, 0.590, 0.235, _FIT, moe_expert_overhead
     decode_band=(0.76, 1.15), prefill_band=(0.42, 1.55), band_basis=_OWN)
 # Vulkan: 34 rows, 7 devices (Radeon 8060S / Strix Halo, RX 9070 XT, RX 5700 XT, Radeon PRO
 # W7900, RTX 3090, RTX 4070, RTX 5090); no F16 rows.
-VULKAN = BackendConstants(0.949, 95.1e-6, 0.590, 0.229, _FIT, moe_expert_overhead_tokens=58,
-    decode_band=(0.79, 1.18), prefill_band=(0.61, 1.28), band_basis=_OWN)
+VULKAN = BackendConstants(0.949, 95.1e-6, 0.590, 0.229, _FIT, moe_expert_overhead_tokens=44,
+    decode_band=(0.79, 1.18), prefill_band=(0.67, 1.28), band_basis=_OWN)
 # SYCL: 16 rows, 4 devices (Arc B580 with ggml-org's backend and Intel's IPEX-LLM build, 1.5B
 # and 7B models; Arc A770 and Arc Pro B70 on 2026 builds, Lunar Lake's Arc 140V on 2025 builds); float
 # efficiency and MoE overhead pooled; quantized prompts priced at the FP16 GEMM rate the

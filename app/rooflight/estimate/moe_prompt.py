@@ -56,11 +56,17 @@ def overhead_multiply_adds(spec: ModelSpec, routed_params: float, n_tokens: int,
 MMQ_MAX_TILE = 128
 METAL_ID_TILE = 32
 METAL_ID_MIN_TOKENS = 32
+# Vulkan's expert matmuls pick the small, medium or large tile against the tokens an expert
+# gets on average (ggml-vulkan.cpp ggml_vk_mul_mat_id_q_f16: n_per_expert; the default
+# selector: small up to 32 columns, medium up to 64, else large), whose column widths are 32,
+# 64 and 128 in the default shader configuration (coopmat2 devices take 64 up to 64, then 128:
+# the same padding from 33 tokens on).
+VULKAN_ID_TILES = ((32, 32), (64, 64), (float("inf"), 128))
 
 
 def expert_tile_columns(backend: str | None, gfx: str | None, n_tokens: int, spec: ModelSpec) -> int | None:
     """The column width of the tiles a GPU's quantized expert matmuls multiply a micro-batch
-    of n_tokens in, or None where the kernel's tiling is not modelled (Vulkan, SYCL, CPUs).
+    of n_tokens in, or None where the kernel's tiling is not modelled (SYCL, CPUs).
 
     CUDA and ROCm (ggml-cuda/mmq.cu ggml_cuda_mul_mat_q with ids): the tile width J is picked
     to cover `ncols_opt` columns in the fewest tiles, ncols_opt being the whole micro-batch,
@@ -71,6 +77,9 @@ def expert_tile_columns(backend: str | None, gfx: str | None, n_tokens: int, spe
         return None
     if backend == "metal":
         return METAL_ID_TILE if n_tokens >= METAL_ID_MIN_TOKENS else None
+    if backend == "vulkan":
+        per_expert = -(-n_tokens * spec.n_expert_used // spec.n_expert)
+        return next(w for limit, w in VULKAN_ID_TILES if per_expert <= limit)
     if backend not in ("cuda", "rocm"):
         return None
     cols = n_tokens
