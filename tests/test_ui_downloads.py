@@ -122,6 +122,19 @@ def _slow_catalog_download(qtbot, hub_server, big):
     return window, downloads, downloads.rows[job_id], repo, file, key
 
 
+def _settled_count(qtbot, hub_server, key: str, quiet_ms: int = 500) -> int:
+    """The server's byte count for key once it has not changed for quiet_ms (several 64 KiB
+    chunks at the 1 MB/s throttle)."""
+    count = hub_server.served(key)
+    for _ in range(40):
+        qtbot.wait(quiet_ms)
+        now = hub_server.served(key)
+        if now == count:
+            return count
+        count = now
+    raise AssertionError(f"the server kept sending {key} after the pause")
+
+
 # the offscreen platform says so whenever a dialog opens; it is not a layout problem
 @pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 def test_pause_resume_and_cancel_from_the_page(qtbot, hub_server, gguf_files):
@@ -136,8 +149,10 @@ def test_pause_resume_and_cancel_from_the_page(qtbot, hub_server, gguf_files):
     assert 0 < kept < total and "Paused at" in row.status.text()
     assert row.buttons["resume"].isVisible() and not row.buttons["pause"].isVisible()
 
+    # the paused connection's server thread may still count a chunk it was sleeping on (the
+    # throttle) after the client let go: read the count once it has settled
+    served_before = _settled_count(qtbot, hub_server, key)
     hub_server.throttle(key, None)
-    served_before = hub_server.served(key)
     qtbot.mouseClick(row.buttons["resume"], Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: row.job.state == JobState.DONE, timeout=15000)
     # resumed with a Range request: the kept bytes were not sent again
