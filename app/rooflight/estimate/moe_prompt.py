@@ -65,8 +65,9 @@ VULKAN_ID_TILES = ((32, 32), (64, 64), (float("inf"), 128))
 
 
 def expert_tile_columns(backend: str | None, gfx: str | None, n_tokens: int, spec: ModelSpec) -> int | None:
-    """The column width of the tiles a GPU's quantized expert matmuls multiply a micro-batch
-    of n_tokens in, or None where the kernel's tiling is not modelled (SYCL, CPUs).
+    """The column width of the tiles a GPU's expert matmuls multiply a micro-batch of
+    n_tokens in (on CUDA and ROCm: MMQ's, for quantized experts; the caller knows whether MMQ
+    runs them), or None where the kernel's tiling is not modelled (SYCL, CPUs).
 
     CUDA and ROCm (ggml-cuda/mmq.cu ggml_cuda_mul_mat_q with ids): the tile width J is picked
     to cover `ncols_opt` columns in the fewest tiles, ncols_opt being the whole micro-batch,
