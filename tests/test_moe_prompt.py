@@ -208,3 +208,20 @@ def test_a_cpu_moe_prompt_pays_mul_mat_id_and_a_gpu_one_does_not(qwen3_moe, monk
     dense_cpu_s, dense_gpu_s = times()
     assert cpu_s > 1.2 * dense_cpu_s  # most of Qwen3-30B-A3B's prompt work is routed experts
     assert gpu_s == pytest.approx(dense_gpu_s)
+
+
+def test_a_remote_gpu_multiplies_experts_in_its_own_tiles(qwen3_moe):
+    """An rpc-server's GPU runs the same MMQ kernels as a local one: its expert tiles are
+    those of its own machine's backend (a CUDA card behind a CPU-only client included)."""
+    from rooflight.estimate.perf import _expert_tile
+    from rooflight.hardware import profile_from_dict
+    from rooflight.hardware.remote import remote_devices
+
+    cpu = {"name": "laptop", "cores": 8, "threads": 16, "ram_total_bytes": 32 * GiB, "ram_bandwidth_gbs": 50.0,
+           "isa": ["avx2"]}
+    hw = profile_from_dict({"cpu": cpu, "backend": "cpu", "remotes": [
+        {"endpoint": "192.168.1.20:50052", "gpus": [{"name": "RTX 3090"}], "backend": "cuda"}]},
+        measure_bandwidth=False)
+    (remote,) = remote_devices(hw)
+    assert _expert_tile(hw, remote.name, 512, qwen3_moe, "Q4_K") == 128
+    assert _expert_tile(hw, "cpu", 512, qwen3_moe, "Q4_K") is None

@@ -766,8 +766,12 @@ def _expert_tile(hardware: HardwareProfile, device: str, n_tokens: int, spec: Mo
                  weight_type: str | None) -> int | None:
     """The tile width this GPU's expert matmuls multiply a micro-batch in (moe_prompt
     .expert_tile_columns): on CUDA and ROCm only where MMQ multiplies them (quantized experts
-    the GPU does not dequantize for the F16 GEMM), on Metal always; None on a CPU."""
-    if not spec.n_expert or _runs_on_cpu(hardware, device) or is_remote(device):
+    the GPU does not dequantize for the F16 GEMM), on Metal always; None on a CPU. A remote
+    (RPC) GPU's as its own machine would run them."""
+    if is_remote(device):
+        view, local = remote_device(hardware, device).local_view()
+        return _expert_tile(view, local, n_tokens, spec, weight_type)
+    if not spec.n_expert or _runs_on_cpu(hardware, device):
         return None
     gpu = next((g for g in hardware.gpus if gpu_name(g.index) == device), None)
     if hardware.backend in ("cuda", "rocm") and (
