@@ -93,22 +93,25 @@ def padding_columns(n_expert: int, n_expert_used: int, n_tokens: int, tile: int)
     """Expected columns all experts' tiles hold beyond their tokens in a micro-batch of
     n_tokens, each expert getting Binomial(n_tokens, used / experts) of them (uniform routing):
     n_expert x tile x E[ceil(X / tile)] - n_tokens x used."""
-    return _padding_columns(n_expert, min(n_expert_used, n_expert), n_tokens, tile)
+    used = min(n_expert_used, n_expert)
+    return max(0.0, n_expert * tile * expected_tiles(n_expert, used, n_tokens, tile) - n_tokens * used)
 
 
 @lru_cache(maxsize=1024)
-def _padding_columns(n_expert: int, used: int, n_tokens: int, tile: int) -> float:
-    p = used / n_expert
+def expected_tiles(n_expert: int, n_expert_used: int, n_tokens: int, tile: int) -> float:
+    """E[ceil(X / tile)]: the tiles one expert's X ~ Binomial(n_tokens, used / experts) tokens
+    fill (0 for an expert no token reaches)."""
+    p = min(1.0, n_expert_used / n_expert)
     if p >= 1.0:
-        return float(n_expert * tile * -(-n_tokens // tile) - n_tokens * used)
+        return float(-(-n_tokens // tile))
     log_p, log_q = math.log(p), math.log1p(-p)
     log_n = math.lgamma(n_tokens + 1)
-    tiles = 0.0  # E[ceil(X / tile)]
+    tiles = 0.0
     for x in range(1, n_tokens + 1):
         log_pmf = log_n - math.lgamma(x + 1) - math.lgamma(n_tokens - x + 1) + x * log_p + (n_tokens - x) * log_q
         if log_pmf > -60.0:
             tiles += -(-x // tile) * math.exp(log_pmf)
-    return max(0.0, n_expert * tile * tiles - n_tokens * used)
+    return tiles
 
 
 # CPU MUL_MAT_ID cost per multiply-add against the dense kernels, by expert weight type: fitted

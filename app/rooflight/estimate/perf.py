@@ -34,6 +34,7 @@ from rooflight.estimate import (
     output_rows,
     probe_roofline,
     ranges,
+    weight_passes,
 )
 from rooflight.estimate.backend_constants import BACKENDS, DEFAULT_CPU_MHZ, BackendConstants  # noqa: F401 (re-exported)
 from rooflight.estimate.compute import micro_batch
@@ -670,6 +671,7 @@ def prefill_time_s(
         reads: dict[str, float] = {}
         elements: dict[str, float] = {}
         layers: dict[str, int] = {}
+        tiled: dict[str, float] = {}  # weight bytes tiled kernels read, every pass (weight_passes.py)
         probe_s = 0.0  # the CPU's share priced by the probe
         pcie_bytes = 0.0
         for dev, w in per_dev.items():
@@ -708,6 +710,9 @@ def prefill_time_s(
                 spec, w.routed_params, t, _device_constants(hardware, run_on).moe_expert_overhead_tokens,
                 _expert_tile(hardware, run_on, t, spec, weight_type))
             reads[run_on] = reads.get(run_on, 0.0) + w.weight_bytes
+            passes = _tiled_reads(hardware, run_on, t, spec, w, weight_type)
+            if passes is not None:
+                tiled[run_on] = tiled.get(run_on, 0.0) + passes
             elements[run_on] = elements.get(run_on, 0.0) + w.elements
             layers[run_on] = layers.get(run_on, 0) + int(w.n_layers)
         if done + t >= n_tokens:
@@ -747,6 +752,10 @@ def prefill_time_s(
                 t_mem = 2 * elements.get(dev, 0.0) / _read_bytes_s(hardware, dev)
                 step += t_convert
                 bound_times["memory"] += t_convert
+            if dev in tiled:
+                # tiled kernels read the weights once per column tile, then multiply them
+                t_tiles = tiled[dev] / (_device_bandwidth_gbs(hardware, dev) * 1e9)
+                t_compute, t_mem = t_compute + t_tiles, max(t_mem, t_compute + t_tiles)
             step += max(t_compute, t_mem) + c.layer_overhead_s * layers.get(dev, 0)
             bound_times["compute" if t_compute >= t_mem else "memory"] += max(t_compute, t_mem)
         if pcie_bytes:
@@ -760,6 +769,38 @@ def prefill_time_s(
         total += step
         done += t
     return total, max(bound_times, key=lambda k: bound_times[k])
+
+
+def _tiled_reads(hardware: HardwareProfile, device: str, n_tokens: int, spec: ModelSpec, w: _PrefillWork,
+                 weight_type: str | None) -> float | None:
+    """Bytes a GPU's tiled quantized matmul kernels read for this device's weights in a
+    micro-batch of n_tokens, every pass counted (weight_passes.py); None where such kernels
+    do not multiply them (a CPU, F16 weights, weights dequantized for cuBLAS)."""
+    if is_remote(device):
+        view, local = remote_device(hardware, device).local_view()
+        return _tiled_reads(view, local, n_tokens, spec, w, weight_type)
+    if weight_type is None or _runs_on_cpu(hardware, device):
+        return None
+    gpu = next((g for g in hardware.gpus if gpu_name(g.index) == device), None)
+    if hardware.backend in ("cuda", "rocm") and dequantizes_for_gemm(
+            gpu, hardware.backend, n_tokens, weight_type, spec.n_expert):
+        return None
+    passes = weight_passes.weight_passes(hardware.backend, amd_gfx(gpu.name) if gpu else None, n_tokens, spec)
+    if passes is None:
+        return None
+    routed = _routed_weight_bytes(spec, w)
+    return (w.weight_bytes - routed) * passes.dense + routed * passes.expert
+
+
+def _routed_weight_bytes(spec: ModelSpec, w: _PrefillWork) -> float:
+    """The bytes of all routed experts behind a device's active routed elements."""
+    if not spec.n_expert or not spec.n_expert_used:
+        return 0.0
+    total = 0.0
+    for kind, n in w.routed_by_type.items():
+        block, size = type_block_size(kind)
+        total += n * size / block
+    return min(w.weight_bytes, total * spec.n_expert / spec.n_expert_used)
 
 
 def _expert_tile(hardware: HardwareProfile, device: str, n_tokens: int, spec: ModelSpec,
