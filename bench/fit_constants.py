@@ -295,14 +295,23 @@ def fit(rows: list[dict], coef: dict[int, tuple]) -> dict:
 _OVERHEAD = np.concatenate([[0.0], np.geomspace(1.0, 1000.0, 400)])
 
 
+def run_key(row: dict) -> str:
+    """What identifies one published run of llama-bench: its build where the row gives one,
+    else its source's address (one table of one pull request, issue or file)."""
+    return str(row.get("build") or row["source"].split()[0])
+
+
 def moe_overhead_tokens(pp: list[dict], coef: dict[int, tuple]) -> float | None:
-    """Median over devices that have both dense-quantized and MoE prompt rows of the
-    overhead that best prices the device's MoE rows at its dense rows' efficiency: within
-    one device the kernels' own speed cancels out."""
+    """Median over runs that have both dense-quantized and MoE prompt rows of one device of
+    the overhead that best prices the run's MoE rows at its dense rows' efficiency: within
+    one device and build the kernels' own speed cancels out. (Pairing a device's rows across
+    builds did not: an RTX 4090's 2026 dense row beside its 2025-08 MoE one called for 758
+    tokens, the GB10's and RTX PRO 6000's one-run pairs for 56 and 162.)"""
     per_device = []
-    for dev in sorted({r["device"] for r in pp}):
-        dense = fit_prefill([r for r in pp if r["device"] == dev and prefill_class(r) == "quant"], coef)
-        moe = [r for r in pp if r["device"] == dev and prefill_class(r) == "moe"]
+    for dev, run in sorted({(r["device"], run_key(r)) for r in pp}):
+        rows = [r for r in pp if r["device"] == dev and run_key(r) == run]
+        dense = fit_prefill([r for r in rows if prefill_class(r) == "quant"], coef)
+        moe = [r for r in rows if prefill_class(r) == "moe"]
         if not dense or not moe:
             continue
         f, d, m, g = (np.array([coef[id(r)][i] for r in moe])[:, None] for i in range(4))

@@ -62,31 +62,31 @@ _WIDENED = (_FIT + f"; band: too few rows of its own and its devices disagree: t
 # exactly); the P40's 2024 decode rows run x0.79-0.83 of the estimate, the GB10's x0.98-1.07.
 # Float efficiency: F16 rows and quantized prompts run through cuBLAS as F16 (the V100 today,
 # the RTX 4090's rows of a 2024-01 build: fit_constants.py prompt_kernel).
-CUDA = BackendConstants(0.834, 43.8e-6, 0.468, 0.266, _FIT, moe_expert_overhead_tokens=162,
-    decode_band=(0.8, 1.11), prefill_band=(0.74, 2.09), band_basis=_OWN)
+CUDA = BackendConstants(0.834, 43.8e-6, 0.468, 0.266, _FIT, moe_expert_overhead_tokens=109,
+    decode_band=(0.8, 1.11), prefill_band=(0.74, 1.32), band_basis=_OWN)
 # Metal: 29 rows, 6 devices (M1 Max, M2, M2 Max, M2 Ultra, M3 Max, M5); MoE overhead from the
 # M2 Ultra, the one device with dense and MoE prompt rows. M1 Max's Qwen3-30B-A3B decode runs x0.65 of the
 # estimate (MoE decode on Metal is slower than its bytes say), the widest metal miss.
-METAL = BackendConstants(0.910, 162.8e-6, 0.706, 0.606, _FIT, moe_expert_overhead_tokens=9,
-    decode_band=(0.75, 1.33), prefill_band=(0.82, 1.42), band_basis=_OWN)
+METAL = BackendConstants(0.910, 162.8e-6, 0.706, 0.606, _FIT, moe_expert_overhead_tokens=20,
+    decode_band=(0.75, 1.33), prefill_band=(0.87, 1.49), band_basis=_OWN)
 # ROCm: 15 rows, 7 devices (RX 6700 XT, RX 6800, RX 7900 XTX, MI50, MI100, MI300X, Radeon 8060S /
 # Strix Halo);
 # no F16 rows: pooled float efficiency. Strix Halo's 2025 ROCm prompts run x0.50-0.62 of the
 # estimate while the discrete cards run x0.74-1.78: one quantized efficiency cannot fit both
 # (the wide band).
-ROCM = BackendConstants(0.853, 156.3e-6, 0.590, 0.256, _FIT, moe_expert_overhead_tokens=30,
-    decode_band=(0.76, 1.15), prefill_band=(0.48, 1.56), band_basis=_OWN)
+ROCM = BackendConstants(0.853, 156.3e-6, 0.590, 0.256, _FIT, moe_expert_overhead_tokens=42,
+    decode_band=(0.76, 1.15), prefill_band=(0.48, 1.65), band_basis=_OWN)
 # Vulkan: 34 rows, 7 devices (Radeon 8060S / Strix Halo, RX 9070 XT, RX 5700 XT, Radeon PRO
 # W7900, RTX 3090, RTX 4070, RTX 5090); no F16 rows.
-VULKAN = BackendConstants(0.949, 95.1e-6, 0.590, 0.268, _FIT, moe_expert_overhead_tokens=31,
-    decode_band=(0.79, 1.18), prefill_band=(0.73, 1.27), band_basis=_OWN)
+VULKAN = BackendConstants(0.949, 95.1e-6, 0.590, 0.268, _FIT, moe_expert_overhead_tokens=28,
+    decode_band=(0.79, 1.18), prefill_band=(0.72, 1.32), band_basis=_OWN)
 # SYCL: 16 rows, 4 devices (Arc B580 with ggml-org's backend and Intel's IPEX-LLM build, 1.5B
 # and 7B models; Arc A770 and Arc Pro B70 on 2026 builds, Lunar Lake's Arc 140V on 2025 builds); float
 # efficiency and MoE overhead pooled; quantized prompts priced at the FP16 GEMM rate the
 # backend uses (tensor_rates.FLOAT_GEMM_BACKENDS). Still the weakest-founded backend: out of
 # sample the B580 (Xe2) runs 1.17-1.96x what the others predict, the A770 (Alchemist) prompts
 # x0.44, the 140V decodes a 1.5B model x0.60; the B70 (Xe2) decodes x0.99.
-SYCL = BackendConstants(0.682, 163.4e-6, 0.590, 0.185, _FIT, moe_expert_overhead_tokens=38,
+SYCL = BackendConstants(0.682, 163.4e-6, 0.590, 0.185, _FIT, moe_expert_overhead_tokens=42,
     decode_band=(0.64, 1.92), prefill_band=(0.48, 1.74), band_basis=_OWN)
 # CPU: fitted on this project's 2-core AMD EPYC VM with llama.cpp 0.3.36 against the
 # measured copy bandwidth (hardware/bandwidth.py) over generated llama models of 10-400 MB
