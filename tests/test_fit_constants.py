@@ -289,3 +289,18 @@ def test_a_decode_fit_never_reads_faster_than_the_peak_bandwidth():
     coef = {id(r): fit.coefficients(r) for r in vulkan}
     eff, layer = fit.fit_decode(vulkan, coef, "vulkan")
     assert eff <= 1.0 and layer > 0
+
+
+def test_the_moe_cost_pairs_rows_of_one_run_only():
+    """A device's MoE prompt rows are priced against dense rows of the same run (build, else
+    source), where the kernels' own speed cancels out; the RTX 4090's 2025-08 MoE row and its
+    2026 dense row are two runs and pair with nothing."""
+    assert fit.run_key({"build": "b6918 (2f68ce7cf)", "source": "https://x/y (a)"}) == "b6918 (2f68ce7cf)"
+    assert fit.run_key({"build": None, "source": "https://x/y (section a)"}) == "https://x/y"
+    pp = [r for r in ROWS if r["backend"] == "cuda" and not r["n_gen"] and not fit.checks_only(r)]
+    paired = set()
+    for dev, run in {(r["device"], fit.run_key(r)) for r in pp}:
+        kinds = {fit.prefill_class(r) for r in pp if r["device"] == dev and fit.run_key(r) == run}
+        if {"quant", "moe"} <= kinds:
+            paired.add(dev)
+    assert paired == {"NVIDIA GB10", "NVIDIA RTX PRO 6000 Blackwell"}
