@@ -771,21 +771,32 @@ def prefill_time_s(
     return total, max(bound_times, key=lambda k: bound_times[k])
 
 
+def _gpu_matmuls(hardware: HardwareProfile, device: str, n_tokens: int, spec: ModelSpec,
+                 weight_type: str | None) -> tuple[str, str | None, bool] | None:
+    """For a GPU (an RPC one as its own machine runs it): its backend, its AMD gfx target and
+    whether llama.cpp's own tiled kernels multiply a micro-batch of n_tokens there (not on
+    CUDA and ROCm where cuBLAS/hipBLAS does: F16 weights, or quantized ones dequantized for
+    it); None for a CPU."""
+    if is_remote(device):
+        view, local = remote_device(hardware, device).local_view()
+        return _gpu_matmuls(view, local, n_tokens, spec, weight_type)
+    if _runs_on_cpu(hardware, device):
+        return None
+    gpu = next((g for g in hardware.gpus if gpu_name(g.index) == device), None)
+    blas = hardware.backend in ("cuda", "rocm") and (
+        weight_type is None or dequantizes_for_gemm(gpu, hardware.backend, n_tokens, weight_type, spec.n_expert))
+    return hardware.backend, amd_gfx(gpu.name) if gpu else None, not blas
+
+
 def _tiled_reads(hardware: HardwareProfile, device: str, n_tokens: int, spec: ModelSpec, w: _PrefillWork,
                  weight_type: str | None) -> float | None:
     """Bytes a GPU's tiled quantized matmul kernels read for this device's weights in a
     micro-batch of n_tokens, every pass counted (weight_passes.py); None where such kernels
     do not multiply them (a CPU, F16 weights, weights dequantized for cuBLAS)."""
-    if is_remote(device):
-        view, local = remote_device(hardware, device).local_view()
-        return _tiled_reads(view, local, n_tokens, spec, w, weight_type)
-    if weight_type is None or _runs_on_cpu(hardware, device):
+    kernels = _gpu_matmuls(hardware, device, n_tokens, spec, weight_type)
+    if weight_type is None or kernels is None or not kernels[2]:
         return None
-    gpu = next((g for g in hardware.gpus if gpu_name(g.index) == device), None)
-    if hardware.backend in ("cuda", "rocm") and dequantizes_for_gemm(
-            gpu, hardware.backend, n_tokens, weight_type, spec.n_expert):
-        return None
-    passes = weight_passes.weight_passes(hardware.backend, amd_gfx(gpu.name) if gpu else None, n_tokens, spec)
+    passes = weight_passes.weight_passes(kernels[0], kernels[1], n_tokens, spec)
     if passes is None:
         return None
     routed = _routed_weight_bytes(spec, w)
@@ -806,19 +817,12 @@ def _routed_weight_bytes(spec: ModelSpec, w: _PrefillWork) -> float:
 def _expert_tile(hardware: HardwareProfile, device: str, n_tokens: int, spec: ModelSpec,
                  weight_type: str | None) -> int | None:
     """The tile width this GPU's expert matmuls multiply a micro-batch in (moe_prompt
-    .expert_tile_columns): on CUDA and ROCm only where MMQ multiplies them (quantized experts
-    the GPU does not dequantize for the F16 GEMM), on Metal always; None on a CPU. A remote
-    (RPC) GPU's as its own machine would run them."""
-    if is_remote(device):
-        view, local = remote_device(hardware, device).local_view()
-        return _expert_tile(view, local, n_tokens, spec, weight_type)
-    if not spec.n_expert or _runs_on_cpu(hardware, device):
+    .expert_tile_columns): on CUDA and ROCm only where MMQ multiplies them, on Metal and
+    Vulkan always; None on a CPU."""
+    kernels = _gpu_matmuls(hardware, device, n_tokens, spec, weight_type)
+    if not spec.n_expert or kernels is None or not kernels[2]:
         return None
-    gpu = next((g for g in hardware.gpus if gpu_name(g.index) == device), None)
-    if hardware.backend in ("cuda", "rocm") and (
-            weight_type is None or dequantizes_for_gemm(gpu, hardware.backend, n_tokens, weight_type, spec.n_expert)):
-        return None
-    return moe_prompt.expert_tile_columns(hardware.backend, amd_gfx(gpu.name) if gpu else None, n_tokens, spec)
+    return moe_prompt.expert_tile_columns(kernels[0], kernels[1], n_tokens, spec)
 
 
 # llama.cpp's scheduler runs a CPU-held weight's matmul on the GPU when the batch has at
