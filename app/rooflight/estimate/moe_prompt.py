@@ -17,10 +17,9 @@ cpu_expert_cost(type) dense ones.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from functools import lru_cache
 
+from rooflight.estimate import gpu_tiles
 from rooflight.estimate.tensor_rates import FLOAT_TYPES
 from rooflight.gguf.spec import ModelSpec
 
@@ -49,44 +48,27 @@ def overhead_multiply_adds(spec: ModelSpec, routed_params: float, n_tokens: int,
     return per_expert * columns
 
 
-# Columns an MMQ tile of a MUL_MAT_ID holds at most (ggml-cuda/mmq.cuh mul_mat_q_switch_J: J
-# from 8 to 128 in steps of 8), and the width of Metal's kernel_mul_mm_id tiles, which it
-# takes for micro-batches of 32 tokens and more (ggml-metal-ops.cpp: (ne21 + 31)/32
-# threadgroups per expert; ggml_metal_op_mul_mat_id_use_mm: ne21 >= 32).
-MMQ_MAX_TILE = 128
-METAL_ID_TILE = 32
-METAL_ID_MIN_TOKENS = 32
-# Vulkan's expert matmuls pick the small, medium or large tile against the tokens an expert
-# gets on average (ggml-vulkan.cpp ggml_vk_mul_mat_id_q_f16: n_per_expert; the default
-# selector: small up to 32 columns, medium up to 64, else large), whose column widths are 32,
-# 64 and 128 in the default shader configuration (coopmat2 devices take 64 up to 64, then 128:
-# the same padding from 33 tokens on).
-VULKAN_ID_TILES = ((32, 32), (64, 64), (float("inf"), 128))
-
-
 def expert_tile_columns(backend: str | None, gfx: str | None, n_tokens: int, spec: ModelSpec) -> int | None:
     """The column width of the tiles a GPU's expert matmuls multiply a micro-batch of
-    n_tokens in (on CUDA and ROCm: MMQ's, for quantized experts; the caller knows whether MMQ
-    runs them), or None where the kernel's tiling is not modelled (SYCL, CPUs).
+    n_tokens in (gpu_tiles.py; on CUDA and ROCm: MMQ's, for quantized experts; the caller
+    knows whether MMQ runs them), or None where the kernel's tiling is not modelled (SYCL,
+    CPUs).
 
     CUDA and ROCm (ggml-cuda/mmq.cu ggml_cuda_mul_mat_q with ids): the tile width J is picked
     to cover `ncols_opt` columns in the fewest tiles, ncols_opt being the whole micro-batch,
-    except on RDNA3/RDNA4, where it is the tokens an expert gets on average
-    (ceil(T x used / experts)). Every expert's tokens are then multiplied in whole tiles: with
-    J = 128 and Qwen3-30B-A3B's 32 tokens per expert at T = 512, four times its work."""
+    except on RDNA3/RDNA4, where it is the tokens an expert gets on average, as on Vulkan.
+    Every expert's tokens are then multiplied in whole tiles: with J = 128 and Qwen3-30B-A3B's
+    32 tokens per expert at T = 512, four times its work."""
     if n_tokens <= 0 or spec.n_expert <= 0:
         return None
     if backend == "metal":
-        return METAL_ID_TILE if n_tokens >= METAL_ID_MIN_TOKENS else None
-    if backend == "vulkan":
-        per_expert = -(-n_tokens * spec.n_expert_used // spec.n_expert)
-        return next(w for limit, w in VULKAN_ID_TILES if per_expert <= limit)
-    if backend not in ("cuda", "rocm"):
+        return gpu_tiles.METAL_ID_TILE if n_tokens >= gpu_tiles.METAL_ID_MIN_TOKENS else None
+    if backend not in ("cuda", "rocm", "vulkan"):
         return None
-    cols = n_tokens
-    if backend == "rocm" and gfx and gfx.lower().startswith(("gfx11", "gfx12")):
-        cols = -(-n_tokens * spec.n_expert_used // spec.n_expert)
-    return min(MMQ_MAX_TILE, -(-cols // 8) * 8)
+    per_expert_average = backend == "vulkan" or (
+        backend == "rocm" and bool(gfx) and str(gfx).lower().startswith(("gfx11", "gfx12")))
+    cols = -(-n_tokens * spec.n_expert_used // spec.n_expert) if per_expert_average else n_tokens
+    return gpu_tiles.tile_columns(backend, cols)
 
 
 def padding_columns(n_expert: int, n_expert_used: int, n_tokens: int, tile: int) -> float:
@@ -94,24 +76,7 @@ def padding_columns(n_expert: int, n_expert_used: int, n_tokens: int, tile: int)
     n_tokens, each expert getting Binomial(n_tokens, used / experts) of them (uniform routing):
     n_expert x tile x E[ceil(X / tile)] - n_tokens x used."""
     used = min(n_expert_used, n_expert)
-    return max(0.0, n_expert * tile * expected_tiles(n_expert, used, n_tokens, tile) - n_tokens * used)
-
-
-@lru_cache(maxsize=1024)
-def expected_tiles(n_expert: int, n_expert_used: int, n_tokens: int, tile: int) -> float:
-    """E[ceil(X / tile)]: the tiles one expert's X ~ Binomial(n_tokens, used / experts) tokens
-    fill (0 for an expert no token reaches)."""
-    p = min(1.0, n_expert_used / n_expert)
-    if p >= 1.0:
-        return float(-(-n_tokens // tile))
-    log_p, log_q = math.log(p), math.log1p(-p)
-    log_n = math.lgamma(n_tokens + 1)
-    tiles = 0.0
-    for x in range(1, n_tokens + 1):
-        log_pmf = log_n - math.lgamma(x + 1) - math.lgamma(n_tokens - x + 1) + x * log_p + (n_tokens - x) * log_q
-        if log_pmf > -60.0:
-            tiles += -(-x // tile) * math.exp(log_pmf)
-    return tiles
+    return max(0.0, n_expert * tile * gpu_tiles.expected_tiles(n_expert, used, n_tokens, tile) - n_tokens * used)
 
 
 # CPU MUL_MAT_ID cost per multiply-add against the dense kernels, by expert weight type: fitted

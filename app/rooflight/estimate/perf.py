@@ -754,8 +754,7 @@ def prefill_time_s(
                 bound_times["memory"] += t_convert
             if dev in tiled:
                 # tiled kernels read the weights once per column tile, then multiply them
-                t_tiles = tiled[dev] / (_device_bandwidth_gbs(hardware, dev) * 1e9)
-                t_compute, t_mem = t_compute + t_tiles, max(t_mem, t_compute + t_tiles)
+                t_compute += tiled[dev] / (_device_bandwidth_gbs(hardware, dev) * 1e9)
             step += max(t_compute, t_mem) + c.layer_overhead_s * layers.get(dev, 0)
             bound_times["compute" if t_compute >= t_mem else "memory"] += max(t_compute, t_mem)
         if pcie_bytes:
@@ -777,15 +776,12 @@ def _gpu_matmuls(hardware: HardwareProfile, device: str, n_tokens: int, spec: Mo
     whether llama.cpp's own tiled kernels multiply a micro-batch of n_tokens there (not on
     CUDA and ROCm where cuBLAS/hipBLAS does: F16 weights, or quantized ones dequantized for
     it); None for a CPU."""
-    if is_remote(device):
-        view, local = remote_device(hardware, device).local_view()
-        return _gpu_matmuls(view, local, n_tokens, spec, weight_type)
     if _runs_on_cpu(hardware, device):
         return None
-    gpu = next((g for g in hardware.gpus if gpu_name(g.index) == device), None)
-    blas = hardware.backend in ("cuda", "rocm") and (
-        weight_type is None or dequantizes_for_gemm(gpu, hardware.backend, n_tokens, weight_type, spec.n_expert))
-    return hardware.backend, amd_gfx(gpu.name) if gpu else None, not blas
+    view, gpu = _gpu_of(hardware, device)
+    blas = view.backend in ("cuda", "rocm") and (
+        weight_type is None or dequantizes_for_gemm(gpu, view.backend, n_tokens, weight_type, spec.n_expert))
+    return view.backend, amd_gfx(gpu.name), not blas
 
 
 def _tiled_reads(hardware: HardwareProfile, device: str, n_tokens: int, spec: ModelSpec, w: _PrefillWork,

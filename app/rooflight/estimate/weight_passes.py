@@ -5,7 +5,7 @@ weight rows with a tile of J token columns, loading both into shared memory, so 
 are read once per column tile, ceil(T / J) times for a micro-batch of T tokens (ggml-cuda
 mmq.cuh: J up to 128, picked in mul_mat_q_switch_J; ggml-vulkan: the large tile, 128 columns,
 from 65 tokens on). A routed expert's weights are read once per tile of its own tokens
-(moe_prompt.expected_tiles), not at all when no token reaches it.
+(gpu_tiles.expected_tiles), not at all when no token reaches it.
 
 The estimate adds that reading to the kernels' arithmetic instead of taking the longer of
 the two: MMQ loads each tile into shared memory and then multiplies it, with a barrier
@@ -24,15 +24,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rooflight.estimate import moe_prompt
+from rooflight.estimate import gpu_tiles, moe_prompt
 from rooflight.estimate.tensor_rates import MMVQ_MAX_BATCH_SIZE
 from rooflight.gguf.spec import ModelSpec
 
-# the widest MMQ tile (ggml-cuda/mmq.cuh mul_mat_q_switch_J: J from 8 to 128 in steps of 8)
-MMQ_MAX_TILE = moe_prompt.MMQ_MAX_TILE
-# Vulkan's dense matmul tiles by the micro-batch (the default matmul_tile_selector: small up
-# to 32 columns, medium up to 64, else large; 32, 64 and 128 columns wide)
-VULKAN_TILES = moe_prompt.VULKAN_ID_TILES
 # backends whose quantized prompt matmuls are tiled this way
 TILED_BACKENDS = frozenset({"cuda", "rocm", "vulkan"})
 
@@ -46,13 +41,6 @@ class WeightPasses:
     expert: float
 
 
-def dense_tile_columns(backend: str, n_tokens: int) -> int:
-    """The column width of the tiles a dense quantized matmul of n_tokens columns runs in."""
-    if backend == "vulkan":
-        return next(w for limit, w in VULKAN_TILES if n_tokens <= limit)
-    return min(MMQ_MAX_TILE, -(-n_tokens // 8) * 8)
-
-
 def weight_passes(backend: str, gfx: str | None, n_tokens: int, spec: ModelSpec) -> WeightPasses | None:
     """How many times the tiled kernels read each weight for a micro-batch of n_tokens, or
     None where the weights are not multiplied by such kernels (see the module docstring;
@@ -60,10 +48,10 @@ def weight_passes(backend: str, gfx: str | None, n_tokens: int, spec: ModelSpec)
     weight is read once by the matrix-vector kernels."""
     if backend not in TILED_BACKENDS or n_tokens <= MMVQ_MAX_BATCH_SIZE:
         return None
-    dense = -(-n_tokens // dense_tile_columns(backend, n_tokens))
+    dense = -(-n_tokens // gpu_tiles.tile_columns(backend, n_tokens))
     expert = 0.0
     if spec.n_expert and spec.n_expert_used:
         tile = moe_prompt.expert_tile_columns(backend, gfx, n_tokens, spec)
         if tile:
-            expert = moe_prompt.expected_tiles(spec.n_expert, spec.n_expert_used, n_tokens, tile)
+            expert = gpu_tiles.expected_tiles(spec.n_expert, spec.n_expert_used, n_tokens, tile)
     return WeightPasses(float(dense), expert)
