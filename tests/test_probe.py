@@ -359,9 +359,9 @@ def test_reduced_probe_then_estimate_stands_on_it(llama_cpp, q8_model, tmp_path,
     calls: list[tuple[str, bool]] = []  # (figure, a deferred part) in the order measured
     measure = probe_module._Runner.measure
 
-    def recording(self, name, fn, repeats=None, prior=None):
+    def recording(self, name, fn, repeats=None, prior=None, **kw):
         calls.append((name, prior is not None))
-        return measure(self, name, fn, repeats=repeats, prior=prior)
+        return measure(self, name, fn, repeats=repeats, prior=prior, **kw)
 
     monkeypatch.setattr(probe_module._Runner, "measure", recording)
     # the budget: 30 s is the probe's own; a shared test machine gets more before it gives up
@@ -393,14 +393,18 @@ def test_reduced_probe_then_estimate_stands_on_it(llama_cpp, q8_model, tmp_path,
     assert all("others_cpu_share" in r for r in doc["runs"].values())
     assert all(r["drifted"] == (not r["disturbed"] and r["spread"] > MAX_CLEAN_SPREAD)
                for r in doc["runs"].values() if abs(r["spread"] - MAX_CLEAN_SPREAD) > 1e-3)  # (spread is rounded)
-    # each fixed cost and attention figure has runs in its own slot and more a slot later:
-    # the fixed costs' after attention's, attention's after the other flash setting's
+    # each fixed cost and flash-on attention figure has runs in its own slot and more a slot
+    # later: the fixed costs' after attention's first runs, attention's after the fixed ones'
     order = [c[0] for c in calls]
-    for figure in [n for n, deferred in calls if not deferred and n.startswith(("fixed/", "attention/"))]:
+    early = ("fixed/", "attention/fa-on/")
+    for figure in [n for n, deferred in calls if not deferred and n.startswith(early)]:
         assert (figure, True) in calls, f"{figure} has no deferred runs"
-    last_attention_slot = max(i for i, (n, d) in enumerate(calls) if n.startswith("attention/") and not d)
-    assert all(i > last_attention_slot for i, (n, d) in enumerate(calls) if d and n.startswith(("fixed/", "attention/")))
+    last_attention_slot = max(i for i, (n, d) in enumerate(calls) if n.startswith("attention/fa-on/") and not d)
+    assert all(i > last_attention_slot for i, (n, d) in enumerate(calls) if d and n.startswith(early))
     assert order.index("fixed/1-layer") < order.index("attention/fa-on/decode-short")
+    # flash attention off, which plans use only when told to, comes after every kernel
+    last_kernel = max(i for i, n in enumerate(order) if n.startswith(("kernel/", "experts/")))
+    assert all(i > last_kernel for i, n in enumerate(order) if n.startswith("attention/fa-off/"))
     if doc["disturbed"]:
         assert any("busy" in n or "disturbed" in n for n in doc["notes"])
 
@@ -531,6 +535,30 @@ def test_a_run_that_would_end_past_the_budget_is_not_begun(monkeypatch):
     with pytest.raises(probe_module._OutOfTime):
         runner.measure("fixed/8-layer", run)
     assert now[0] == pytest.approx(0.2)
+
+
+def test_a_first_run_a_like_figure_says_is_too_long_is_not_begun(monkeypatch):
+    """A figure's first run has no time of its own yet: the flash-off attention prompt takes
+    about what the flash-on one took (expect_s), and is not begun where that would end past
+    the budget, however short the run before it was."""
+    import rooflight.runtime.probe as probe_module
+
+    now = [0.0]
+    monkeypatch.setattr(probe_module.time, "perf_counter", lambda: now[0])
+    began: list[float] = []
+
+    def run() -> float:
+        began.append(now[0])
+        now[0] += 0.01
+        return 0.01
+    runner = probe_module._Runner(probe_module._Clock(1.0, 2, None, None), 1.0, {}, 2, figures=2)
+    runner.measure("attention/fa-off/decode-short", run)
+    assert len(began) == 2  # a short figure: its runs fit
+    with pytest.raises(probe_module._OutOfTime):
+        runner.measure("attention/fa-off/prompt-1024", run, expect_s=2.0)
+    assert len(began) == 2
+    # with the budget to spare it runs
+    assert runner.measure("attention/fa-off/decode-long", run, expect_s=0.5).seconds == (0.01, 0.01)
 
 
 def test_busy_watch_counts_what_others_used(monkeypatch):

@@ -8,12 +8,13 @@ count plans use:
 1. fixed costs: tiny models (weights negligible) with 1 and 8 layers, and with a 260- and a
    32000-entry vocabulary: per token, per layer, per vocabulary entry;
 2. attention: a small model with wide attention, decode at a short and a long cache and a
-   1024-token prompt, flash attention on and off;
+   1024-token prompt, flash attention on (off comes last: plans use it only when told to);
 3. per weight type: decode on a model several times the last-level cache (so the figure
    is what large models pay, bound by bandwidth or by arithmetic as the type is here) and
    a one-micro-batch prompt on a smaller one (prompt processing is compute-bound);
 4. image encode: a generated vision projector encodes one image a few times (probe_vision.py):
    the FLOP/s its encoder graph reaches prices the image before a vision model's first token.
+5. attention again with flash attention off, if the budget lasts.
 
 Each run is timed under a busy watch (runtime/busy.py). A run during which the rest of the
 machine used more than `busy_threshold` of the CPU is repeated while the time budget
@@ -319,14 +320,15 @@ class _Runner:
     last_run_s: float = 0.0
 
     def measure(self, name: str, fn: Callable[[], float], repeats: int | None = None,
-                prior: Repeats | None = None) -> Repeats:
+                prior: Repeats | None = None, expect_s: float = 0.0) -> Repeats:
         """Run fn until `repeats` (default: the runner's) clean runs agree (Repeats: the
         closest of them within MAX_CLEAN_SPREAD), at most 3 x repeats tries. Each figure gets
         an equal share of the budget still left, so a busy machine cannot spend it all on the
         first figures: past two runs (one when far over its share) it stops at its share.
         prior: runs of the same figure measured earlier, which these continue (a deferred
         part: _Deferred); then at least one more run is tried, and the budget running out
-        leaves the figure on the prior runs."""
+        leaves the figure on the prior runs. expect_s: how long a first run will take, where
+        a like figure says (else the last run's time stands for it)."""
         secs: list[float] = list(prior.seconds) if prior else []
         clean: list[bool] = list(prior.clean) if prior else []
         shares: list[float] = list(self.runs[name]["others_cpu_share"]) if prior else []
@@ -337,7 +339,7 @@ class _Runner:
         while (sum(clean) < repeats or Repeats(tuple(secs), tuple(clean)).spread > MAX_CLEAN_SPREAD
                or (prior is not None and not fresh)) and len(secs) < 3 * repeats:
             spent = time.perf_counter() - t0
-            if self.clock.left <= self.last_run_s:
+            if self.clock.left <= (self.last_run_s if secs else max(self.last_run_s, expect_s)):
                 if not secs:
                     raise _OutOfTime(name)
                 break
@@ -429,6 +431,45 @@ def probe_image_encode(
         raw = _measure_encode(runner, Path(tmp), n_threads, n_ubatch)
     fig, note = _encode_result(raw, keep_disturbed, busy_threshold)
     return ImageEncodeRun(fig, note, runs)
+
+
+def _measure_attention(runner: _Runner, clock: _Clock, path: Path, fa: bool, n_threads: int, n_ubatch: int,
+                       repeats: int | None = None, like: list | None = None) -> tuple[list, list, _Model]:
+    """The attention model's decode at a short and a long cache and its ATTN_PROMPT-token
+    prompt, flash attention on or off: ([fa, spec, tokens, short, long, prompt] Repeats,
+    [(slot, figure, run)] for deferred parts, the open model). repeats: clean runs wanted
+    now (default: all but one, the last deferred by the caller). like: the other setting's
+    entry, whose runs say how long these will take (a prompt begun with too little budget
+    left would end past it)."""
+    clock.step(f"attention, flash attention {'on' if fa else 'off'}")
+    m = _Model(path, n_threads, 2048, fa, n_ubatch)
+    try:
+        n = _tokens_for(m, MIN_RUN_S / 2)
+
+        def prompt() -> float:
+            m.llm.reset()
+            m.llm.eval(m.tokens(16))
+            t0 = time.perf_counter()
+            m.llm.eval(m.tokens(ATTN_PROMPT, 16))
+            return time.perf_counter() - t0
+
+        def long_decode() -> float:
+            m.llm.n_tokens = 16 + ATTN_PROMPT  # back to the end of the prompt (it must come first)
+            return m.decode(n)
+
+        tag = "on" if fa else "off"
+        # short resets the cache and prompt fills it for long: deferred in this order too
+        parts = [(3, f"attention/fa-{tag}/decode-short", _decode_run(m, n)),
+                 (5, f"attention/fa-{tag}/prompt-{ATTN_PROMPT}", prompt),
+                 (4, f"attention/fa-{tag}/decode-long", long_decode)]
+        entry: list = [fa, m.spec, n, None, None, None]
+        for slot, name, run in parts:
+            expect = like[slot].value if like is not None else 0.0
+            entry[slot] = runner.measure(name, run, repeats=repeats or runner.repeats - 1, expect_s=expect)
+    except BaseException:
+        m.close()
+        raise
+    return entry, parts, m
 
 
 def decode_layers(ftype: str, llc: int) -> int:
@@ -537,12 +578,13 @@ def probe_machine(
     n_threads = n_threads or max(1, profile.cpu.cores or 1)
     load_before = load_now()
     expert_types = [t for t in EXPERT_TYPES if t in types]
-    clock = _Clock(budget_s, 5 + 2 * len(types) + len(expert_types) + image, progress, check_cancel)
+    # steps: 4 fixed, 2 attention, 2 per type, the expert prompts, the image
+    clock = _Clock(budget_s, 6 + 2 * len(types) + len(expert_types) + image, progress, check_cancel)
     runs: dict[str, dict] = {}
-    # figures for the budget shares: 4 fixed, 6 attention and 2 per type, each measured in
-    # two parts (_Deferred)
+    # figures for the budget shares: 4 fixed, 3 attention with flash on and 2 per type, each
+    # measured in two parts (_Deferred), and 3 attention with flash off in one
     runner = _Runner(clock, busy_threshold, runs, max(2, repeats),
-                     figures=2 * 4 + 2 * 6 + 4 * len(types) + len(expert_types) + image)
+                     figures=2 * 4 + 2 * 3 + 3 + 4 * len(types) + len(expert_types) + image)
     skipped: dict[str, str] = {}
     notes: list[str] = []
     llc = last_level_cache_bytes()
@@ -574,42 +616,17 @@ def probe_machine(
                     raise
                 fixed_deferred.append(_Deferred(fixed_raw, slot, figure, run, m))
 
-            # 2. attention, flash on and off (decode short/long, a long prompt); each figure's
-            # last run comes after the other setting's (_Deferred, as the kernels' below)
+            # 2. attention with flash attention on, what every plan uses unless told otherwise
+            # (decode short/long, a long prompt); off comes last (4b), after the kernels: on a
+            # 260 MiB-L3 Xeon its 1024-token prompts over 16 layers took 8 s of the 30, and
+            # Q4_0 and BF16 went unmeasured
             attn_raw: list[list] = []  # [flash_attn, spec, tokens, short, long, prompt]
             attn_path = write("attention", ftype="F16", **attention_shape(llc))
-            for fa in (True, False):
-                clock.step(f"attention, flash attention {'on' if fa else 'off'}")
-                m = _Model(attn_path, n_threads, 2048, fa, n_ubatch)
-                n = _tokens_for(m, MIN_RUN_S / 2)
-
-                def prompt(m=m) -> float:
-                    m.llm.reset()
-                    m.llm.eval(m.tokens(16))
-                    t0 = time.perf_counter()
-                    m.llm.eval(m.tokens(ATTN_PROMPT, 16))
-                    return time.perf_counter() - t0
-
-                def long_decode(m=m, n=n) -> float:
-                    m.llm.n_tokens = 16 + ATTN_PROMPT  # back to the end of the prompt (it must come first)
-                    return m.decode(n)
-
-                tag = "on" if fa else "off"
-                # short resets the cache and prompt fills it for long: deferred in this order too
-                parts = [(3, f"attention/fa-{tag}/decode-short", _decode_run(m, n)),
-                         (5, f"attention/fa-{tag}/prompt-{ATTN_PROMPT}", prompt),
-                         (4, f"attention/fa-{tag}/decode-long", long_decode)]
-                entry: list = [fa, m.spec, n, None, None, None]
-                try:
-                    for slot, name, run in parts:
-                        entry[slot] = runner.measure(name, run, repeats=runner.repeats - 1)
-                except BaseException:
-                    m.close()
-                    raise
-                attn_raw.append(entry)
-                attn_deferred += [_Deferred(entry, slot, name, run, m) for slot, name, run in parts]
-            _finish_deferred(runner, attn_deferred)
+            entry, parts, m = _measure_attention(runner, clock, attn_path, True, n_threads, n_ubatch)
+            attn_raw.append(entry)
+            attn_deferred += [_Deferred(entry, slot, name, run, m) for slot, name, run in parts]
             _finish_deferred(runner, fixed_deferred)
+            _finish_deferred(runner, attn_deferred)  # a slot after their own runs
 
         except _OutOfTime as exc:
             probe = _empty_probe(profile, n_threads, n_ubatch, clock, notes)
@@ -698,6 +715,21 @@ def probe_machine(
         if image and clock.left >= IMAGE_MIN_LEFT_S:
             clock.step("image encode (vision projector)")
             encode_raw = _measure_encode(runner, d, n_threads, n_ubatch)
+
+        # 4b. attention with flash attention off: only plans told "off" use it (the table
+        # prices their attention when the budget ran out first)
+        try:
+            # its runs take about what flash attention on's took: not begun if they cannot end in time
+            if clock.left <= runner.repeats * sum(r.value for r in attn_raw[0][3:]):
+                raise _OutOfTime("attention (flash attention off)")
+            entry, _, m = _measure_attention(runner, clock, attn_path, False, n_threads, n_ubatch,
+                                             repeats=runner.repeats, like=attn_raw[0])
+            m.close()
+            attn_raw.append(entry)
+        except _OutOfTime:
+            skipped["attention (flash attention off)"] = (
+                "not measured: the time budget ran out (the machine was busy or slow)")
+
 
     # ---- arithmetic (pure; estimate/probe.py) ----
     per_layers, (vocab_run, huge_run) = fixed_raw[:2], fixed_raw[2:]
