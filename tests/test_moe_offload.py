@@ -13,6 +13,7 @@ from rooflight.catalog import find_model
 from rooflight.errors import BadInputError
 from rooflight.estimate import Wishes, plan, plan_memory
 from rooflight.estimate import experts as ex
+from rooflight.estimate import ranges
 from rooflight.estimate.perf import _decode_fixed
 from rooflight.gguf import load_model_spec
 from rooflight.gguf.from_hparams import spec_from_hparams
@@ -329,8 +330,9 @@ def test_a_measured_probe_prices_the_experts_in_ram(small_models):
 
 def test_a_plan_with_experts_in_ram_stands_on_the_probe_for_the_cpu_s_share(small_models):
     """End to end: the CPU's share of a mixed plan (experts in RAM, or a layer split) is
-    priced by the probe, the GPU's by the table under a kernel of its own; the range spans
-    both bands; a plan with every layer and expert on the GPU stays on the table."""
+    priced by the probe, the GPU's by the table under a kernel of its own; the range combines
+    both bands by the table's share of the time (ranges.combined), between the two; a plan
+    with every layer and expert on the GPU stays on the table."""
     from rooflight.estimate import Calibration
     from rooflight.store.calibration import machine_key
     from test_probe import _probe
@@ -344,10 +346,15 @@ def test_a_plan_with_experts_in_ram_stands_on_the_probe_for_the_cpu_s_share(smal
     assert (table.basis, probed.basis) == ("table", "probe")
     shares = dict(probed.kernels.decode)
     assert "Q8_0" in shares and "CUDA (table)" in shares and shares["CUDA (table)"] > 0
-    assert "span of two bands" in probed.range_basis
-    lo, hi = probed.decode_tok_s_range
-    assert lo <= probed.decode_tok_s * table.decode_tok_s_range[0] / table.decode_tok_s
-    assert hi >= probed.decode_tok_s * table.decode_tok_s_range[1] / table.decode_tok_s
+    assert "by their shares of the predicted time" in probed.range_basis
+    own = ranges.probe_band(probe.spread_of(probed.kernels.decode, prefill=False, flash_attn=True),
+                            probe.spread_of(probed.kernels.prefill, prefill=True, flash_attn=True), probe.disturbed)
+    lo, hi = (x / probed.decode_tok_s for x in probed.decode_tok_s_range)
+    t_lo, t_hi = (x / table.decode_tok_s for x in table.decode_tok_s_range)
+    g = shares["CUDA (table)"]  # the GPU's share of the time: its part is off by the table's band
+    assert 1 / lo == pytest.approx((1 - g) / own.decode[0] + g / t_lo)
+    assert 1 / hi == pytest.approx((1 - g) / own.decode[1] + g / t_hi)
+    assert min(t_lo, own.decode[0]) <= lo <= max(t_lo, own.decode[0])
     # the probe's CPU kernels twice as slow: the mixed plan decodes slower, the full-GPU one not
     slow = replace(probe, kernels=tuple(replace(k, decode_s_per_weight=2 * k.decode_s_per_weight)
                                         for k in probe.kernels))

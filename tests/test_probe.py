@@ -601,6 +601,19 @@ def test_types_the_probe_did_not_measure_use_the_table(q8_model):
     attn = sum(cpu_attention_units(spec, est.config, int(x)) for x in positions) / 4 * 0.3e-9
     assert est.performance.basis == "probe"
     assert 1 / est.performance.decode_tok_s == pytest.approx(weights + fixed + attn, rel=1e-6)
+    # its range: the table-priced Q8_0 share of the time is as uncertain as the table says
+    # (the 1B Q4_0 shape's prompt on a probe without Q4_0 ran x0.51 of the estimate, outside
+    # the probe's own band), the rest as the probe's band says
+    from rooflight.estimate import ranges
+
+    perf = est.performance
+    share = dict(perf.kernels.decode)["Q8_0 (table)"]
+    assert 0 < share < 1 and "by their shares of the predicted time" in perf.range_basis
+    full = plan(spec, hw, w, calibration=Calibration(probe=probe)).performance
+    table = plan(spec, hw, w).performance
+    width = [hi / lo for lo, hi in (p.decode_tok_s_range for p in (full, perf, table))]
+    assert width[0] < width[1] < width[2]  # the probe's band, the mix, the table's band
+    assert ranges.table_share(full.kernels.decode) == 0
 
 
 def test_a_probe_prices_q5_0_prompts_by_its_q8_0_figure_on_x86():
@@ -616,3 +629,19 @@ def test_a_probe_prices_q5_0_prompts_by_its_q8_0_figure_on_x86():
     x86 = probe_roofline.prefill_weights_s(p, {"Q5_0": 1e6}, 512, table, ("avx", "avx2"))
     assert x86 == pytest.approx(1e6 * 512 * 1e-11)
     assert probe_roofline.prefill_weights_s(p, {"Q5_0": 1e6}, 512, table, ("neon", "dotprod")) == 99.0
+
+
+def test_a_band_of_two_parts_adds_their_time_ratios_by_share():
+    """ranges.combined: s = 0 is the probe's band, s = 1 the table's; between, each end is
+    the share-weighted sum of the parts' time ratios at that end."""
+    from rooflight.estimate import ranges
+
+    probe = ranges.Band((0.9, 1.1), (0.8, 1.2), "probe")
+    table = ranges.Band((0.5, 2.0), (0.4, 2.5), "table")
+    assert ranges.combined(probe, table, 0.0, 0.0) is probe
+    whole = ranges.combined(probe, table, 1.0, 1.0)
+    assert whole.decode == pytest.approx(table.decode) and whole.prefill == pytest.approx(table.prefill)
+    half = ranges.combined(probe, table, 0.5, 0.25)
+    assert half.decode[0] == pytest.approx(1 / (0.5 / 0.9 + 0.5 / 0.5))
+    assert half.prefill[1] == pytest.approx(1 / (0.75 / 1.2 + 0.25 / 2.5))
+    assert ranges.table_share((("Q4_K", 0.6), ("Q4_0 (table)", 0.3), ("CUDA (table)", 0.1))) == pytest.approx(0.4)

@@ -876,7 +876,7 @@ def estimate_performance(
     cal = calibration or Calibration()
     # the probe measured the CPU backend's kernels: it prices the CPU's share of a plan
     # wherever the CPU has one (blocks or the output on the CPU, MoE experts in RAM); the
-    # GPUs' share stands on the table (a mixed plan: its band is both bands' span)
+    # GPUs' share stands on the table (a mixed plan: its band combines both bands by share)
     cpu_only = all(d == CPU for d in mem.layer_devices)
     probe = cal.probe_for(cfg) if CPU in mem.layer_devices or mem.n_cpu_moe > 0 else None
     mixed = probe is not None and not cpu_only
@@ -910,7 +910,7 @@ def estimate_performance(
     decode = decode_factor / t_token
     prefill = prefill_factor * max(1, prompt_tokens) / t_prefill
 
-    band = _band(hardware, basis, probe, c.residuals, kernels, cfg.flash_attn, mixed)
+    band = _band(hardware, basis, probe, c.residuals, kernels, cfg.flash_attn)
     (d_lo, d_hi), (p_lo, p_hi) = band.decode, band.prefill
     return PerfEstimate(
         decode_tok_s=decode,
@@ -954,13 +954,13 @@ def _partial_note(basis: str, calibrated: bool, matched: tuple[Ratio, ...], deco
 
 
 def _band(hardware: HardwareProfile, basis: str, probe: MachineProbe | None,
-          residuals: tuple[list[float], list[float]], kernels: KernelShares | None, flash_attn: bool,
-          mixed: bool = False) -> ranges.Band:
+          residuals: tuple[list[float], list[float]], kernels: KernelShares | None, flash_attn: bool) -> ranges.Band:
     """The range's band: this machine's measurements where there are enough (their ratios
     to the estimate as it now stands: Calibration.residuals), else the probe's (widened by
     the spread of the figures this estimate's kernels stand on) or the backend's
     out-of-sample band; a mixed plan (the CPU's share on the probe, the GPUs' on the table)
-    takes the span of both, since neither was checked on such plans."""
+    and an estimate with weight types the probe did not measure combine the probe's band and
+    the table's by the table-priced share of the time (ranges.combined)."""
     if residuals[0]:
         measured = ranges.measured_band(*residuals)
         if measured is not None:
@@ -970,7 +970,9 @@ def _band(hardware: HardwareProfile, basis: str, probe: MachineProbe | None,
         own = ranges.probe_band(probe.spread_of(kernels.decode if kernels else (), prefill=False, flash_attn=flash_attn),
                                 probe.spread_of(kernels.prefill if kernels else (), prefill=True, flash_attn=flash_attn),
                                 probe.disturbed)
-        return ranges.span(own, table) if mixed else own
+        if kernels is None:
+            return own
+        return ranges.combined(own, table, ranges.table_share(kernels.decode), ranges.table_share(kernels.prefill))
     return table
 
 

@@ -12,11 +12,12 @@ from collections.abc import Callable, Iterable
 
 from rooflight.estimate.kernel_calibration import tally
 from rooflight.estimate.probe import MachineProbe
+from rooflight.estimate.ranges import TABLE_SUFFIX
 
 
 def table_kernel(kind: str) -> str:
     """The name table-priced work of a type goes by in a measurement's kernel shares."""
-    return f"{kind.upper()} (table)"
+    return f"{kind.upper()}{TABLE_SUFFIX}"
 
 
 def decode_weights_s(

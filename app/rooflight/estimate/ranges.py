@@ -7,6 +7,8 @@ residual exists.
 - probe estimates: the probe model's out-of-sample band on the machine it was checked on
   (bench/accuracy.py: shapes the probe does not use), widened by the run-to-run spread of
   the figures the estimate stands on;
+- probe estimates with table-priced work (a mixed plan's GPUs, weight types the probe did
+  not measure): the two bands combined by the table's share of the time (combined);
 - calibrated estimates, and probe estimates with enough stored measurements of this
   machine: the 10th-90th percentile of those measurements' ratios to the prediction.
 """
@@ -79,14 +81,30 @@ def probe_band(decode_spread: float, prefill_spread: float, disturbed: bool) -> 
                 f"probe's figures it stands on (decode {decode_spread:.0%}, prompt {prefill_spread:.0%}){busy}")
 
 
-def span(probe: Band, table: Band) -> Band:
-    """A mixed plan's band (the CPU's share priced by the probe, the GPUs' by the table):
-    from the lower of the two low ends to the higher of the two high ends."""
-    def both(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
-        return min(a[0], b[0]), max(a[1], b[1])
-    return Band(both(probe.decode, table.decode), both(probe.prefill, table.prefill),
-                f"the span of two bands, the CPU's share of this plan standing on this machine's probe and the GPUs' "
-                f"on the table: {probe.basis}; and {table.basis}")
+TABLE_SUFFIX = " (table)"  # the kernel-share names of table-priced work (probe_roofline.table_kernel)
+
+
+def table_share(shares) -> float:
+    """The table-priced share of an estimate's time, from its kernel shares ((name, share)
+    pairs): a mixed plan's GPUs and the weight types the probe did not measure."""
+    return sum(v for name, v in shares if name.endswith(TABLE_SUFFIX))
+
+
+def combined(probe: Band, table: Band, decode_table_share: float, prefill_table_share: float) -> Band:
+    """The band of an estimate whose time is partly priced by the probe and partly by the
+    table (a mixed plan's GPUs, weight types the probe did not measure): each part's time
+    off by its own band's end, added by the parts' shares of the predicted time. Both ends
+    taken at once is the worst case (the two parts off the same way together), so the band
+    holds at least as many measurements as its parts' bands do."""
+    def mix(a: tuple[float, float], b: tuple[float, float], s: float) -> tuple[float, float]:
+        # a speed ratio r of a part is a time ratio 1/r: the parts' time ratios add by share
+        return 1 / ((1 - s) / a[0] + s / b[0]), 1 / ((1 - s) / a[1] + s / b[1])
+    if decode_table_share <= 0 and prefill_table_share <= 0:
+        return probe
+    return Band(mix(probe.decode, table.decode, decode_table_share),
+                mix(probe.prefill, table.prefill, prefill_table_share),
+                f"the probe's band and the table's, by their shares of the predicted time (the table's: decode "
+                f"{decode_table_share:.0%}, prompt {prefill_table_share:.0%}): {probe.basis}; and {table.basis}")
 
 
 def max_stored_spread() -> float:
