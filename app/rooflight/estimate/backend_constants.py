@@ -76,18 +76,20 @@ METAL = BackendConstants(0.910, 162.8e-6, 0.706, 0.606, _FIT, moe_expert_overhea
 # (the wide band).
 ROCM = BackendConstants(0.853, 156.3e-6, 0.590, 0.256, _FIT, moe_expert_overhead_tokens=42,
     decode_band=(0.76, 1.15), prefill_band=(0.48, 1.65), band_basis=_OWN)
-# Vulkan: 34 rows, 7 devices (Radeon 8060S / Strix Halo, RX 9070 XT, RX 5700 XT, Radeon PRO
-# W7900, RTX 3090, RTX 4070, RTX 5090); no F16 rows.
-VULKAN = BackendConstants(0.949, 95.1e-6, 0.590, 0.268, _FIT, moe_expert_overhead_tokens=28,
-    decode_band=(0.79, 1.18), prefill_band=(0.72, 1.32), band_basis=_OWN)
-# SYCL: 16 rows, 4 devices (Arc B580 with ggml-org's backend and Intel's IPEX-LLM build, 1.5B
-# and 7B models; Arc A770 and Arc Pro B70 on 2026 builds, Lunar Lake's Arc 140V on 2025 builds); float
-# efficiency and MoE overhead pooled; quantized prompts priced at the FP16 GEMM rate the
-# backend uses (tensor_rates.FLOAT_GEMM_BACKENDS). Still the weakest-founded backend: out of
-# sample the B580 (Xe2) runs 1.17-1.96x what the others predict, the A770 (Alchemist) prompts
-# x0.44, the 140V decodes a 1.5B model x0.60; the B70 (Xe2) decodes x0.99.
-SYCL = BackendConstants(0.682, 163.4e-6, 0.590, 0.185, _FIT, moe_expert_overhead_tokens=42,
-    decode_band=(0.64, 1.92), prefill_band=(0.48, 1.74), band_basis=_OWN)
+# Vulkan: 35 rows, 8 devices (Radeon 8060S / Strix Halo, RX 9070 XT, RX 5700 XT, Radeon PRO
+# W7900, RTX 3090, RTX 4070, RTX 5090, Arc Pro B70); no F16 rows. Intel's quantized prompts
+# are priced at its FP16 rate (tensor_rates.INT8_BACKENDS_BY_VENDOR); the B70's one prompt
+# row (a 2026 apt build) still runs x0.37 of what the other devices predict.
+VULKAN = BackendConstants(0.949, 95.1e-6, 0.590, 0.244, _FIT, moe_expert_overhead_tokens=28,
+    decode_band=(0.79, 1.18), prefill_band=(0.55, 1.52), band_basis=_OWN)
+# SYCL: 30 rows, 4 devices (Arc B580 with ggml-org's backend and Intel's IPEX-LLM build, 1.5B
+# and 7B models; Arc A770 and Arc Pro B70 on 2026 builds, Lunar Lake's Arc 140V on 2025 builds,
+# Linux and Windows); float efficiency and MoE overhead pooled; quantized prompts priced at the
+# FP16 GEMM rate of the GGML_SYCL_F16 build (tensor_rates.FLOAT_GEMM_BACKENDS). Still the
+# weakest-founded backend: out of sample the 140V decodes x0.52-0.79 of what the dGPUs
+# predict, the B70 x1.07-1.61, and prompts range x0.46 (140V) to x2.3 (B580).
+SYCL = BackendConstants(0.631, 106.6e-6, 0.590, 0.148, _FIT, moe_expert_overhead_tokens=42,
+    decode_band=(0.53, 1.55), prefill_band=(0.4, 2.02), band_basis=_OWN)
 # CPU: fitted on this project's 2-core AMD EPYC VM with llama.cpp 0.3.36 against the
 # measured copy bandwidth (hardware/bandwidth.py) over generated llama models of 10-400 MB
 # and Gemma-3-270M (bench/accuracy.py prints the check).

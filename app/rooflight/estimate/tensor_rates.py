@@ -28,7 +28,12 @@ DEFAULT_FP16_TFLOPS = 10.0  # a GPU with no figure at all (warned about where it
 # the instruction llama.cpp's HIP MMQ kernels multiply int8 with (ggml-cuda/common.cuh
 # ggml_cuda_dp4a, mmq.cuh: MFMA on CDNA, WMMA on RDNA3/4, v_dot4_i32_i8 on gfx906/RDNA2); its
 # Vulkan kernels on AMD are priced at the FP16 rate (README, "Prompt rates on AMD GPUs").
-INT8_BACKENDS_BY_VENDOR = {"amd": frozenset({"rocm"})}
+# Intel's figure is its XMX engines' int8 rate, which no llama.cpp kernel multiplies with:
+# SYCL dequantizes for oneDNN's GEMM (FLOAT_GEMM_BACKENDS), and ggml-vulkan's int8 matrix
+# kernels are built for AMD RDNA3/4 only (ggml-vulkan.cpp, llama-cpp-python 0.3.36:
+# use_cm1_int), so on Intel its quantized prompts take the integer dot product on the
+# vector units (4 int8 products per FP32 lane: the FP16 XMX rate again) or the FP16 matrices.
+INT8_BACKENDS_BY_VENDOR = {"amd": frozenset({"rocm"}), "intel": frozenset()}
 
 
 @lru_cache(maxsize=512)
