@@ -11,9 +11,8 @@ import pytest
 
 from rooflight.catalog import find_model
 from rooflight.errors import BadInputError
-from rooflight.estimate import Wishes, plan, plan_memory
+from rooflight.estimate import Wishes, plan, plan_memory, ranges
 from rooflight.estimate import experts as ex
-from rooflight.estimate import ranges
 from rooflight.estimate.perf import _decode_fixed
 from rooflight.gguf import load_model_spec
 from rooflight.gguf.from_hparams import spec_from_hparams

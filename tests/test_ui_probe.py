@@ -103,6 +103,9 @@ def test_a_stored_probe_reaches_every_estimate(qtbot, llama_cpp):
     assert any(line.startswith("MoE experts in prompts: ") for line in lines)
     assert any(line.startswith("Image encode") for line in lines)
     assert lines[len(lines) - len(panel.status.probe.notes):] == list(panel.status.probe.notes)
+    # a reduced probe says what it left to the table
+    missing = next(line for line in lines if line.startswith("Not measured (the table prices them): "))
+    assert "F16" in missing and "Q4_K" in missing and "Q4_0" not in missing.split(": ", 1)[1].split(", ")
 
 
 def test_the_panel_says_what_measurements_taught_the_probe(qtbot):
@@ -164,3 +167,23 @@ def test_an_older_probe_status_arriving_last_is_not_shown(qtbot):
     assert older.cancelled  # ui/latest.LatestTask: the runner delivers it nothing but its cancel
     qtbot.waitUntil(lambda: not panel._status_reads.running, timeout=10000)
     assert panel.status is not None and panel.state.text().startswith(panel.status.message)
+
+
+def test_the_card_names_what_the_probe_left_to_the_table():
+    """Every part of the probe without a stored figure is named: the weight types (ALL_TYPES)
+    and an attention setting; a probe with all of them has no such line."""
+    from dataclasses import replace
+
+    from rooflight.runtime.probe_defaults import ALL_TYPES
+    from rooflight.store.calibration import machine_key
+    from rooflight.ui.probe_panel import unmeasured_line
+    from test_probe import _probe
+
+    probe = _probe(machine_key(_detected()), "b")
+    on_only = replace(probe, attention=tuple(a for a in probe.attention if a.flash_attn))
+    line = unmeasured_line(on_only)
+    named = line.split(": ", 1)[1].split(", ")
+    assert named[-1] == "attention with flash attention off"
+    assert set(named[:-1]) == set(ALL_TYPES) - {k.weight_type for k in probe.kernels}
+    full = replace(probe, kernels=tuple(replace(probe.kernels[0], weight_type=t) for t in ALL_TYPES))
+    assert unmeasured_line(full) == ""

@@ -61,8 +61,25 @@ def summary(probe, ratios=()) -> str:
     learnt = learnt_line(ratios, probe.n_threads)
     # a note on the image encode says why it was not measured: it stands for the plain line
     image_note = probe.encode is None and any(n.startswith("Image encode") for n in probe.notes)
+    missing = unmeasured_line(probe)
     return "\n".join(["; ".join(parts), *([learnt] if learnt else []), experts_line(probe.expert_costs),
-                      *([] if image_note else [encode_line(probe.encode)]), *probe.notes])
+                      *([missing] if missing else []), *([] if image_note else [encode_line(probe.encode)]),
+                      *probe.notes])
+
+
+def unmeasured_line(probe) -> str:
+    """The probe's parts with no stored figure (its budget ran out, a reduced probe, a type
+    the build lacks), in one line: a model of those types is priced by the table there, and
+    its range says so ("" when every part was measured)."""
+    from rooflight.runtime.probe_defaults import ALL_TYPES
+
+    measured = {k.weight_type for k in probe.kernels}
+    parts = [t for t in ALL_TYPES if t not in measured]
+    parts += [f"attention with flash attention {'on' if fa else 'off'}" for fa in (True, False)
+              if probe.attention_for(fa) is None]
+    if not parts:
+        return ""
+    return f"Not measured (the table prices them): {', '.join(parts)}"
 
 
 def experts_line(expert_costs) -> str:
