@@ -651,6 +651,7 @@ def probe_machine(
         # 3b. the MoE prompts come as soon as the dense kernels of their types are measured,
         # before the types that follow them in ALL_TYPES (fewer files use those)
         experts_after = max((types.index(t) for t in expert_types), default=-1)
+        last_type_s = 0.0  # how long the last measured type took (its slot: models, runs)
 
         def experts() -> list[tuple]:
             return _measure_experts(runner, clock, write, expert_types, {r[0] for r in kernel_raw}, n_threads,
@@ -660,11 +661,15 @@ def probe_machine(
                 if expert_raw is None and i > experts_after:
                     expert_raw = experts()
                 ftype = PURE_FTYPE.get(wt, wt)
-                # (the reserve waits for one measured type: a probe without any is not stored)
-                if clock.left <= (reserve if kernel_raw else 0.0):
+                # (the reserve waits for one measured type: a probe without any is not stored);
+                # a type takes about what the last one took, so it is begun only if that much
+                # is left before the reserve (on a 260 MiB-L3 Xeon a type took 2-4 s, and one
+                # begun with 2.1 s left ate the image part's slot)
+                if clock.left <= (reserve + last_type_s if kernel_raw else 0.0):
                     skipped[wt] = "not measured: the time budget ran out (the machine was busy or slow)"
                     clock.done += 2
                     continue
+                type_began = clock.elapsed
                 clock.step(f"{wt} matrix-vector (decode)")
                 try:
                     dec_path = write(f"decode-{wt}", n_layer=decode_layers(ftype, llc), ftype=ftype, pure=True,
@@ -697,6 +702,7 @@ def probe_machine(
                     skipped[wt] = "not measured: the time budget ran out (the machine was busy or slow)"
                     clock.done += 2 - len(open_models)  # the prompt step, if it was not reached
                     continue
+                last_type_s = clock.elapsed - type_began
                 entry = [wt, dec_model.spec, dec, n, pp_model.spec, pp]
                 kernel_raw.append(entry)
                 deferred = [_Deferred(entry, 2, f"kernel/{wt}/decode", dec_run, dec_model),
