@@ -11,12 +11,13 @@ between a short and a long cache, on
 - the Gemma-3-270M package model (4 query heads on 1 KV head of 256, sliding windows of 512
   on 5 layers of 6): its cache at a few thousand positions is smaller than a 32 MiB L3.
 
-    python bench/probe_attention.py [--rounds 3] [--long 1024]
+    python bench/probe_attention.py [--rounds 3] [--long 1024] [--also-layers 8 ...]
 
 Each figure: decode of 64 tokens after a 16-token and after a --long-token prompt (flash
 attention on, this machine's plan threads), the best of --rounds runs, runs interleaved model
 by model; seconds per unit = (t_long - t_short) / (units_long - units_short). Prints each
-model's figure and its ratio to the two probe models'.
+model's figure and its ratio to the two probe models'. --also-layers: the probe's model at
+other layer counts too (what a smaller cap, ATTN_MAX_LAYERS, would measure on this cache).
 """
 
 from __future__ import annotations
@@ -51,12 +52,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--long", type=int, default=1024)
+    ap.add_argument("--also-layers", type=int, nargs="*", default=[])
     args = ap.parse_args()
     hw = detect()
     llc = last_level_cache_bytes()
     new_probe = dict(attention_shape(llc), ftype="F16")
     shapes = [("probe model before (2 layers, 16/4)", OLD_PROBE),
               (f"probe model now ({new_probe['n_layer']} layers, 16/16)", new_probe)]
+    shapes += [(f"probe model at {n} layers", dict(new_probe, n_layer=n)) for n in args.also_layers]
     shapes += [(name, dict(kw, n_vocab=32000)) for name, kw in REAL]
     tmp = Path(tempfile.mkdtemp(prefix="rooflight-attn-"))
     models = []
