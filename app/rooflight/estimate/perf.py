@@ -970,9 +970,8 @@ def _band(hardware: HardwareProfile, basis: str, probe: MachineProbe | None,
         own = ranges.probe_band(probe.spread_of(kernels.decode if kernels else (), prefill=False, flash_attn=flash_attn),
                                 probe.spread_of(kernels.prefill if kernels else (), prefill=True, flash_attn=flash_attn),
                                 probe.disturbed)
-        if kernels is None:
-            return own
-        return ranges.combined(own, table, ranges.table_share(kernels.decode), ranges.table_share(kernels.prefill))
+        return ranges.combined(own, table, ranges.table_share(kernels.decode if kernels else ()),
+                               ranges.table_share(kernels.prefill if kernels else ()))
     return table
 
 

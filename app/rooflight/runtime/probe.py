@@ -122,6 +122,10 @@ IMAGE_RESERVE_S, IMAGE_MIN_LEFT_S = 2.0, 1.0
 IMAGE_BUDGET_S = 8.0  # the image part alone (probe_image_encode)
 
 
+# why a part has no figure when the budget ran out before it (ProbeRun.skipped, notes)
+OUT_OF_TIME = "not measured: the time budget ran out (the machine was busy or slow)"
+
+
 class ProbeCancelled(OperationFailedError):
     """The user stopped the probe; nothing was stored."""
 
@@ -389,7 +393,7 @@ def _measure_encode(runner: _Runner, folder: Path, n_threads: int, n_ubatch: int
         n = bench.encodes_for(MIN_RUN_S)
         return runner.measure("image/encode", bench.run(n)), encode_flops(bench.spec)
     except _OutOfTime:
-        return "not measured: the time budget ran out (the machine was busy or slow)"
+        return OUT_OF_TIME
     except ProbeCancelled:
         raise
     except OperationFailedError as exc:  # an encode mtmd refused: the rest of the probe stands
@@ -405,7 +409,7 @@ def _encode_result(raw: tuple[Repeats, float] | str | None, keep_disturbed: bool
     from rooflight.runtime.probe_vision import PROJECTOR_TYPE
 
     if raw is None or isinstance(raw, str):
-        why = raw or "not measured: the time budget ran out (the machine was busy or slow)"
+        why = raw or OUT_OF_TIME
         return None, f"Image encode {why}; vision estimates count the encoder's FLOPs."
     runs, flops = raw
     fig = encode_figure(PROJECTOR_TYPE, flops, runs)
@@ -676,7 +680,7 @@ def probe_machine(
                 # is left before the reserve (on a 260 MiB-L3 Xeon a type took 2-4 s, and one
                 # begun with 2.1 s left ate the image part's slot)
                 if clock.left <= (reserve + last_type_s if kernel_raw else 0.0):
-                    skipped[wt] = "not measured: the time budget ran out (the machine was busy or slow)"
+                    skipped[wt] = OUT_OF_TIME
                     clock.done += 2
                     continue
                 type_began = clock.elapsed
@@ -709,7 +713,7 @@ def probe_machine(
                         model.close()
                     if not isinstance(exc, _OutOfTime):
                         raise
-                    skipped[wt] = "not measured: the time budget ran out (the machine was busy or slow)"
+                    skipped[wt] = OUT_OF_TIME
                     clock.done += 2 - len(open_models)  # the prompt step, if it was not reached
                     continue
                 last_type_s = clock.elapsed - type_began
@@ -747,12 +751,12 @@ def probe_machine(
             m.close()
             if any(r.disturbed for r in entry[3:]) and not keep_disturbed:
                 short = any(len(r.seconds) < 2 for r in entry[3:])
-                skipped[off] = ("not measured: the time budget ran out (the machine was busy or slow)" if short
-                                else f"measured, not stored: {_disturbance(list(entry[3:]), busy_threshold)[0]}")
+                skipped[off] = OUT_OF_TIME if short else (
+                    f"measured, not stored: {_disturbance(list(entry[3:]), busy_threshold)[0]}")
             else:
                 attn_raw.append(entry)
         except _OutOfTime:
-            skipped[off] = "not measured: the time budget ran out (the machine was busy or slow)"
+            skipped[off] = OUT_OF_TIME
 
 
     # ---- arithmetic (pure; estimate/probe.py) ----
@@ -942,7 +946,7 @@ def _measure_experts(runner: _Runner, clock: _Clock, write, expert_types, measur
             clock.done += 1
             continue
         if clock.left <= reserve:
-            skipped[key] = "not measured: the time budget ran out (the machine was busy or slow)"
+            skipped[key] = OUT_OF_TIME
             clock.done += 1
             continue
         clock.step(f"{wt} MoE experts (prompt)")
@@ -956,7 +960,7 @@ def _measure_experts(runner: _Runner, clock: _Clock, write, expert_types, measur
         try:
             out.append((wt, m.spec, _measure_prompt(runner, f"experts/{wt}/prefill-{n_ubatch}", m, n_ubatch)[1]))
         except _OutOfTime:
-            skipped[key] = "not measured: the time budget ran out (the machine was busy or slow)"
+            skipped[key] = OUT_OF_TIME
         finally:
             m.close()
             path.unlink(missing_ok=True)
