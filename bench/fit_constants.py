@@ -88,11 +88,12 @@ OWN_FIT = ("cpu",)
 
 
 def hardware(row: dict):
-    return _hardware(row["device"], row["backend"])
+    # sycl_f16 (SYCL rows whose source shows the build): false for an FP32 build
+    return _hardware(row["device"], row["backend"], row.get("sycl_f16"))
 
 
 @cache
-def _hardware(device: str, backend: str):
+def _hardware(device: str, backend: str, sycl_f16: bool | None = None):
     """The profile a row of this device and backend is predicted on (built once: the fit
     asks for it for every evaluation of every row)."""
     if backend == "cpu":
@@ -100,7 +101,7 @@ def _hardware(device: str, backend: str):
         cpu["ram_bandwidth_source"] = PEAK_BANDWIDTH_SOURCE  # a datasheet figure
         return profile_from_dict({"cpu": cpu, "backend": "cpu"})
     gpu = {"name": device, **DEVICE_OVERRIDES.get(device, {})}
-    return profile_from_dict({"gpus": [gpu], "backend": backend})
+    return profile_from_dict({"gpus": [gpu], "backend": backend, "sycl_f16": sycl_f16})
 
 
 _CPU_FIELDS = ("name", "cores", "threads", "max_freq_mhz", "isa", "ram_bandwidth_gbs", "ram_total_bytes", "arch")
@@ -155,9 +156,9 @@ def prefill_class(row: dict) -> str:
     hw = hardware(row)
     gpu = hw.gpus[0] if hw.gpus else None
     spec = model_spec(row["model"], row["quant"])
-    if is_float(row) or dequantizes_for_gemm(gpu, row["backend"], min(row["n_ubatch"], row["n_prompt"]),
-                                             main_weight_type(spec), spec.n_expert):
-        return "float"
+    if is_float(row) or hw.fp32_gemm or dequantizes_for_gemm(
+            gpu, row["backend"], min(row["n_ubatch"], row["n_prompt"]), main_weight_type(spec), spec.n_expert):
+        return "float"  # an FP32 SYCL build's weights are converted for oneDNN's FP32 GEMM
     return "moe" if is_moe(row) else "quant"
 
 
@@ -274,8 +275,11 @@ def predict(row: dict, coef: tuple, c: dict) -> float:
 def checks_only(row: dict) -> bool:
     """Rows that check the estimate but fit nothing: prompts after cached positions
     (llama-bench -d), whose time is mostly attention, priced at the F16 GEMM efficiency;
-    fitted on, they would pull the quantized weights' efficiency to make up for it."""
-    return bool(row.get("n_depth"))
+    fitted on, they would pull the quantized weights' efficiency to make up for it. And
+    FP32 SYCL builds (sycl_f16 false): priced at the FP32 rate with the float efficiency
+    the other backends' rows set, they would otherwise set SYCL's own float efficiency,
+    which its F16 build's XMX GEMMs use."""
+    return bool(row.get("n_depth")) or row.get("sycl_f16") is False
 
 
 def fit(rows: list[dict], coef: dict[int, tuple]) -> dict:

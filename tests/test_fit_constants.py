@@ -306,3 +306,18 @@ def test_the_moe_cost_pairs_rows_of_one_run_only():
         if {"quant", "moe"} <= kinds:
             paired.add(dev)
     assert paired == {"NVIDIA GB10", "NVIDIA RTX PRO 6000 Blackwell"}
+
+
+def test_fp32_sycl_rows_are_priced_by_their_build_and_fit_nothing(result):
+    """Rows of a SYCL build without GGML_SYCL_F16 run the FP32 GEMM (float class, at the FP32
+    rate); they check that pricing and set no constant (SYCL's float efficiency stays pooled)."""
+    fp32 = [r for r in ROWS if r.get("sycl_f16") is False]
+    assert len(fp32) >= 3 and all(r["backend"] == "sycl" and not r["n_gen"] for r in fp32)
+    for r in fp32:
+        assert fit.checks_only(r) and fit.prefill_class(r) == "float" and fit.hardware(r).fp32_gemm
+        as_fp16 = {k: v for k, v in r.items() if k != "sycl_f16"}
+        assert fit._seconds(r) > 1.5 * fit._seconds(as_fp16)  # the FP16 build's XMX GEMM is faster
+    # no SYCL row fits its float efficiency: the pooled one of the other backends' rows
+    assert result["fitted"]["sycl"]["prefill_float"] == pytest.approx(result["pooled"]["prefill_float"])
+    checked = [p for p in result["per_row"] if p["device"] == "Intel Arc Pro B60"]
+    assert len(checked) == len(fp32) and all(0.5 < p["ratio"] < 1.5 for p in checked)  # x0.69-1.10 (README)

@@ -56,6 +56,14 @@ def test_gpu_card_and_plain_warnings(qtbot):
     assert values["llama.cpp backend"] == "CPU only"
 
 
+def test_the_backend_row_names_an_fp32_sycl_build(qtbot):
+    hw = profile([{"name": "Intel Arc Pro B60"}], backend="sycl", sycl_f16=False)
+    window = make_window(qtbot, hw)
+    values = {w.accessibleName(): w.text() for card in window.page("machine").cards()
+              for w in card.findChildren(type(card.heading))}
+    assert values["llama.cpp backend"].startswith("SYCL, FP32 build (GGML_SYCL_F16 off)")
+
+
 def test_what_if_a_4090_makes_the_top_models_full_gpu(qtbot):
     hw = cpu_box()
     window = make_window(qtbot, hw)

@@ -85,11 +85,13 @@ VULKAN = BackendConstants(0.949, 95.1e-6, 0.590, 0.244, _FIT, moe_expert_overhea
 # SYCL: 30 rows, 4 devices (Arc B580 with ggml-org's backend and Intel's IPEX-LLM build, 1.5B
 # and 7B models; Arc A770 and Arc Pro B70 on 2026 builds, Lunar Lake's Arc 140V on 2025 builds,
 # Linux and Windows); float efficiency and MoE overhead pooled; quantized prompts priced at the
-# FP16 GEMM rate of the GGML_SYCL_F16 build (tensor_rates.FLOAT_GEMM_BACKENDS). Still the
+# FP16 GEMM rate of the GGML_SYCL_F16 build (tensor_rates.FLOAT_GEMM_BACKENDS); a build
+# without it (HardwareProfile.sycl_f16 False) at the FP32 rate with the pooled float efficiency,
+# checked, not fitted, on three Arc Pro B60 rows of such a build (x0.69-1.10). Still the
 # weakest-founded backend: out of sample the 140V decodes x0.52-0.79 of what the dGPUs
 # predict, the B70 x1.07-1.61, and prompts range x0.46 (140V) to x2.3 (B580).
 SYCL = BackendConstants(0.631, 106.6e-6, 0.590, 0.148, _FIT, moe_expert_overhead_tokens=42,
-    decode_band=(0.53, 1.55), prefill_band=(0.4, 2.02), band_basis=_OWN)
+    decode_band=(0.53, 1.55), prefill_band=(0.41, 2.01), band_basis=_OWN)
 # CPU: fitted on this project's 2-core AMD EPYC VM with llama.cpp 0.3.36 against the
 # measured copy bandwidth (hardware/bandwidth.py) over generated llama models of 10-400 MB
 # and Gemma-3-270M (bench/accuracy.py prints the check).

@@ -542,7 +542,7 @@ def _device_flops(hardware: HardwareProfile, device: str, cfg: RunConfig, quanti
     if device == CPU:
         return cpu_peak_flops(hardware, cfg.n_threads)
     view, gpu = _gpu_of(hardware, device)
-    return matmul_tflops(gpu, quantized, view.backend) * 1e12  # the rate llama.cpp's kernels use (tensor_rates.py)
+    return matmul_tflops(gpu, quantized, view.backend, view.fp32_gemm) * 1e12  # the rate llama.cpp's kernels use (tensor_rates.py)
 
 
 def _device_attention_flops(hardware: HardwareProfile, device: str) -> float:
@@ -732,11 +732,15 @@ def prefill_time_s(
         for dev, f in flops.items():
             c = _device_constants(hardware, dev)
             as_float = float_model
+            fp32 = False  # an FP32 GEMM build (HardwareProfile.fp32_gemm): F16 weights converted too
             if _runs_on_cpu(hardware, dev):
                 eff = cpu_prefill_efficiency(spec.file_type)
             else:
                 gpu = next((g for g in hardware.gpus if gpu_name(g.index) == dev), None)
-                as_float = float_model or dequantizes_for_gemm(gpu, hardware.backend, t, weight_type, spec.n_expert)
+                fp32 = _gpu_of(hardware, dev)[0].fp32_gemm
+                as_float = float_model or fp32 or dequantizes_for_gemm(gpu, hardware.backend, t, weight_type,
+                                                                       spec.n_expert)
+                # a vendor library's GEMM on converted weights: the float efficiency, FP32 ones too
                 eff = c.prefill_efficiency_float if as_float else c.prefill_efficiency_quant
                 # NVFP4 / MXFP4 weights on FP4 tensor cores (Blackwell CC 12.x): estimate/fp4.py
                 eff *= prefill_speed_factor(spec, gpu, hardware.backend)
@@ -744,12 +748,15 @@ def prefill_time_s(
             if attention.get(dev):  # FP16 products, at the FP16 GEMM efficiency
                 t_compute += attention[dev] / (_device_attention_flops(hardware, dev) * c.prefill_efficiency_float)
             t_mem = reads.get(dev, 0.0) / _read_bytes_s(hardware, dev)
-            if as_float and not float_model:
+            if as_float and (fp32 or not float_model):
                 # cuBLAS/hipBLAS multiply F16: each quantized weight is first converted into an
                 # F16 buffer (ggml-cuda.cu ggml_cuda_mul_mat_cublas_impl: convert_func, then
-                # cublasGemmEx), a memory-bound pass before the GEMM, which then reads F16
-                t_convert = (reads.get(dev, 0.0) + 2 * elements.get(dev, 0.0)) / _read_bytes_s(hardware, dev)
-                t_mem = 2 * elements.get(dev, 0.0) / _read_bytes_s(hardware, dev)
+                # cublasGemmEx), a memory-bound pass before the GEMM, which then reads F16; an
+                # FP32 SYCL build converts every weight, F16 ones too, into an FP32 buffer
+                # (ggml-sycl.cpp ggml_sycl_op_mul_mat_sycl: to_fp32_sycl, then oneDNN)
+                width = 4 if fp32 else 2
+                t_convert = (reads.get(dev, 0.0) + width * elements.get(dev, 0.0)) / _read_bytes_s(hardware, dev)
+                t_mem = width * elements.get(dev, 0.0) / _read_bytes_s(hardware, dev)
                 step += t_convert
                 bound_times["memory"] += t_convert
             if dev in tiled:

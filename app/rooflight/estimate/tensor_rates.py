@@ -183,9 +183,29 @@ def _mma_sync_share(gpu: GPUInfo, backend: str | None) -> float:
     return HOPPER_MMA_SYNC_SHARE if cc is not None and cc[0] == 9 else 1.0
 
 
-def matmul_tflops(gpu: GPUInfo, quantized: bool, backend: str | None = None) -> float:
-    """Peak matrix rate (T ops/s) of the kernels llama.cpp uses for this weight class."""
+# A SYCL build without GGML_SYCL_F16 (the CMake default) dequantizes every prompt matmul's
+# weights, F16 ones too, to FP32 and multiplies them with oneDNN in its strict fp32 mode, on
+# the vector units (ggml-sycl.cpp ggml_sycl_op_mul_mat_sycl, gemm.hpp: set_fpmath_mode(f16)
+# only under GGML_SYCL_F16): the table's fp32_tflops. A GPU the table has no FP32 figure for
+# takes the Xe cores' ratio, 256 FP32 FLOPs to 2,048 FP16 XMX ops per clock (gpus.json sources).
+FP32_TO_XMX_FP16 = 256 / 2048
+
+
+@lru_cache(maxsize=512)
+def _fp32_ratio(name: str) -> float:
+    """fp32_tflops / fp16_tflops of the table entry, FP32_TO_XMX_FP16 where not listed."""
+    entry = lookup_gpu(name)
+    if not entry or not entry.get("fp16_tflops") or not entry.get("fp32_tflops"):
+        return FP32_TO_XMX_FP16
+    return entry["fp32_tflops"] / entry["fp16_tflops"]
+
+
+def matmul_tflops(gpu: GPUInfo, quantized: bool, backend: str | None = None, fp32_gemm: bool = False) -> float:
+    """Peak matrix rate (T ops/s) of the kernels llama.cpp uses for this weight class.
+    fp32_gemm: the build multiplies prompts in FP32 (HardwareProfile.fp32_gemm)."""
     base = gpu.fp16_tflops or DEFAULT_FP16_TFLOPS
+    if fp32_gemm:
+        return base * _fp32_ratio(gpu.name)
     int8, acc16 = _ratios(gpu.name, backend)
     if quantized and backend in FLOAT_GEMM_BACKENDS:
         return base * acc16  # dequantized to F16, then the F16 GEMM

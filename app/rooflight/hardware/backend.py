@@ -10,6 +10,8 @@ so that case gets a warning with the exact command that installs a GPU build.
 from __future__ import annotations
 
 import importlib
+import mmap
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +50,11 @@ INSTALL_HINTS = {
     "intel": f'CMAKE_ARGS="-DGGML_VULKAN=on" {_PIP}',
     "apple": f"{_PIP}  (Metal is on by default on macOS)",
 }
+# the SYCL build with FP16 GEMMs (llama.cpp docs/backend/SYCL.md builds with -DGGML_SYCL_F16=ON)
+SYCL_F16_INSTALL = (
+    'source /opt/intel/oneapi/setvars.sh && CMAKE_ARGS="-DGGML_SYCL=on -DGGML_SYCL_F16=on '
+    f'-DCMAKE_C_COMPILER=icx -DCMAKE_CXX_COMPILER=icpx" {_PIP}'
+)
 _VENDOR_WORD = {"nvidia": "NVIDIA", "amd": "AMD", "intel": "Intel", "apple": "Apple"}
 
 
@@ -60,6 +67,7 @@ class BuildInfo:
     gpu_offload: bool | None = None  # llama_supports_gpu_offload(); None if not asked
     libraries: tuple[str, ...] = field(default_factory=tuple)
     error: str = ""
+    sycl_f16: bool | None = None  # a SYCL build's GGML_SYCL_F16 (sycl_f16_of_library); None: no SYCL
 
 
 def backends_from_libraries(names: Iterable[str]) -> frozenset[str]:
@@ -72,18 +80,38 @@ def backends_from_libraries(names: Iterable[str]) -> frozenset[str]:
     return frozenset(found)
 
 
-def _library_names(module: ModuleType, lib_dir: Path | None) -> tuple[str, ...]:
+def _library_paths(module: ModuleType, lib_dir: Path | None) -> list[Path]:
     dirs: list[Path] = [lib_dir] if lib_dir is not None else []
     if lib_dir is None and getattr(module, "__file__", None):
         pkg = Path(module.__file__).parent  # type: ignore[arg-type]
         dirs = [pkg / "lib", pkg]  # older wheels put the libraries beside the package
-    names: list[str] = []
+    paths: dict[str, Path] = {}
     for d in dirs:
         try:
-            names.extend(p.name for p in d.iterdir() if p.is_file() or p.is_symlink())
+            for p in d.iterdir():
+                if (p.is_file() or p.is_symlink()) and any(s in p.name for s in (".so", ".dylib", ".dll")):
+                    paths.setdefault(p.name, p)
         except OSError:
             continue
-    return tuple(sorted(n for n in set(names) if any(s in n for s in (".so", ".dylib", ".dll"))))
+    return [paths[n] for n in sorted(paths)]
+
+
+# ggml-sycl prints its build options when it starts (ggml_check_sycl, ggml-sycl.cpp:
+# "GGML_SYCL_F16: yes" or "no"); only the branch compiled in is in the library, so the
+# library's bytes say which build it is without starting a device. Older builds printed
+# "ggml_init_sycl: GGML_SYCL_F16:   no" (llama.cpp issue #6036): the spaces vary.
+_SYCL_F16_MARK = re.compile(rb"GGML_SYCL_F16:\s{0,8}(yes|no)\b")
+
+
+def sycl_f16_of_library(path: Path) -> bool | None:
+    """GGML_SYCL_F16 of a ggml-sycl library: True / False, None when it does not say
+    (unreadable, or a build that prints no such line)."""
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            found = _SYCL_F16_MARK.search(data)
+            return None if found is None else found.group(1) == b"yes"  # read while mapped
+    except (OSError, ValueError):  # ValueError: an empty file cannot be mapped
+        return None
 
 
 def inspect_build(
@@ -95,7 +123,10 @@ def inspect_build(
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
         return BuildInfo(importable=False, error=f"{type(exc).__name__}: {exc}")
-    libs = _library_names(module, lib_dir)
+    paths = _library_paths(module, lib_dir)
+    libs = tuple(p.name for p in paths)
+    sycl_libs = [p for p in paths if backends_from_libraries([p.name]) == {"sycl"}]
+    sycl_f16 = next((f for f in map(sycl_f16_of_library, sycl_libs) if f is not None), None)
     offload: bool | None = None
     fn = getattr(module, "llama_supports_gpu_offload", None)
     if callable(fn):
@@ -104,7 +135,8 @@ def inspect_build(
         except Exception:
             offload = None
     return BuildInfo(
-        importable=True, backends=backends_from_libraries(libs), gpu_offload=offload, libraries=libs
+        importable=True, backends=backends_from_libraries(libs), gpu_offload=offload, libraries=libs,
+        sycl_f16=sycl_f16,
     )
 
 
@@ -167,9 +199,31 @@ def detect_backend(
     lib_dir: Path | None = None,
 ) -> tuple[str, list[str]]:
     """What llama.cpp would use here: "cuda" | "rocm" | "metal" | "vulkan" | "sycl" | "cpu"."""
+    backend, warnings, _ = detect_backend_build(gpus, importer=importer, lib_dir=lib_dir)
+    return backend, warnings
+
+
+def detect_backend_build(
+    gpus: Sequence[GPUInfo],
+    *,
+    importer: Importer = importlib.import_module,
+    lib_dir: Path | None = None,
+) -> tuple[str, list[str], bool | None]:
+    """detect_backend's (backend, warnings), and the SYCL build's GGML_SYCL_F16 when the
+    backend is SYCL (None otherwise, or where the library does not say)."""
     if importer is importlib.import_module and lib_dir is None:
-        return choose_backend(gpus, installed_build())
-    return choose_backend(gpus, inspect_build(importer, lib_dir))
+        build = installed_build()
+    else:
+        build = inspect_build(importer, lib_dir)
+    backend, warnings = choose_backend(gpus, build)
+    sycl_f16 = build.sycl_f16 if backend == "sycl" else None
+    if sycl_f16 is False:
+        warnings.append(
+            "llama-cpp-python's SYCL build was made without GGML_SYCL_F16 (the default), so llama.cpp "
+            "multiplies prompts in FP32 on the vector units, not the XMX engines, and prompt estimates "
+            f"use that rate; for the FP16 path: {SYCL_F16_INSTALL}"
+        )
+    return backend, warnings, sycl_f16
 
 
 def installed_build() -> BuildInfo:

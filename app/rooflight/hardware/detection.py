@@ -15,7 +15,7 @@ from types import ModuleType
 
 from .amd import detect_amd
 from .apple import detect_apple
-from .backend import detect_backend
+from .backend import detect_backend_build
 from .bandwidth import ram_bandwidth
 from .cpu import detect_cpu
 from .enrich import enrich_detected
@@ -124,9 +124,10 @@ def detect(
         for g in gpus
     ]
     try:
-        backend, more = detect_backend(gpus, importer=probes.importer, lib_dir=probes.llama_lib_dir)
+        backend, more, sycl_f16 = detect_backend_build(gpus, importer=probes.importer, lib_dir=probes.llama_lib_dir)
         warnings.extend(more)
     except Exception as exc:
-        backend = "cpu"
+        backend, sycl_f16 = "cpu", None
         warnings.append(f"llama.cpp backend detection failed ({type(exc).__name__}: {exc})")
-    return HardwareProfile(cpu=cpu, gpus=tuple(gpus), backend=backend, warnings=tuple(warnings))
+    return HardwareProfile(cpu=cpu, gpus=tuple(gpus), backend=backend, warnings=tuple(warnings),
+                           sycl_f16=sycl_f16)

@@ -52,6 +52,13 @@ def format_profile(profile: HardwareProfile) -> str:
         lines += [_gpu_line(g) for g in profile.gpus]
     else:
         lines.append("GPU: none usable")
-    lines.append(f"Backend: {profile.backend}")
+    lines.append(f"Backend: {profile.backend}{build_words(profile)}")
     lines += [f"warning: {w}" for w in profile.warnings]
     return "\n".join(lines)
+
+
+def build_words(profile: HardwareProfile) -> str:
+    """What the backend's build changes in the estimate, for after its name ("" mostly)."""
+    if profile.sycl_f16 is None:
+        return ""
+    return ", FP16 build" if profile.sycl_f16 else ", FP32 build (GGML_SYCL_F16 off)"

@@ -88,6 +88,14 @@ class HardwareProfile:
     backend: str = "cpu"  # cuda | rocm | metal | vulkan | sycl | cpu: what llama.cpp would use here
     warnings: tuple[str, ...] = field(default_factory=tuple)
     remotes: tuple[RemoteMachine, ...] = ()  # llama.cpp RPC servers this machine offloads to
+    # a SYCL build's GGML_SYCL_F16: False when it was built without it (the CMake default),
+    # which multiplies prompts in FP32 (estimate/tensor_rates.py); None: not SYCL, or not known
+    sycl_f16: bool | None = None
+
+    @property
+    def fp32_gemm(self) -> bool:
+        """Whether this machine's llama.cpp multiplies prompts' weights in FP32 on its GPUs."""
+        return self.backend == "sycl" and self.sycl_f16 is False
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -98,4 +106,6 @@ class HardwareProfile:
             d["remotes"] = [r.to_dict() for r in self.remotes]
         else:
             del d["remotes"]
+        if self.sycl_f16 is None:
+            del d["sycl_f16"]
         return d

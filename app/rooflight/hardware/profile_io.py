@@ -412,14 +412,18 @@ def profile_from_dict(
         warnings=warnings,
     )
     cpu, gpus = _one_memory_pool(d, cpu, gpus)
-    backend = _Fields(d, "", origin).str_("backend", BACKENDS)
+    fields = _Fields(d, "", origin)
+    backend = fields.str_("backend", BACKENDS)
     if backend is None:
         backend = backend_for_vendors(g.vendor for g in gpus)
     elif backend != "cpu" and not gpus:
         raise BadInputError(f'In {origin}, backend is "{backend}" but no GPU is listed.')
+    sycl_f16 = fields.bool_("sycl_f16")
+    if sycl_f16 is not None and backend != "sycl":
+        raise BadInputError(f'In {origin}, sycl_f16 describes a SYCL build, but the backend is "{backend}".')
     remotes = remotes_from_list(d.get("remotes"), origin, warnings)
     return HardwareProfile(cpu=cpu, gpus=gpus, backend=backend, warnings=tuple(warnings),
-                           remotes=remotes)
+                           remotes=remotes, sycl_f16=sycl_f16)
 
 
 def _one_memory_pool(d: dict, cpu: CPUInfo, gpus: tuple[GPUInfo, ...]) -> tuple[CPUInfo, tuple[GPUInfo, ...]]:

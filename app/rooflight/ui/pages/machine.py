@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from rooflight.hardware import GPUInfo, HardwareProfile
+from rooflight.hardware.format import build_words
 from rooflight.hardware.gpu_table import shared_memory_bytes
 from rooflight.hardware.profile import PEAK_BANDWIDTH_SOURCE
 from rooflight.hardware.remote import RemoteDevice, remote_devices
@@ -145,7 +146,7 @@ def cpu_card(profile: HardwareProfile) -> Card:
     isa = [x for x in ISA_SHOWN if x in c.isa]
     rows = [("RAM bandwidth", bw),
             ("Instruction sets", ", ".join(isa) if isa else "none of the fast ones detected"),
-            ("llama.cpp backend", BACKEND_WORDS.get(profile.backend, profile.backend)
+            ("llama.cpp backend", BACKEND_WORDS.get(profile.backend, profile.backend) + build_words(profile)
              + ("" if profile.backend == "cpu" or not profile.gpus else " (CPU takes what does not fit)"))]
     card.body.addLayout(_figures(rows))
     return card
