@@ -59,9 +59,10 @@ def test_gpu_card_and_plain_warnings(qtbot):
 def test_the_backend_row_names_an_fp32_sycl_build(qtbot):
     hw = profile([{"name": "Intel Arc Pro B60"}], backend="sycl", sycl_f16=False)
     window = make_window(qtbot, hw)
-    values = {w.accessibleName(): w.text() for card in window.page("machine").cards()
-              for w in card.findChildren(type(card.heading))}
-    assert values["llama.cpp backend"].startswith("SYCL, FP32 build (GGML_SYCL_F16 off)")
+    gpu_card, cpu_card = window.page("machine").cards()[:2]
+    values = {w.accessibleName(): w.text() for w in gpu_card.findChildren(type(gpu_card.heading))}
+    assert values["llama.cpp backend"] == "SYCL, FP32 build (GGML_SYCL_F16 off)"
+    assert values["Prompts at"] == "12.3 TFLOPS FP32 (this build)"  # gpus.json fp32_tflops
 
 
 def test_what_if_a_4090_makes_the_top_models_full_gpu(qtbot):

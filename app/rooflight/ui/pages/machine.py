@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from rooflight.estimate.tensor_rates import matmul_tflops
 from rooflight.hardware import GPUInfo, HardwareProfile
 from rooflight.hardware.format import build_words
 from rooflight.hardware.gpu_table import shared_memory_bytes
@@ -73,7 +74,7 @@ def _figures(rows: list[tuple[str, str]]) -> QGridLayout:
     return grid
 
 
-def gpu_card(g: GPUInfo, backend: str) -> Card:
+def gpu_card(g: GPUInfo, profile: HardwareProfile) -> Card:
     vendor = {"nvidia": "NVIDIA", "amd": "AMD", "intel": "Intel", "apple": "Apple"}.get(g.vendor, g.vendor)
     card = Card(f"GPU {g.index} · {g.name}", f"{vendor} · {SOURCE_WORDS.get(g.source, g.source)}")
     card.setAccessibleName(f"GPU {g.index}: {g.name}")
@@ -90,6 +91,9 @@ def gpu_card(g: GPUInfo, backend: str) -> Card:
         ("Bandwidth", f"{g.bandwidth_gbs:.0f} GB/s" if g.bandwidth_gbs else "unknown"),
         ("Compute", f"{g.fp16_tflops:.1f} TFLOPS FP16" if g.fp16_tflops else "unknown"),
     ]
+    if profile.fp32_gemm:  # the rate this build's prompts run at (estimate/tensor_rates.py)
+        rows.append(("Prompts at", f"{matmul_tflops(g, True, profile.backend, fp32_gemm=True):.1f} TFLOPS FP32 "
+                                   "(this build)"))
     if g.compute_capability:
         rows.append(("Compute capability", g.compute_capability))
     if g.sm_count:
@@ -97,7 +101,7 @@ def gpu_card(g: GPUInfo, backend: str) -> Card:
         rows.append(("Cores", f"{g.sm_count} {unit}"))
     if g.pcie_gbs:
         rows.append(("PCIe", f"{g.pcie_gbs:.0f} GB/s each way"))
-    rows.append(("llama.cpp backend", BACKEND_WORDS.get(backend, backend)))
+    rows.append(("llama.cpp backend", BACKEND_WORDS.get(profile.backend, profile.backend) + build_words(profile)))
     card.body.addLayout(_figures(rows))
     return card
 
@@ -373,7 +377,7 @@ class MachinePage(Page):
         grid.setSpacing(12)
         if profile.remotes:
             self._content_layout.addWidget(Note("warning", remote_note(profile)))
-        cards = ([gpu_card(g, profile.backend) for g in profile.gpus] + [cpu_card(profile)]
+        cards = ([gpu_card(g, profile) for g in profile.gpus] + [cpu_card(profile)]
                  + [remote_card(d) for d in remote_devices(profile)])
         if self._build is not None:
             cards.append(build_card(*self._build))
