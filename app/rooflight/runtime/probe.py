@@ -62,6 +62,11 @@ from rooflight.runtime.busy import DEFAULT_BUSY_THRESHOLD, Watch, load_now
 from rooflight.runtime.probe_defaults import ALL_TYPES, BUDGET_S
 
 MIN_RUN_S = 0.15  # shorter runs are dominated by the 10 ms ticks of the busy watch
+# tokens a decode run has at least, whatever MIN_RUN_S asks: 4, not 8. On a 260 MiB-L3 Xeon
+# the decode models are 512 MiB (35 ms a token), where 8 doubled every run MIN_RUN_S asks
+# for; alternated whole probes there (2026-12-03) measured 7-9 weight types at 4 tokens, 6 at
+# 8 (BF16, Q4_0, Q5_0 left to the table), decode spreads 2-24% against 0.2-6%
+DECODE_MIN_TOKENS = 4
 REPEATS = 3  # clean runs wanted per figure
 VOCAB_LARGE = VOCAB_KNEE  # the second vocabulary: the slope of small ones ends there
 ATTN_PROMPT = 1024  # cached positions for the long-cache decode and the attention prompt
@@ -504,7 +509,7 @@ def _tokens_for(model: _Model, target_s: float = MIN_RUN_S) -> int:
     model.llm.reset()
     model.llm.eval(model.tokens(4))
     per = model.decode(4)
-    return max(8, min(4096, math.ceil(target_s / max(per, 1e-5))))
+    return max(DECODE_MIN_TOKENS, min(4096, math.ceil(target_s / max(per, 1e-5))))
 
 
 def _decode_run(model: _Model, n: int, prefix: int = 4) -> Callable[[], float]:
