@@ -122,3 +122,20 @@ def test_an_fp32_build_prompt_is_the_fp32_gemm_at_the_float_efficiency_after_a_4
     t_fast, t_slow = 512 / fast.prefill_tok_s, 512 / slow.prefill_tok_s
     assert t_slow - convert > t_fast  # the GEMM itself is slower, not just the conversion
     assert (t_slow - convert) / t_fast == pytest.approx(gemm_ratio, rel=0.25)  # attention, output rows aside
+
+
+def test_an_rpc_server_with_an_fp32_sycl_build_prices_its_prompts_so():
+    def machine(sycl_f16: bool):
+        return profile_from_dict({"cpu": {"ram_total_bytes": 16 * GiB, "cores": 8, "threads": 8},
+                                  "remotes": [{"endpoint": "10.0.0.2:50052", "gpus": [{"name": B60}],
+                                               "backend": "sycl", "sycl_f16": sycl_f16, "link_gbps": 10}]},
+                                 measure_bandwidth=False)
+    fp32, fp16 = machine(False), machine(True)
+    assert fp32.remotes[0].to_dict()["sycl_f16"] is False
+    wishes = Wishes(n_ctx=4096, prompt_tokens=512)
+    slow, fast = (plan(llama("Q4_K_M"), hw, wishes).performance for hw in (fp32, fp16))
+    assert slow.prefill_tok_s < fast.prefill_tok_s / 1.3
+    with pytest.raises(BadInputError, match=r"remotes\[0\]\.sycl_f16 describes a SYCL build"):
+        profile_from_dict({"cpu": {"ram_total_bytes": 16 * GiB, "cores": 8, "threads": 8},
+                           "remotes": [{"endpoint": "10.0.0.2:50052", "gpus": [{"name": "RTX 3090"}],
+                                        "sycl_f16": False}]}, measure_bandwidth=False)

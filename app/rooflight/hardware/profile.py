@@ -72,12 +72,15 @@ class RemoteMachine:
     backend: str = "cpu"  # what that machine's llama.cpp build runs on
     link_gbps: float = 1.0  # network link to it, gigabits per second (1 GbE = 1.0)
     rtt_ms: float = 0.5  # round trip time to it
+    sycl_f16: bool | None = None  # its SYCL build's GGML_SYCL_F16 (HardwareProfile.sycl_f16)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["cpu"] = {k: v for k, v in d["cpu"].items() if v not in (None, "")}  # null/"" read as "not given"
         d["cpu"]["isa"] = list(self.cpu.isa)
         d["gpus"] = [asdict(g) for g in self.gpus]
+        if self.sycl_f16 is None:
+            del d["sycl_f16"]
         return d
 
 

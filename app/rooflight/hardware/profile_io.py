@@ -344,13 +344,22 @@ def _remote_from_dict(d: Any, position: int, origin: str, warnings: list[str]) -
     backend = f.str_("backend", BACKENDS)
     if backend is None:
         backend = backend_for_vendors(g.vendor for g in gpus) if gpus else "cpu"
+    sycl_f16 = _sycl_f16(f, backend, origin)
     link = f.num("link_gbps")
     rtt = d.get("rtt_ms")
     if rtt is not None and (isinstance(rtt, bool) or not isinstance(rtt, (int, float)) or rtt < 0):
         raise f.fail("rtt_ms", "a number >= 0")
     return RemoteMachine(endpoint=endpoint, name=name, cpu=cpu, gpus=gpus, backend=backend,
                          link_gbps=link if link is not None else 1.0,
-                         rtt_ms=float(rtt) if rtt is not None else 0.5)
+                         rtt_ms=float(rtt) if rtt is not None else 0.5, sycl_f16=sycl_f16)
+
+
+def _sycl_f16(fields: _Fields, backend: str, origin: str) -> bool | None:
+    """A profile's (or remote machine's) sycl_f16: a SYCL build's GGML_SYCL_F16, or None."""
+    sycl_f16 = fields.bool_("sycl_f16")
+    if sycl_f16 is not None and backend != "sycl":
+        raise BadInputError(f'In {origin}, {fields.where}sycl_f16 describes a SYCL build, but the backend is "{backend}".')
+    return sycl_f16
 
 
 def remotes_from_list(raw: Any, origin: str, warnings: list[str]) -> tuple[RemoteMachine, ...]:
@@ -418,9 +427,7 @@ def profile_from_dict(
         backend = backend_for_vendors(g.vendor for g in gpus)
     elif backend != "cpu" and not gpus:
         raise BadInputError(f'In {origin}, backend is "{backend}" but no GPU is listed.')
-    sycl_f16 = fields.bool_("sycl_f16")
-    if sycl_f16 is not None and backend != "sycl":
-        raise BadInputError(f'In {origin}, sycl_f16 describes a SYCL build, but the backend is "{backend}".')
+    sycl_f16 = _sycl_f16(fields, backend, origin)
     remotes = remotes_from_list(d.get("remotes"), origin, warnings)
     return HardwareProfile(cpu=cpu, gpus=gpus, backend=backend, warnings=tuple(warnings),
                            remotes=remotes, sycl_f16=sycl_f16)

@@ -55,7 +55,8 @@ class RemoteDevice:
         m = self.machine
         if self.gpu is None:
             return HardwareProfile(cpu=m.cpu, backend="cpu"), "cpu"
-        return HardwareProfile(cpu=m.cpu, gpus=(self.gpu,), backend=m.backend), f"gpu{self.gpu.index}"
+        return (HardwareProfile(cpu=m.cpu, gpus=(self.gpu,), backend=m.backend, sycl_f16=m.sycl_f16),
+                f"gpu{self.gpu.index}")
 
 
 def is_remote(device: str) -> bool:
