@@ -279,7 +279,7 @@ def checks_only(row: dict) -> bool:
     FP32 SYCL builds (sycl_f16 false): priced at the FP32 rate with the float efficiency
     the other backends' rows set, they would otherwise set SYCL's own float efficiency,
     which its F16 build's XMX GEMMs use."""
-    return bool(row.get("n_depth")) or row.get("sycl_f16") is False
+    return bool(row.get("n_depth")) or hardware(row).fp32_gemm
 
 
 def fit(rows: list[dict], coef: dict[int, tuple]) -> dict:

@@ -763,7 +763,6 @@ def probe_machine(
         except _OutOfTime:
             skipped[off] = OUT_OF_TIME
 
-
     # ---- arithmetic (pure; estimate/probe.py) ----
     per_layers, (vocab_run, huge_run) = fixed_raw[:2], fixed_raw[2:]
     attn_runs = [r for raw in attn_raw for r in raw[3:]]
