@@ -34,6 +34,7 @@ from rooflight.estimate import (
     output_rows,
     probe_roofline,
     ranges,
+    sycl_attention,
     weight_passes,
 )
 from rooflight.estimate.backend_constants import BACKENDS, DEFAULT_CPU_MHZ, BackendConstants  # noqa: F401 (re-exported)
@@ -545,10 +546,13 @@ def _device_flops(hardware: HardwareProfile, device: str, cfg: RunConfig, quanti
     return matmul_tflops(gpu, quantized, view.backend, view.fp32_gemm) * 1e12  # the rate llama.cpp's kernels use (tensor_rates.py)
 
 
-def _device_attention_flops(hardware: HardwareProfile, device: str) -> float:
-    """Peak FLOP/s of a GPU device's prompt attention (FP16 products, tensor_rates.py)."""
+def _device_attention_flops(hardware: HardwareProfile, device: str, spec: ModelSpec, flash_attn: bool,
+                            n_tokens: int, n_kv: int) -> float:
+    """Peak FLOP/s of a GPU device's prompt attention (FP16 products, tensor_rates.py; on
+    SYCL, the vector units where its kernels fall to the tile kernel: sycl_attention.py)."""
     view, gpu = _gpu_of(hardware, device)
-    return attention_tflops(gpu, view.backend) * 1e12
+    vector = view.backend == "sycl" and sycl_attention.on_vector_units(spec, gpu.name, flash_attn, n_tokens, n_kv)
+    return attention_tflops(gpu, view.backend, vector, view.fp32_gemm) * 1e12
 
 
 def _gpu_of(hardware: HardwareProfile, device: str):
@@ -746,7 +750,8 @@ def prefill_time_s(
                 eff *= prefill_speed_factor(spec, gpu, hardware.backend)
             t_compute = f / (_device_flops(hardware, dev, cfg, not as_float) * eff)
             if attention.get(dev):  # FP16 products, at the FP16 GEMM efficiency
-                t_compute += attention[dev] / (_device_attention_flops(hardware, dev) * c.prefill_efficiency_float)
+                rate = _device_attention_flops(hardware, dev, spec, cfg.flash_attn, t, start + done + t)
+                t_compute += attention[dev] / (rate * c.prefill_efficiency_float)
             t_mem = reads.get(dev, 0.0) / _read_bytes_s(hardware, dev)
             if as_float and (fp32 or not float_model):
                 # cuBLAS/hipBLAS multiply F16: each quantized weight is first converted into an

@@ -214,7 +214,8 @@ def matmul_tflops(gpu: GPUInfo, quantized: bool, backend: str | None = None, fp3
     return base * acc16
 
 
-def attention_tflops(gpu: GPUInfo, backend: str | None = None) -> float:
+def attention_tflops(gpu: GPUInfo, backend: str | None = None, vector_units: bool = False,
+                     fp32_gemm: bool = False) -> float:
     """Peak rate (TFLOPS) of a prompt's attention (QK^T and softmax x V) on this GPU, whatever
     the weights' type: FP16 matrix products. llama.cpp's flash-attention kernels on NVIDIA
     (ggml-cuda/fattn-mma-f16.cuh, llama-cpp-python 0.3.36) multiply K x Q into FP32
@@ -222,7 +223,13 @@ def attention_tflops(gpu: GPUInfo, backend: str | None = None) -> float:
     is an F16 GEMM at FP32 precision and KQV one at FP16. So half the FLOPs run at the FP32-
     accumulate rate (`fp16_tflops`) and half at the FP16-accumulate one: on a GeForce, where
     the latter is twice the former, 4/3 of `fp16_tflops`, a third of the int8 rate quantized
-    weights are priced at. Other vendors list one FP16 rate."""
+    weights are priced at. Other vendors list one FP16 rate. vector_units: SYCL's tile
+    flash-attention kernel (sycl_attention.py), on the vector units: packed FP16 at twice
+    the FP32 rate (the GPU table's Xe-LPG entry, which has no XMX), or FP32 in an FP32 build
+    (fp32_gemm)."""
     base = gpu.fp16_tflops or DEFAULT_FP16_TFLOPS
+    if vector_units:
+        fp32 = base * _fp32_ratio(gpu.name)
+        return fp32 if fp32_gemm else 2 * fp32
     _, acc16 = _ratios(gpu.name, backend)
     return 2.0 / (1.0 / base + 1.0 / (base * acc16)) * _mma_sync_share(gpu, backend)
