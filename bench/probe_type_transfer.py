@@ -1,0 +1,82 @@
+"""A weight type the probe did not measure: the table's price as it stands, or anchored on
+the types it did measure on this machine? Leave-one-type-out on this machine's probe. (The
+estimator keeps the table's price: docs/DECISIONS.md, "Unmeasured weight types".)
+
+    python bench/probe_type_transfer.py [--fresh-probe] [--threads N]
+
+For each weight type the stored probe of this machine measured (or a fresh probe's), its
+decode and prompt seconds per weight are predicted two ways from what the table knows, as if
+the probe had not reached it: the table's own price (estimate/perf.py cpu_table_matvec_s /
+cpu_table_matmul_s), and that price times the median measured / table ratio of the *other*
+measured types (table_anchor below). The probe's figure for the type is
+the measurement each is compared with; no figure is fitted on the type it predicts.
+Prints |predicted / measured - 1| per type and the medians side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections.abc import Callable, Iterable
+
+from rooflight.estimate import RunConfig
+from rooflight.estimate.perf import cpu_table_matmul_s, cpu_table_matvec_s
+from rooflight.estimate.probe import KernelFigure
+from rooflight.hardware import detect
+from rooflight.store.probes import current_probe
+
+
+def table_anchor(kernels: Iterable[KernelFigure], table_s: Callable[[str, float], float], *, prompt: bool) -> float:
+    """The median over these measured kernels of measured / table seconds per weight (decode,
+    or prompt per multiply-add at the probe's shape); 1.0 without any."""
+    ratios = []
+    for k in kernels:
+        table = table_s(k.weight_type, 1.0)
+        measured = k.prefill_s_per_weight if prompt else k.decode_s_per_weight
+        if table > 0 and measured > 0:
+            ratios.append(measured / table)
+    return statistics.median(ratios) if ratios else 1.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--fresh-probe", action="store_true", help="run `rooflight probe` first (30 s)")
+    ap.add_argument("--threads", type=int, help="a fresh probe at this thread count, not stored")
+    args = ap.parse_args(argv)
+    hw = detect()
+    if args.fresh_probe or args.threads:
+        from rooflight.runtime.probe import probe_machine
+
+        probe = probe_machine(hw, n_threads=args.threads, store=False if args.threads else None).probe
+    else:
+        probe = current_probe(hw)
+    if probe is None or len(probe.kernels) < 3:
+        print("no stored probe with 3 or more weight types for this machine: run with --fresh-probe")
+        return 1
+    cfg = RunConfig(n_ctx=4096, n_gpu_layers=0, n_threads=probe.n_threads, n_ubatch=probe.n_ubatch)
+    decode_table = lambda kind, n: cpu_table_matvec_s(hw, cfg, kind, n)  # noqa: E731
+    prompt_table = lambda kind, n: cpu_table_matmul_s(hw, cfg, kind, n)  # noqa: E731
+    print(f"machine: {hw.cpu.name}, {probe.n_threads} threads; probe of {len(probe.kernels)} types "
+          f"({', '.join(k.weight_type for k in probe.kernels)})")
+    print(f"{'type':7s} | {'decode: table':>14s} {'anchored':>9s} | {'prompt: table':>14s} {'anchored':>9s}")
+    errors: dict[str, list[float]] = {"dt": [], "da": [], "pt": [], "pa": []}
+    for k in probe.kernels:
+        others = tuple(o for o in probe.kernels if o.weight_type != k.weight_type)
+        row = []
+        for prompt, table, measured, keys in ((False, decode_table, k.decode_s_per_weight, ("dt", "da")),
+                                              (True, prompt_table, k.prefill_s_per_weight, ("pt", "pa"))):
+            own = table(k.weight_type, 1.0)
+            anchor = table_anchor(others, table, prompt=prompt)
+            for key, predicted in zip(keys, (own, own * anchor), strict=True):
+                err = predicted / measured - 1
+                errors[key].append(abs(err))
+                row.append(f"{err:+9.1%}")
+        print(f"{k.weight_type:7s} | {row[0]:>14s} {row[1]:>9s} | {row[2]:>14s} {row[3]:>9s}")
+    med = {key: statistics.median(v) for key, v in errors.items()}
+    print(f"{'median':7s} | {med['dt']:14.1%} {med['da']:9.1%} | {med['pt']:14.1%} {med['pa']:9.1%}")
+    print(f"anchored / table median error: decode {med['da'] / med['dt']:.2f}, prompt {med['pa'] / med['pt']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
