@@ -138,6 +138,30 @@ def test_ctrl_c_stops_the_reply_and_a_second_one_exits(tmp_path):
             proc.wait()
 
 
+def test_a_ctrl_c_between_a_reply_and_the_prompt_leaves_cleanly(tmp_path, monkeypatch, capsys):
+    """The race the test above can lose: a second Ctrl-C landing after the reply's handler is
+    gone and before the prompt is read (here: as the finished reply is added to the replies)
+    leaves with exit 0 and the replies before it, not a traceback and exit 1."""
+    from rooflight.runtime.chat import ReplyStats
+
+    model = write_model(tmp_path / "m.gguf", n_layer=2, n_embd=256, n_head=4, n_head_kv=4, n_ff=512, n_vocab=600)
+    to_dict = ReplyStats.to_dict
+    calls = []
+
+    def interrupted(self):
+        if sys._getframe(1).f_code.co_name == "_converse":  # a finished reply kept for --json
+            calls.append(self)
+            if len(calls) == 2:  # the second reply's
+                raise KeyboardInterrupt
+        return to_dict(self)
+
+    monkeypatch.setattr(ReplyStats, "to_dict", interrupted)
+    rc, out, err = chat(monkeypatch, capsys, "hello\nsecond message\nthird\n", str(model), "--ctx", "512",
+                        "--max-tokens", "4", "--temperature", "0", "--json", "--no-save", "--threads", "2")
+    assert rc == 0 and "Traceback" not in err
+    assert len(json.loads(out)["replies"]) == 1  # the first; the third message was never sent
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL needs POSIX signals")
 def test_reply_in_progress_survives_sigkill(tmp_path):
     from rooflight.store.chats import ChatStore

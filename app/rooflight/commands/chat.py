@@ -280,16 +280,29 @@ def cmd_chat(args) -> int:
 
 
 def _loop(session, interactive: bool, as_json: bool, lp, images: list | None = None) -> int:
-    pending = list(images or [])  # attached to the next message sent
     replies: list[dict] = []
+    try:
+        _converse(session, interactive, as_json, list(images or []), replies)
+    except KeyboardInterrupt:
+        # Ctrl-C at the prompt, a second one while a reply streams, or one between the two
+        # (a reply's last line printed, the prompt not shown yet): leave, cleanly
+        print(file=sys.stderr)
+    if as_json:
+        est = lp.estimate.to_dict()
+        emit_json({"model": est["model"], "config": lp.config.to_dict(), "vision": est.get("vision"),
+                   "fit": lp.estimate.fit, "predicted": lp.estimate.performance.to_dict(),
+                   "chat_format": session.engine.format.name, "chat_id": session.chat_id,
+                   "replies": replies})
+    return 0
+
+
+def _converse(session, interactive: bool, as_json: bool, pending: list, replies: list[dict]) -> None:
+    """Messages and commands until the input ends or /quit; each reply is added to replies.
+    pending: images attached to the next message sent."""
     last = None
     interrupts = _Interrupts()
     while True:
-        try:
-            line = _read_line(interactive)
-        except KeyboardInterrupt:  # Ctrl-C at the prompt: leave
-            print(file=sys.stderr)
-            break
+        line = _read_line(interactive)
         if line is None:
             break
         text = line.strip()
@@ -335,9 +348,6 @@ def _loop(session, interactive: bool, as_json: bool, lp, images: list | None = N
         try:
             last = _reply(session, interrupts, text, as_json, interactive, pending)
             pending = []
-        except KeyboardInterrupt:  # a second Ctrl-C while the reply streamed
-            print(file=sys.stderr)
-            break
         except RooflightError as exc:
             print(f"rooflight: {exc}", file=sys.stderr)
             continue
@@ -345,13 +355,6 @@ def _loop(session, interactive: bool, as_json: bool, lp, images: list | None = N
                         "notices": list(last.notices),
                         **({"images": [m.name for m in session.messages[-2].images]}
                            if session.messages[-2].images else {})})
-    if as_json:
-        est = lp.estimate.to_dict()
-        emit_json({"model": est["model"], "config": lp.config.to_dict(), "vision": est.get("vision"),
-                   "fit": lp.estimate.fit, "predicted": lp.estimate.performance.to_dict(),
-                   "chat_format": session.engine.format.name, "chat_id": session.chat_id,
-                   "replies": replies})
-    return 0
 
 
 def _reply(session, interrupts: _Interrupts, text: str | None, as_json: bool, interactive: bool,
