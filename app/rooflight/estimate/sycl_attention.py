@@ -34,8 +34,10 @@ ONEDNN_MIN_QUERY_TOKENS = 32
 MKL_MIN_CACHE = 1024
 
 # Architectures whose attention llama.cpp soft-caps (models/gemma2.cpp sets attn_soft_cap) or
-# biases with ALiBi (f_max_alibi_bias > 0: models/bloom.cpp, mpt.cpp, baichuan.cpp (13B),
-# refact.cpp, jais.cpp, jina-bert-v2.cpp); llama-graph.cpp passes both to FLASH_ATTN_EXT
+# biases with ALiBi (f_max_alibi_bias > 0: models/bloom.cpp, refact.cpp and jina-bert-v2.cpp
+# set it, mpt.cpp and jais.cpp read it from the file, where their releases carry it); llama-graph.cpp
+# passes both to FLASH_ATTN_EXT. Not listed: Baichuan, whose 13B has ALiBi and 7B RoPE under one
+# architecture name (baichuan.cpp decides by the layer count)
 SOFTCAP_ARCHITECTURES = frozenset({"gemma2"})
 ALIBI_ARCHITECTURES = frozenset({"bloom", "mpt", "refact", "jais", "jina-bert-v2"})
 
