@@ -173,16 +173,19 @@ def constants(backend: str, **changes):
 
 
 def _seconds(row: dict, **changes) -> float:
-    """Rooflight's predicted seconds per token (tg rows) or for the prompt (pp rows; after
-    n_depth positions already in the cache where a row has them: llama-bench's -d)."""
+    """Rooflight's predicted seconds per token (tg rows) or for the prompt (pp rows); after
+    n_depth positions already in the cache where a row has them (llama-bench's -d). A tg
+    row's decode is priced as the estimate's decode after a prompt of n_depth tokens: its
+    tokens attend to the n_depth cached positions and to each other, as llama-bench's do."""
     spec = model_spec(row["model"], row["quant"])
     depth = row.get("n_depth") or 0
     n_ctx = max(4096, depth + row["n_prompt"] + row["n_gen"] + 256)
     cpu = row["backend"] == "cpu"
+    prompt = depth if row["n_gen"] and depth else row["n_prompt"]
     wishes = Wishes(n_ctx=n_ctx, n_gpu_layers=0 if cpu else spec.n_layer + 1, n_threads=row.get("n_threads"),
                     flash_attn="on" if row["fa"] == 1 else "auto",
                     n_batch=max(512, row["n_ubatch"]), n_ubatch=row["n_ubatch"],
-                    prompt_tokens=max(1, row["n_prompt"]), gen_tokens=max(1, row["n_gen"]))
+                    prompt_tokens=max(1, prompt), gen_tokens=max(1, row["n_gen"]))
     with constants(row["backend"], **changes), _prompt_kernel(row):
         est = plan(spec, hardware(row), wishes)
         if depth and not row["n_gen"]:
@@ -348,6 +351,7 @@ def run(path: Path = DATA) -> dict:
     fitted = {b: fill(fit([r for r in rows if r["backend"] == b], coef), pooled) for b in backends}
     lodo: dict[str, dict[str, list]] = {b: {"decode": [], "prefill": []} for b in backends}
     per_row = []
+    depth_checks: list[dict] = []  # decode rows after cached positions (decode_start)
     # one fold per (device, backend): a device measured on two backends (RTX 3090 on CUDA and
     # Vulkan) is held out of every training set while either of its folds is predicted
     for dev, b in sorted({(r["device"], r["backend"]) for r in rows}):
@@ -363,6 +367,10 @@ def run(path: Path = DATA) -> dict:
                 c, basis = fill(c, others), "same backend, gaps from other backends"
         for r in held:
             ratio = r["t_s"] / predict(r, coef[id(r)], c)
+            start = decode_start(r, held)
+            if start is not None:  # checked apart, not in the statistics (decode_start)
+                depth_checks.append(cache_check(r, start, coef, c, ratio))
+                continue
             lodo[b]["decode" if r["n_gen"] else "prefill"].append(ratio)
             per_row.append({"device": dev, "backend": b, "model": r["model"], "quant": r["quant"],
                             "test": r["test"], "measured": r["t_s"], "ratio": round(ratio, 4), "basis": basis,
@@ -390,7 +398,32 @@ def run(path: Path = DATA) -> dict:
     devices["gpu"] = len({r["device"] for r in every if r["backend"] not in OWN_FIT})
     return {"rows": len(every), "devices": len({r["device"] for r in every}), "devices_by_backend": devices,
             "fitted": fitted, "pooled": pooled, "lodo": table, "bands": bands, "band_kinds": band_kinds, "band_tail": tail, "band_coverage": coverage,
-            "peer": peer_comparison(per_row), "error_sources": error_sources(per_row), "per_row": per_row}
+            "peer": peer_comparison(per_row), "error_sources": error_sources(per_row), "per_row": per_row,
+            "depth_checks": depth_checks}
+
+
+def decode_start(row: dict, rows: list[dict]) -> dict | None:
+    """For a decode row after cached positions (llama-bench -d), the row its run began with:
+    the same device, backend, model, file, source and tokens with no cached positions; None
+    for every other row. Such a row checks what reading the cache costs (cache_check), apart
+    from the statistics and the bands: its ratio measured / predicted repeats the first
+    row's error (one device's decode at six depths would count that row's six times)."""
+    if not (row["n_gen"] and row.get("n_depth")):
+        return None
+    key = ("device", "backend", "model", "quant", "source", "n_gen", "n_prompt")
+    return next((r for r in rows if not r.get("n_depth") and all(r[k] == row[k] for k in key)), None)
+
+
+def cache_check(row: dict, start: dict, coef: dict[int, tuple], c: dict, ratio: float) -> dict:
+    """A decode row after cached positions against its run's first row: the seconds per
+    token the cache adds, measured (the two rows' times apart) over predicted (the same
+    from the estimate with the constants c, fitted without the device). Per-token and
+    per-layer costs cancel out of both; what is left is the cache's reads."""
+    measured = measured_seconds(row) - measured_seconds(start)
+    predicted = 1.0 / predict(row, coef[id(row)], c) - 1.0 / predict(start, coef[id(start)], c)
+    return {"device": row["device"], "backend": row["backend"], "model": row["model"], "quant": row["quant"],
+            "test": row["test"], "n_depth": row["n_depth"], "measured": row["t_s"], "ratio": round(ratio, 4),
+            "cache_s_ratio": round(measured / predicted, 4)}
 
 
 def _peer_fields(row: dict, cpus: dict) -> dict:
@@ -564,6 +597,17 @@ def error_sources_markdown(res: dict) -> str:
     return "\n".join(lines)
 
 
+def cache_checks_markdown(res: dict) -> str:
+    """The README table of the decode rows after cached positions (cache_check;
+    tests/test_fit_constants.py checks README holds it)."""
+    lines = ["| device | backend | model | test | measured t/s | measured / predicted | cache's seconds per token, measured / predicted |",
+             "|---|---|---|---|---|---|---|"]
+    for c in res["depth_checks"]:
+        lines.append(f"| {c['device']} | {c['backend']} | {c['model']} {c['quant']} | {c['test']} | {c['measured']:g} | "
+                     f"x{c['ratio']:.2f} | x{c['cache_s_ratio']:.2f} |")
+    return "\n".join(lines)
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:.0f}%"
 
@@ -604,6 +648,8 @@ def main() -> int:
         print(peer_markdown(res))
         print()
         print(error_sources_markdown(res))
+        print()
+        print(cache_checks_markdown(res))
         return 0
     if args.json:
         json.dump(res, sys.stdout, indent=1)

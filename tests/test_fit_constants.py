@@ -52,8 +52,9 @@ def test_every_row_is_sourced_and_complete():
             assert "REFERENCE.md" in r["source"], where
         assert r["backend"] in BACKENDS, where
         assert re.fullmatch(r"(pp|tg)\d+(@d\d+)?", r["test"]), where
-        if "@d" in r["test"]:  # a prompt after cached positions (llama-bench -d)
-            assert r["n_depth"] == int(r["test"].split("@d")[1]) and r["n_prompt"] > 0, where
+        if "@d" in r["test"]:  # a prompt or decode after cached positions (llama-bench -d)
+            assert r["n_depth"] == int(r["test"].split("@d")[1]), where
+            assert r["n_prompt"] > 0 or fit.decode_start(r, ROWS) is not None, where
         assert (r["n_prompt"] > 0) != (r["n_gen"] > 0), where
         assert r["t_s"] > 0 and r["n_ubatch"] >= 1, where
         assert r["fa"] in (None, 0, 1), where
@@ -108,6 +109,28 @@ def test_readme_holds_the_fit_tables(result):
     sources = re.search(r"<!-- error_sources:begin -->\n(.*?)\n<!-- error_sources:end -->", readme, re.S)
     assert sources, "README lacks the table of where the error comes from"
     assert sources.group(1).strip() == fit.error_sources_markdown(result).strip()
+    cache = re.search(r"<!-- cache_checks:begin -->\n(.*?)\n<!-- cache_checks:end -->", readme, re.S)
+    assert cache, "README lacks the table of decode rows after cached positions"
+    assert cache.group(1).strip() == fit.cache_checks_markdown(result).strip()
+
+
+def test_a_decode_row_after_cached_positions_is_checked_by_what_the_cache_adds(result):
+    """A tg row with n_depth is priced as decode after that many positions (slower than its
+    run's first row by the cache's reads), stays out of the statistics and bands, and is
+    checked as the seconds it adds to that first row, measured over predicted."""
+    deep = next(r for r in ROWS if r["n_gen"] and r.get("n_depth"))
+    start = fit.decode_start(deep, ROWS)
+    assert start is not None and not start.get("n_depth") and start["model"] == deep["model"]
+    assert fit.decode_start(start, ROWS) is None
+    assert fit._seconds(deep) > fit._seconds(start)
+    assert not any(r["test"] == deep["test"] and r["device"] == deep["device"] for r in result["per_row"])
+    check = next(c for c in result["depth_checks"] if c["test"] == deep["test"] and c["device"] == deep["device"])
+    coef = {id(r): fit.coefficients(r) for r in (deep, start)}
+    c = {"decode_efficiency": 0.8, "layer_overhead_s": 1e-4}
+    want = (fit.measured_seconds(deep) - fit.measured_seconds(start)) / (
+        1 / fit.predict(deep, coef[id(deep)], c) - 1 / fit.predict(start, coef[id(start)], c))
+    assert fit.cache_check(deep, start, coef, c, 1.0)["cache_s_ratio"] == pytest.approx(want, abs=1e-4)
+    assert 0.1 < check["cache_s_ratio"] < 10
 
 
 def test_error_sources_price_each_device_by_its_own_factor():
