@@ -71,18 +71,20 @@ CUDA = BackendConstants(0.834, 43.8e-6, 0.468, 0.266, _FIT, moe_expert_overhead_
 # devices'), M1 Max's Qwen3-30B-A3B x0.61 (MoE decode on Metal is slower than its bytes say).
 METAL = BackendConstants(0.871, 138.7e-6, 0.706, 0.606, _FIT, moe_expert_overhead_tokens=19,
     decode_band=(0.74, 1.55), prefill_band=(0.86, 1.49), band_basis=_OWN)
-# ROCm: 15 rows, 7 devices (RX 6700 XT, RX 6800, RX 7900 XTX, MI50, MI100, MI300X, Radeon 8060S /
-# Strix Halo);
+# ROCm: 28 rows, 10 devices (RX 6700 XT, RX 6800, RX 7900 XTX, RX 9060 XT, Radeon PRO W7900,
+# Radeon 780M, MI50, MI100, MI300X, Radeon 8060S / Strix Halo), and one decode row after cached
+# positions that fits nothing (fit_constants.cache_check);
 # no F16 rows: pooled float efficiency. Strix Halo's 2025 ROCm prompts run x0.50-0.62 of the
 # estimate while the discrete cards run x0.74-1.78: one quantized efficiency cannot fit both
 # (the wide band).
 ROCM = BackendConstants(0.853, 156.3e-6, 0.590, 0.256, _FIT, moe_expert_overhead_tokens=42,
     decode_band=(0.76, 1.15), prefill_band=(0.48, 1.65), band_basis=_OWN)
-# Vulkan: 35 rows, 8 devices (Radeon 8060S / Strix Halo, RX 9070 XT, RX 5700 XT, Radeon PRO
-# W7900, RTX 3090, RTX 4070, RTX 5090, Arc Pro B70); no F16 rows. Intel's quantized prompts
+# Vulkan: 36 rows, 8 devices (Radeon 8060S / Strix Halo, RX 9070 XT, RX 5700 XT, Radeon PRO
+# W7900, RTX 3090, RTX 4070, RTX 5090, Arc Pro B70), and one decode row after cached positions
+# (the 8060S's: its cache read at x1.72 of the estimate's cost); no F16 rows. Intel's quantized prompts
 # are priced at its FP16 rate (tensor_rates.INT8_BACKENDS_BY_VENDOR); the B70's one prompt
 # row (a 2026 apt build) still runs x0.37 of what the other devices predict.
-VULKAN = BackendConstants(0.949, 95.1e-6, 0.590, 0.244, _FIT, moe_expert_overhead_tokens=28,
+VULKAN = BackendConstants(0.939, 93.5e-6, 0.590, 0.244, _FIT, moe_expert_overhead_tokens=29,
     decode_band=(0.79, 1.18), prefill_band=(0.55, 1.52), band_basis=_OWN)
 # SYCL: 30 rows, 4 devices (Arc B580 with ggml-org's backend and Intel's IPEX-LLM build, 1.5B
 # and 7B models; Arc A770 and Arc Pro B70 on 2026 builds, Lunar Lake's Arc 140V on 2025 builds,
