@@ -421,6 +421,7 @@ def test_reduced_probe_then_estimate_stands_on_it(llama_cpp, q8_model, tmp_path,
 def test_a_refusal_says_whether_other_programs_or_the_machine_s_own_drift_spoiled_it():
     """Closing programs cannot help a machine whose speed drifts with nothing else running
     (a shared VM): the reason names the cause the runs show, with the spread, in one sentence."""
+    from rooflight.estimate.probe import MAX_STORED_SPREAD
     from rooflight.runtime.probe import _drift_note, _others_note, _refusal
 
     steady = Repeats((0.10, 0.10, 0.11), (True, True, True))
@@ -441,7 +442,7 @@ def test_a_refusal_says_whether_other_programs_or_the_machine_s_own_drift_spoile
                                        "(a clean run allows 10%).")
     why = _refusal([("the fixed costs", [steady, adrift]), ("attention", [steady])], 0.1)
     assert why.startswith("Not stored: the fixed costs could not be measured cleanly")
-    assert "disagreed by up to 90% (more than the 84% a stored figure may)" in why
+    assert f"disagreed by up to 90% (more than the {MAX_STORED_SPREAD:.0%} a stored figure may)" in why
     assert "nothing else running" in why and "Close other" not in why
     why = _refusal([("the fixed costs", [adrift]), ("attention", [busy])], 0.1)
     assert "the fixed costs and attention" in why
