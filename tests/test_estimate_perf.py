@@ -244,3 +244,26 @@ def test_a_gpu_that_multiplies_quantized_prompts_as_f16_first_converts_them(monk
     arithmetic, _, _ = prompt_s("NVIDIA GeForce RTX 4090", "Q8_0")
     assert arithmetic < 1.5 * mmq_f16  # no conversion pass: priced by the int8 rate instead
     assert mmq_q8 > arithmetic  # plus its tiles' reads
+
+
+def test_a_prompt_fed_a_token_at_a_time_reads_the_whole_cache_each_step():
+    """Each micro-batch reads its layers' KV cache once, as a decode step does: one token per
+    micro-batch after a long cache costs about a decode step (no output layer, no sampling)
+    and far more than the attention's arithmetic alone would say; at 512 tokens a micro-batch
+    the read is spread over them."""
+    from rooflight.estimate.perf import prefill_time_s
+
+    spec = llama("Q4_0")
+    hw = machine(80 * GiB)
+    wishes = dict(n_ctx=36864, n_gpu_layers=33, prompt_tokens=64, gen_tokens=1)
+    est = plan(spec, hw, Wishes(**wishes, n_batch=1, n_ubatch=1))
+    t_prompt, _ = prefill_time_s(spec, hw, est.config, est.memory, 64, start=32768)
+    t_decode, _ = decode_time_s(spec, hw, est.config, est.memory, 32768 + 32)
+    table = layer_table(spec)
+    rate = hw.gpus[0].bandwidth_gbs * 1e9 * BACKENDS["cuda"].decode_efficiency
+    cache = sum(kv_bytes_read_per_token(spec, est.config, i, 32768 + 32) for i in range(spec.n_layer))
+    assert t_prompt / 64 >= (sum(table.active_bytes) + cache) / rate * 0.99
+    assert t_prompt / 64 == pytest.approx(t_decode, rel=0.15)
+    wide = plan(spec, hw, Wishes(**wishes, n_batch=512, n_ubatch=512))
+    t_wide, _ = prefill_time_s(spec, hw, wide.config, wide.memory, 64, start=32768)
+    assert t_wide < t_prompt / 10

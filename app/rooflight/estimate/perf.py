@@ -663,16 +663,21 @@ def prefill_time_s(
     weight_type = None if float_model else main_weight_type(spec)  # MMQ or hipBLAS/cuBLAS (tensor_rates)
 
     total, bound_times = 0.0, {"compute": 0.0, "memory": 0.0, "pcie": 0.0, "network": 0.0}
+    layer_runs = device_runs(devices[: spec.n_layer])
     done = 0
     while done < n_tokens:
         t = min(t_ubatch, n_tokens - done)
         ctx_seen = start + done + t / 2
+        # a micro-batch reads its layers' KV cache once, as a decode step does (a read its
+        # arithmetic hides at hundreds of tokens, not at a few after a long cache)
+        kv_reads = kv_reads_by_layer(spec, cfg, start + done + t) if cfg.offload_kqv else None
         # llama.cpp runs big CPU-side matmuls on the GPU (op_offload) for batches >= 32,
         # copying those weights over PCIe each micro-batch
         offload_cpu = op_offload(main_gpu is not None, t)
         flops: dict[str, float] = {}
         attention: dict[str, float] = {}  # GPU devices' attention FLOPs (CPUs': in flops)
         reads: dict[str, float] = {}
+        cache: dict[str, float] = {}  # a GPU's KV cache bytes the micro-batch reads
         elements: dict[str, float] = {}
         layers: dict[str, int] = {}
         tiled: dict[str, float] = {}  # weight bytes tiled kernels read, every pass (weight_passes.py)
@@ -714,6 +719,8 @@ def prefill_time_s(
                 spec, w.routed_params, t, _device_constants(hardware, run_on).moe_expert_overhead_tokens,
                 _expert_tile(hardware, run_on, t, spec, weight_type))
             reads[run_on] = reads.get(run_on, 0.0) + w.weight_bytes
+            if kv_reads is not None and run_on == dev and not _runs_on_cpu(hardware, dev):
+                cache[dev] = sum(sum(kv_reads[s0:s1]) for d, s0, s1 in layer_runs if d == dev)
             passes = _tiled_reads(hardware, run_on, t, spec, w, weight_type)
             if passes is not None:
                 tiled[run_on] = tiled.get(run_on, 0.0) + passes
@@ -764,6 +771,7 @@ def prefill_time_s(
                 t_mem = width * elements.get(dev, 0.0) / _read_bytes_s(hardware, dev)
                 step += t_convert
                 bound_times["memory"] += t_convert
+            t_mem += cache.get(dev, 0.0) / _read_bytes_s(hardware, dev)
             if dev in tiled:
                 # tiled kernels read the weights once per column tile, then multiply them
                 t_compute += tiled[dev] / (_device_bandwidth_gbs(hardware, dev) * 1e9)
