@@ -1,6 +1,7 @@
 """A weight type the probe did not measure: the table's price as it stands, or anchored on
 the types it did measure on this machine? Leave-one-type-out on this machine's probe. (The
-estimator keeps the table's price: docs/DECISIONS.md, "Unmeasured weight types".)
+estimator keeps the table's price unless the measured types run past the table's band, then
+anchors: probe_roofline.table_level; docs/DECISIONS.md, "Unmeasured weight types".)
 
     python bench/probe_type_transfer.py [--fresh-probe] [--threads N]
 
@@ -8,34 +9,23 @@ For each weight type the stored probe of this machine measured (or a fresh probe
 decode and prompt seconds per weight are predicted two ways from what the table knows, as if
 the probe had not reached it: the table's own price (estimate/perf.py cpu_table_matvec_s /
 cpu_table_matmul_s), and that price times the median measured / table ratio of the *other*
-measured types (table_anchor below). The probe's figure for the type is
+measured types (probe_roofline.table_anchor), and the estimator's rule (the anchor only past
+the table's band, table_level). The probe's figure for the type is
 the measurement each is compared with; no figure is fitted on the type it predicts.
-Prints |predicted / measured - 1| per type and the medians side by side.
+Prints predicted / measured - 1 per type and the median errors side by side.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-from collections.abc import Callable, Iterable
 
 from rooflight.estimate import RunConfig
+from rooflight.estimate.backend_constants import CPU
 from rooflight.estimate.perf import cpu_table_matmul_s, cpu_table_matvec_s
-from rooflight.estimate.probe import KernelFigure
+from rooflight.estimate.probe_roofline import table_anchor, table_level
 from rooflight.hardware import detect
 from rooflight.store.probes import current_probe
-
-
-def table_anchor(kernels: Iterable[KernelFigure], table_s: Callable[[str, float], float], *, prompt: bool) -> float:
-    """The median over these measured kernels of measured / table seconds per weight (decode,
-    or prompt per multiply-add at the probe's shape); 1.0 without any."""
-    ratios = []
-    for k in kernels:
-        table = table_s(k.weight_type, 1.0)
-        measured = k.prefill_s_per_weight if prompt else k.decode_s_per_weight
-        if table > 0 and measured > 0:
-            ratios.append(measured / table)
-    return statistics.median(ratios) if ratios else 1.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,23 +48,28 @@ def main(argv: list[str] | None = None) -> int:
     prompt_table = lambda kind, n: cpu_table_matmul_s(hw, cfg, kind, n)  # noqa: E731
     print(f"machine: {hw.cpu.name}, {probe.n_threads} threads; probe of {len(probe.kernels)} types "
           f"({', '.join(k.weight_type for k in probe.kernels)})")
-    print(f"{'type':7s} | {'decode: table':>14s} {'anchored':>9s} | {'prompt: table':>14s} {'anchored':>9s}")
-    errors: dict[str, list[float]] = {"dt": [], "da": [], "pt": [], "pa": []}
+    print(f"{'type':7s} | {'decode: table':>14s} {'anchored':>9s} {'rule':>9s} | "
+          f"{'prompt: table':>14s} {'anchored':>9s} {'rule':>9s}")
+    errors: dict[str, list[float]] = {"dt": [], "da": [], "dr": [], "pt": [], "pa": [], "pr": []}
     for k in probe.kernels:
         others = tuple(o for o in probe.kernels if o.weight_type != k.weight_type)
         row = []
-        for prompt, table, measured, keys in ((False, decode_table, k.decode_s_per_weight, ("dt", "da")),
-                                              (True, prompt_table, k.prefill_s_per_weight, ("pt", "pa"))):
+        for prompt, table, measured, keys, band in (
+                (False, decode_table, k.decode_s_per_weight, ("dt", "da", "dr"), CPU.decode_band),
+                (True, prompt_table, k.prefill_s_per_weight, ("pt", "pa", "pr"), CPU.prefill_band)):
             own = table(k.weight_type, 1.0)
             anchor = table_anchor(others, table, prompt=prompt)
-            for key, predicted in zip(keys, (own, own * anchor), strict=True):
+            rule = table_level(others, table, band, prompt=prompt)
+            for key, predicted in zip(keys, (own, own * anchor, own * rule), strict=True):
                 err = predicted / measured - 1
                 errors[key].append(abs(err))
                 row.append(f"{err:+9.1%}")
-        print(f"{k.weight_type:7s} | {row[0]:>14s} {row[1]:>9s} | {row[2]:>14s} {row[3]:>9s}")
+        print(f"{k.weight_type:7s} | {row[0]:>14s} {row[1]:>9s} {row[2]:>9s} | {row[3]:>14s} {row[4]:>9s} {row[5]:>9s}")
     med = {key: statistics.median(v) for key, v in errors.items()}
-    print(f"{'median':7s} | {med['dt']:14.1%} {med['da']:9.1%} | {med['pt']:14.1%} {med['pa']:9.1%}")
-    print(f"anchored / table median error: decode {med['da'] / med['dt']:.2f}, prompt {med['pa'] / med['pt']:.2f}")
+    print(f"{'median':7s} | {med['dt']:14.1%} {med['da']:9.1%} {med['dr']:9.1%} | "
+          f"{med['pt']:14.1%} {med['pa']:9.1%} {med['pr']:9.1%}")
+    print(f"anchored / table median error: decode {med['da'] / med['dt']:.2f}, prompt {med['pa'] / med['pt']:.2f}; "
+          f"the rule / table: decode {med['dr'] / med['dt']:.2f}, prompt {med['pr'] / med['pt']:.2f}")
     return 0
 
 

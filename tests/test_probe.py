@@ -617,6 +617,50 @@ def test_types_the_probe_did_not_measure_use_the_table(q8_model):
     assert ranges.table_share(full.kernels.decode) == 0
 
 
+def test_the_table_s_level_moves_to_the_measured_types_only_past_its_band():
+    """probe_roofline.table_level: the median measured / table time of the measured types,
+    but only where it lies outside the table's out-of-sample band (measured / predicted
+    speed); inside it the table's own price stands."""
+    from rooflight.estimate.probe_roofline import level_table, table_level
+
+    band = (0.6, 2.0)  # speed: the table's time is right within x0.5-1.67
+    table = lambda kind, n: n * 1e-10  # noqa: E731
+
+    def kernels(*times):
+        return [KernelFigure(f"T{i}", t * 1e-10, t * 1e-10, 1.0) for i, t in enumerate(times)]
+
+    assert table_level(kernels(1.2, 1.5, 0.9), table, band, prompt=False) == 1.0
+    assert table_level(kernels(2.5, 3.0, 4.0), table, band, prompt=False) == pytest.approx(3.0)
+    assert table_level(kernels(0.3, 0.4, 0.45), table, band, prompt=True) == pytest.approx(0.4)
+    assert table_level([], table, band, prompt=False) == 1.0
+    assert level_table(table, 1.0) is table
+    assert level_table(table, 3.0)("Q4_0", 2.0) == pytest.approx(6e-10)
+
+
+def test_a_machine_the_table_prices_3x_fast_prices_unmeasured_types_at_its_level(q8_model):
+    """A probe whose measured types all run 3x slower than the table (a core generation the
+    table was not fitted on) prices the Q8_0 it did not measure at 3x the table too, decode
+    and prompt; the kernel shares still name it as table-priced."""
+    from rooflight.estimate.perf import cpu_table_matmul_s, cpu_table_matvec_s
+
+    spec = load_model_spec(str(q8_model))
+    hw = profile_from_dict(HW)
+    w = Wishes(n_ctx=2048, n_threads=2, prompt_tokens=512, gen_tokens=128)
+    cfg = plan(spec, hw, w).config
+    slow = tuple(KernelFigure(k, 3 * cpu_table_matvec_s(hw, cfg, k, 1.0), 3 * cpu_table_matmul_s(hw, cfg, k, 1.0),
+                              1.0, "compute") for k in ("F16", "Q6_K", "Q4_K"))
+    probe = replace(_probe(machine_key(hw), "b"), kernels=slow)
+    near = replace(probe, kernels=tuple(replace(k, decode_s_per_weight=k.decode_s_per_weight / 2.5,
+                                                prefill_s_per_weight=k.prefill_s_per_weight / 2.5) for k in slow))
+    far_est, near_est = (plan(spec, hw, w, calibration=Calibration(probe=p)).performance for p in (probe, near))
+    n_q8 = sum(c.get("Q8_0", 0.0) for c in (*layer_table(spec).active_by_type, layer_table(spec).output_by_type))
+    decode_s = {e: dict(e.kernels.decode)["Q8_0 (table)"] / e.decode_tok_s for e in (far_est, near_est)}
+    # x3 the table past its band; x1.2 (inside it) leaves the table's price
+    assert decode_s[far_est] == pytest.approx(3 * cpu_table_matvec_s(hw, cfg, "Q8_0", n_q8), rel=0.02)
+    assert decode_s[near_est] == pytest.approx(cpu_table_matvec_s(hw, cfg, "Q8_0", n_q8), rel=0.02)
+    assert far_est.prefill_tok_s < near_est.prefill_tok_s / 2
+
+
 def test_a_probe_prices_q5_0_prompts_by_its_q8_0_figure_on_x86():
     """llamafile_sgemm runs Q5_0 and Q8_0 through the same tinyBLAS_Q0_AVX kernel on x86;
     on ARM the table prices Q5_0."""

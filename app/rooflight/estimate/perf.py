@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from rooflight.estimate import backend_constants as _bc
@@ -385,8 +385,7 @@ def _decode_fixed(
             if dev != CPU:
                 overhead = sum(itertools.repeat(overhead_per_layer[dev], end - start), overhead)
         kernels: dict[str, float] = {}
-        weights = probe_roofline.decode_weights_s(
-            probe, by_type, lambda kind, n: cpu_table_matvec_s(hardware, cfg, kind, n), kernels)
+        weights = probe_roofline.decode_weights_s(probe, by_type, _probe_table_matvec(hardware, cfg, probe), kernels)
         del reads[CPU]
         return _DecodeFixed(reads, 0.0, overhead + _handover_s(devices, mem, overhead_per_layer), weights, kernels)
     overhead = SAMPLING_S_PER_VOCAB * spec.n_vocab
@@ -396,6 +395,28 @@ def _decode_fixed(
     if mem.n_cpu_moe:  # experts in RAM (estimate/experts.py): the CPU multiplies them too
         cycles += experts.cpu_cycles(spec, devices, mem.n_cpu_moe)
     return _DecodeFixed(reads, cycles, overhead + _handover_s(devices, mem, overhead_per_layer))
+
+
+def _probe_table_matvec(hardware: HardwareProfile, cfg: RunConfig, probe: MachineProbe) -> Callable[[str, float], float]:
+    """The table's matrix-vector price of the types a probe did not measure, at the level its
+    measured types show where that is past the table's band (probe_roofline.table_level)."""
+    def table(kind: str, n: float) -> float:
+        return cpu_table_matvec_s(hardware, cfg, kind, n)
+
+    return probe_roofline.level_table(
+        table, probe_roofline.table_level(probe.kernels, table, _CPU.decode_band, prompt=False))
+
+
+def _probe_table_matmul(
+    hardware: HardwareProfile, cfg: RunConfig, probe: MachineProbe, file_type: str,
+) -> Callable[[str, float], float]:
+    """The same for prompts: the table prices a model's matmuls by its file type, and its level
+    is read type by type on the measured ones."""
+    def per_type(kind: str, n: float) -> float:
+        return cpu_table_matmul_s(hardware, cfg, kind, n)
+
+    level = probe_roofline.table_level(probe.kernels, per_type, _CPU.prefill_band, prompt=True)
+    return probe_roofline.level_table(lambda kind, n: cpu_table_matmul_s(hardware, cfg, file_type, n), level)
 
 
 def cpu_table_matvec_s(hardware: HardwareProfile, cfg: RunConfig, ggml_type: str, elements: float) -> float:
@@ -660,6 +681,9 @@ def prefill_time_s(
     experts.shift_prefill(per_dev, spec, devices, mem.n_cpu_moe, lambda: _PrefillWork(params_by_type={}))
     output_rows.crop_last_ffn(per_dev, spec, devices, mem.n_cpu_moe)
     att = probe.attention_for(cfg.flash_attn) if probe is not None else None
+    if probe is not None:  # the table's prices of types the probe did not measure
+        table_matmul = _probe_table_matmul(hardware, cfg, probe, spec.file_type)
+        table_matvec = _probe_table_matvec(hardware, cfg, probe)
     weight_type = None if float_model else main_weight_type(spec)  # MMQ or hipBLAS/cuBLAS (tensor_rates)
 
     total, bound_times = 0.0, {"compute": 0.0, "memory": 0.0, "pcie": 0.0, "network": 0.0}
@@ -696,9 +720,8 @@ def prefill_time_s(
                 for kind, n in cpu_extra.items():
                     counts[kind] = counts.get(kind, 0.0) + n
                 probe_s += probe_roofline.prefill_weights_s(
-                    probe, counts, t,
-                    lambda kind, n: cpu_table_matmul_s(hardware, cfg, spec.file_type, n), hardware.cpu.isa,
-                    matmul_shape.relative_cost(spec), by_kernel=kernels)
+                    probe, counts, t, table_matmul, hardware.cpu.isa, matmul_shape.relative_cost(spec),
+                    by_kernel=kernels)
                 t_attn = (t * attn_flops * att.prefill_s_per_flop if att is not None
                           else cpu_table_matmul_s(hardware, cfg, spec.file_type,
                                                   t * attn_flops * CPU_ATTENTION_SLOWDOWN / 2))
@@ -734,7 +757,7 @@ def prefill_time_s(
             for dev, params, by_type in out_work:
                 if dev == CPU and probe is not None:
                     probe_s += output_rows.OUTPUT_ROWS * sum(probe_roofline.decode_weights_s(
-                        probe, [by_type], lambda kind, n: cpu_table_matvec_s(hardware, cfg, kind, n)).values())
+                        probe, [by_type], table_matvec).values())
                 else:
                     flops[dev] = flops.get(dev, 0.0) + 2 * params * output_rows.OUTPUT_ROWS
             reads[devices[spec.n_layer]] = reads.get(devices[spec.n_layer], 0.0) + table.output_bytes

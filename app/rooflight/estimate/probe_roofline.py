@@ -3,21 +3,58 @@
 perf.py calls these for the work a plan leaves on the CPU when this machine has a probe
 taken at the plan's thread count (Calibration.probe_for). Weight types the probe did not
 measure are priced by the table roofline (the caller's fallback), so a model with one
-unmeasured tensor type still gets the probe for the rest.
+unmeasured tensor type still gets the probe for the rest; where the measured types show the
+table's level is off on this machine past its band, the fallback takes their level
+(table_level).
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Iterable
 
 from rooflight.estimate.kernel_calibration import tally
-from rooflight.estimate.probe import MachineProbe
+from rooflight.estimate.probe import KernelFigure, MachineProbe
 from rooflight.estimate.ranges import TABLE_SUFFIX
 
 
 def table_kernel(kind: str) -> str:
     """The name table-priced work of a type goes by in a measurement's kernel shares."""
     return f"{kind.upper()}{TABLE_SUFFIX}"
+
+
+def table_anchor(kernels: Iterable[KernelFigure], table_s: Callable[[str, float], float], *, prompt: bool) -> float:
+    """The median over these measured kernels of measured / table seconds per weight (decode,
+    or prompt per multiply-add at the probe's shape); 1.0 without any."""
+    ratios = []
+    for k in kernels:
+        table = table_s(k.weight_type, 1.0)
+        measured = k.prefill_s_per_weight if prompt else k.decode_s_per_weight
+        if table > 0 and measured > 0:
+            ratios.append(measured / table)
+    return statistics.median(ratios) if ratios else 1.0
+
+
+def table_level(
+    kernels: Iterable[KernelFigure], table_s: Callable[[str, float], float], band: tuple[float, float], *,
+    prompt: bool,
+) -> float:
+    """The factor on the table's price of a type the probe did not measure: 1.0 while the
+    measured types run as the table says within its out-of-sample band (band: measured /
+    predicted speed, backend_constants.CPU), else their median measured / table time
+    (table_anchor). Past its band the table is wrong about this machine as a whole (a core
+    generation it was not fitted on: a 2-core Zen-1-era EPYC VM ran every measured type
+    2.8x (decode) and 9x (prompts) slower than the table), and its level would carry to the
+    unmeasured type; inside it, the types' own errors scatter more than they share a level,
+    and anchoring made them worse (docs/DECISIONS.md, "Unmeasured weight types")."""
+    anchor = table_anchor(kernels, table_s, prompt=prompt)
+    low, high = band
+    return anchor if not 1 / high <= anchor <= 1 / low else 1.0
+
+
+def level_table(table_s: Callable[[str, float], float], factor: float) -> Callable[[str, float], float]:
+    """table_s with its prices times factor (table_level)."""
+    return table_s if factor == 1.0 else (lambda kind, n: factor * table_s(kind, n))
 
 
 def decode_weights_s(
