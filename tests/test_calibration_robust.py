@@ -38,3 +38,27 @@ def test_factors_are_bounded() -> None:
                       ratios=(Ratio("Q4_K_M", 2, 300_000_000, 7.0, 0.13),))
     assert cal.factors("Q4_K_M", 2, 300_000_000) == (4.0, 0.25)
     assert cal.factors("Q4_K_M", 8, 300_000_000) == (4.0, 0.25)  # the fallback too
+
+
+def test_a_table_estimate_far_off_a_machine_still_calibrates_it_a_probe_s_does_not(tmp_path) -> None:
+    """A quiet Zen-1-era EPYC VM ran small models' prompts 11-12x slower than the table: the
+    limit is PLAUSIBLE_RATIO beyond the table's band (plausible_limit), not 8x of the
+    estimate; a probe-based estimate, measured on this machine, keeps its narrow limit."""
+    from dataclasses import replace
+
+    from rooflight.store.calibration import PLAUSIBLE_RATIO, plausible_limit
+
+    assert plausible_limit("probe") < 12 < plausible_limit("table")
+    assert plausible_limit("probe") >= PLAUSIBLE_RATIO
+    quiet_but_slow = _m(600.0, 138.0, 10531.0, 900.0)  # table-based: x0.23 decode, x0.085 prefill
+    assert quiet_but_slow.usable
+    assert not replace(quiet_but_slow, basis="probe").usable
+    assert not _m(600.0, 138.0, 10531.0, 300.0).usable  # x0.028: past any band
+    store = CalibrationStore(tmp_path / "c.sqlite3")
+    try:
+        store.add(quiet_but_slow)
+        store.add(replace(quiet_but_slow, basis="probe"))
+        cal = store.calibration("m", "cpu")
+    finally:
+        store.close()
+    assert cal.samples == 1 and cal.ratios[0].basis == "table"

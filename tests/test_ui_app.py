@@ -45,7 +45,8 @@ def test_screenshots_one_png_per_page(tmp_path):
     out = tmp_path / "shots"
     # the source tree's tool (bench/screenshots.py: screenshot tooling is not in the package)
     r = subprocess.run([sys.executable, str(ROOT / "bench" / "screenshots.py"), str(out), "--hardware", str(profile)],
-                       capture_output=True, text=True, timeout=180, env=_env(QT_QPA_PLATFORM="offscreen"))
+                       capture_output=True, text=True, timeout=480, env=_env(QT_QPA_PLATFORM="offscreen"))
+    # 480 s: a 2-core Zen-1-era EPYC VM (2026-12-04) took 185 s for it alone, one core busy
     assert r.returncode == 0, r.stderr
     taken = {p.name for p in out.iterdir()}
     # one per page of PAGES at least, staged by bench/page_shots.py or as it is

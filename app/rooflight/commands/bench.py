@@ -38,7 +38,7 @@ def kernels_sentence(kernels) -> str:
 
 def cmd_bench(args) -> int:
     from rooflight.runtime.bench import run_bench
-    from rooflight.store.calibration import PLAUSIBLE_RATIO
+    from rooflight.store.calibration import plausible_limit
 
     if args.model.startswith("hf:"):
         raise BadInputError("bench needs a local .gguf file; download the model first.")
@@ -70,7 +70,7 @@ def cmd_bench(args) -> int:
         if p.kernels is not None:
             print(kernels_sentence(p.kernels))
     else:
-        print(f"Stored, but not used for calibration: it is more than {PLAUSIBLE_RATIO:g}x off the "
+        print(f"Stored, but not used for calibration: it is more than {plausible_limit(p.basis):.0f}x off the "
               "estimate, which says more about this run (a busy machine, or a model so small that "
               "per-token overheads dominate) than about the hardware.")
     return 0

@@ -182,7 +182,7 @@ class StressResult:
     points: tuple[StressPoint, ...]
     stopped: StressStop | None
     stored: bool = False
-    used_for_calibration: int = 0  # stored points within PLAUSIBLE_RATIO of the plan
+    used_for_calibration: int = 0  # stored points calibration uses (store.calibration.plausible_limit)
 
     def to_dict(self) -> dict:
         return {

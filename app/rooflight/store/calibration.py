@@ -102,10 +102,10 @@ class Measurement:
 
     @property
     def usable(self) -> bool:
-        """Whether calibration will use it (see PLAUSIBLE_RATIO); it is stored either way."""
+        """Whether calibration will use it (plausible_limit); it is stored either way."""
         rates = (self.predicted_decode, self.measured_decode, self.predicted_prefill, self.measured_prefill)
-        return (min(rates) > 0 and plausible_ratio(self.measured_decode / self.predicted_decode)
-                and plausible_ratio(self.measured_prefill / self.predicted_prefill))
+        return (min(rates) > 0 and plausible_ratio(self.measured_decode / self.predicted_decode, self.basis)
+                and plausible_ratio(self.measured_prefill / self.predicted_prefill, self.basis))
 
 
 class CalibrationStore:
@@ -147,7 +147,8 @@ class CalibrationStore:
             " FROM measurements WHERE machine = ? AND backend = ? ORDER BY id DESC LIMIT ?",
             (machine, backend, RECENT),
         ).fetchall()
-        rows = [r for r in rows if min(r[:4]) > 0 and plausible_ratio(r[1] / r[0]) and plausible_ratio(r[3] / r[2])]
+        rows = [r for r in rows
+                if min(r[:4]) > 0 and plausible_ratio(r[1] / r[0], r[7]) and plausible_ratio(r[3] / r[2], r[7])]
         threads = self.thread_choices(machine, backend)
         if not rows:
             return Calibration(threads=threads, probe=probe)
@@ -186,15 +187,30 @@ def machine_key(profile) -> str:
     return f"{profile.cpu.name}|{profile.cpu.cores}c|{ram_gb}GB|{gpus}"
 
 
-# A measurement more than this factor away from the roofline is not a property of the
-# machine but of the run: a process fighting others for the cores, or a model so small that
-# Python and llama.cpp's per-call overheads dominate. Such rows would drag every estimate
-# on the machine; they are kept in the table (for `rooflight bench` history) but not used.
+# A measurement more than this factor beyond what its estimate's own out-of-sample band
+# allows is not a property of the machine but of the run: a process fighting others for the
+# cores, or a model so small that Python and llama.cpp's per-call overheads dominate. Such
+# rows would drag every estimate on the machine; they are kept in the table (for `rooflight
+# bench` history) but not used. Beyond the band, not the estimate: a table estimate may be
+# far off a machine by itself (a quiet Zen-1-era EPYC VM ran small models' prompts 11-12x
+# slower than the table; 8x of the estimate refused every bench there), a probe's is not.
 PLAUSIBLE_RATIO = 8.0
 
 
-def plausible_ratio(ratio: float) -> bool:
-    return 1 / PLAUSIBLE_RATIO <= ratio <= PLAUSIBLE_RATIO
+def plausible_limit(basis: str = "table") -> float:
+    """The largest measured / predicted factor (either way) calibration uses for a prediction
+    of this basis: PLAUSIBLE_RATIO beyond the widest edge of that basis's band (the CPU
+    table's, the widest table band; the probe's decode band)."""
+    from rooflight.estimate.backend_constants import CPU
+    from rooflight.estimate.ranges import PROBE_DECODE_BAND
+
+    bands = (PROBE_DECODE_BAND,) if basis == "probe" else (CPU.decode_band, CPU.prefill_band)
+    return PLAUSIBLE_RATIO * max(max(1 / lo, hi) for lo, hi in bands)
+
+
+def plausible_ratio(ratio: float, basis: str = "table") -> bool:
+    limit = plausible_limit(basis)
+    return 1 / limit <= ratio <= limit
 
 
 def machine_calibration(profile) -> Calibration:
