@@ -450,6 +450,16 @@ def test_a_refusal_says_whether_other_programs_or_the_machine_s_own_drift_spoile
     assert why.count(". ") == 1  # one sentence of reason, one of advice
 
 
+def test_one_clean_run_cut_short_by_the_budget_is_not_blamed_on_other_programs():
+    """A figure with a single run, clean, was cut short by the budget (the MoE prompts on a
+    slow 2-core VM, 2026-12-04); one with a busy run beside it was disturbed."""
+    from rooflight.runtime.probe import _disturbance
+
+    why, advice = _disturbance([Repeats((0.39,), (True,))], 0.1)
+    assert "time budget ran out" in why and "other programs" not in why
+    assert "other programs used more than 10%" in _disturbance([Repeats((0.39, 0.9), (True, False))], 0.1)[0]
+
+
 def test_the_probe_s_models_run_on_the_cpu_even_in_a_gpu_build(llama_cpp, q8_model):
     """op_offload off: a GPU build would otherwise run their prompts' matmuls on the GPU."""
     from rooflight.runtime.probe import _Model
