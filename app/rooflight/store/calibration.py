@@ -18,8 +18,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from rooflight.estimate.backend_constants import CPU
 from rooflight.estimate.kernel_calibration import KernelShares
 from rooflight.estimate.perf import Calibration, Ratio
+from rooflight.estimate.ranges import PROBE_DECODE_BAND
 from rooflight.store.paths import data_dir
 from rooflight.store.schema import apply_schema
 
@@ -201,9 +203,6 @@ def plausible_limit(basis: str = "table") -> float:
     """The largest measured / predicted factor (either way) calibration uses for a prediction
     of this basis: PLAUSIBLE_RATIO beyond the widest edge of that basis's band (the CPU
     table's, the widest table band; the probe's decode band)."""
-    from rooflight.estimate.backend_constants import CPU
-    from rooflight.estimate.ranges import PROBE_DECODE_BAND
-
     bands = (PROBE_DECODE_BAND,) if basis == "probe" else (CPU.decode_band, CPU.prefill_band)
     return PLAUSIBLE_RATIO * max(max(1 / lo, hi) for lo, hi in bands)
 
