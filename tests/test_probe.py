@@ -548,6 +548,30 @@ def test_a_run_that_would_end_past_the_budget_is_not_begun(monkeypatch):
     assert now[0] == pytest.approx(0.2)
 
 
+def test_a_figure_nothing_continues_is_not_cut_to_one_run_by_its_share(monkeypatch):
+    """Shares are counted for every figure the probe may reach; on a slow machine most are
+    never reached, and a figure's share can be a fraction of one run. A figure whose last
+    runs come a slot later may stop at one run there; one that nothing continues (the MoE
+    prompts, the image) takes its second run while the budget lasts: one run is no figure."""
+    import rooflight.runtime.probe as probe_module
+
+    now = [0.0]
+    monkeypatch.setattr(probe_module.time, "perf_counter", lambda: now[0])
+
+    def run() -> float:
+        now[0] += 0.5
+        return 0.5
+    # 3 s left over 40 figures still to come: a share of 0.075 s, a sixth of one run
+    runner = probe_module._Runner(probe_module._Clock(3.0, 2, None, None), 1.0, {}, 3, figures=40)
+    assert len(runner.measure("kernel/X/prefill-512", run, repeats=2, continued=True).seconds) == 1
+    experts = runner.measure("experts/Q4_K/prefill-512", run)
+    assert experts.seconds == (0.5, 0.5) and not experts.disturbed  # two runs that agree: stored
+    # the budget still bounds it: 0.5 s left is no room for a first run
+    now[0] = 2.5
+    with pytest.raises(probe_module._OutOfTime):
+        runner.measure("experts/Q8_0/prefill-512", run)
+
+
 def test_a_first_run_a_like_figure_says_is_too_long_is_not_begun(monkeypatch):
     """A figure's first run has no time of its own yet: the flash-off attention prompt takes
     about what the flash-on one took (expect_s), and is not begun where that would end past
@@ -729,3 +753,15 @@ def test_flash_off_attention_cut_short_is_left_to_the_table_not_a_refusal(monkey
     assert run.stored, run.refused
     assert run.skipped["attention (flash attention off)"].startswith("not measured: the time budget ran out")
     assert [a.flash_attn for a in run.probe.attention] == [True]
+
+
+def test_a_slow_machine_s_later_prompt_models_have_two_layers():
+    """The first type's prompt model has 3 layers; where its runs took over PREFILL_SLOW_S
+    (a Zen-1-era VM: ~1 s each) the later types' have 2, at the same cost per weight
+    (bench/probe_prompt_layers.py: x0.98-1.07), so more types fit in the 30 s."""
+    from rooflight.runtime.probe import PREFILL_LAYERS, PREFILL_LAYERS_SLOW, prefill_layers
+
+    assert prefill_layers(None) == PREFILL_LAYERS == 3
+    assert prefill_layers((0.11, 0.1, 0.12)) == 3  # the Zen 4/5 VMs
+    assert prefill_layers((1.02, 1.03)) == PREFILL_LAYERS_SLOW == 2
+    assert prefill_layers((1.0, 0.3)) == 3  # one fast run: the machine can be fast

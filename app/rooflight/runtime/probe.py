@@ -120,6 +120,21 @@ EXPERT_TYPES = ("Q4_K", "Q8_0", "MXFP4")
 _EXPERT_SHAPE = dict(arch="qwen3moe", n_layer=2, n_embd=1024, n_head=8, n_head_kv=4, n_ff=768,
                      n_expert=32, n_expert_used=4)
 PREFILL_LAYERS = 3  # ~38M weights: a 512-token prompt takes ~0.1 s here, long enough to watch
+# ...and ~1 s on a Zen-1-era 2-core VM, where the prompt runs (3 per type) took most of the
+# kernels' time and the 30 s ran out after 6 of 11 types. Where the first type's prompt runs
+# take longer than PREFILL_SLOW_S the later types' prompt models have 2 layers (~0.6 s there):
+# a weight costs the same (the last layer's FFN serves only the last token at any depth, so
+# the mix of matrices moves 0.4% by estimate/matmul_shape.py), and attention, which the
+# derivation subtracts, goes from 16% to 18% of the prompt (bench/probe_prompt_layers.py).
+PREFILL_LAYERS_SLOW = 2
+PREFILL_SLOW_S = 0.5
+
+
+def prefill_layers(first_prompt_runs: tuple[float, ...] | None) -> int:
+    """Layers of a prompt model, given the first measured type's prompt runs (None: none yet)."""
+    if first_prompt_runs and min(first_prompt_runs) > PREFILL_SLOW_S:
+        return PREFILL_LAYERS_SLOW
+    return PREFILL_LAYERS
 # the image part (writing, loading, a warm-up and 2-3 runs of encodes) takes about 1 s here:
 # the kernels begin no new weight type in the budget's last IMAGE_RESERVE_S, and the image
 # part begins only with IMAGE_MIN_LEFT_S left
@@ -334,7 +349,7 @@ class _Runner:
     last_run_s: float = 0.0
 
     def measure(self, name: str, fn: Callable[[], float], repeats: int | None = None,
-                prior: Repeats | None = None, expect_s: float = 0.0) -> Repeats:
+                prior: Repeats | None = None, expect_s: float = 0.0, continued: bool = False) -> Repeats:
         """Run fn until `repeats` (default: the runner's) clean runs agree (Repeats: the
         closest of them within MAX_CLEAN_SPREAD), at most 3 x repeats tries. Each figure gets
         an equal share of the budget still left, so a busy machine cannot spend it all on the
@@ -342,7 +357,11 @@ class _Runner:
         prior: runs of the same figure measured earlier, which these continue (a deferred
         part: _Deferred); then at least one more run is tried, and the budget running out
         leaves the figure on the prior runs. expect_s: how long a first run will take, where
-        a like figure says (else the last run's time stands for it)."""
+        a like figure says (else the last run's time stands for it). continued: the figure's
+        last runs come later (a _Deferred part), so its own slot may stop at one run when far
+        over its share; a figure nothing continues takes a second run while the budget lasts,
+        as one run is no figure (on a slow 2-core VM the MoE prompts were each cut to one run
+        by shares counted for types the budget never reached, and all three were dropped)."""
         secs: list[float] = list(prior.seconds) if prior else []
         clean: list[bool] = list(prior.clean) if prior else []
         shares: list[float] = list(self.runs[name]["others_cpu_share"]) if prior else []
@@ -357,7 +376,7 @@ class _Runner:
                 if not secs:
                     raise _OutOfTime(name)
                 break
-            if fresh and ((len(secs) >= 2 and spent >= share) or spent >= 2 * share):
+            if fresh and ((len(secs) >= 2 and spent >= share) or (continued and spent >= 2 * share)):
                 break
             self.clock.check()
             began = time.perf_counter()
@@ -484,7 +503,8 @@ def _measure_attention(runner: _Runner, clock: _Clock, path: Path, fa: bool, n_t
         entry: list = [fa, m.spec, n, None, None, None]
         for slot, name, run in parts:
             expect = FLASH_OFF_SLOWDOWN * like[slot].value if like is not None else 0.0
-            entry[slot] = runner.measure(name, run, repeats=repeats or runner.repeats - 1, expect_s=expect)
+            entry[slot] = runner.measure(name, run, repeats=repeats or runner.repeats - 1, expect_s=expect,
+                                         continued=repeats is None)
     except BaseException:
         m.close()
         raise
@@ -531,12 +551,12 @@ def _prompt_run(model: _Model, n_tokens: int) -> Callable[[], float]:
 
 
 def _measure_prompt(runner: _Runner, name: str, model: _Model, n_tokens: int,
-                    repeats: int | None = None) -> tuple[Callable[[], float], Repeats]:
+                    repeats: int | None = None, continued: bool = False) -> tuple[Callable[[], float], Repeats]:
     """A one-micro-batch prompt's runs, after a warm-up (first touch of the weights, and the
     repacking of the types ggml-cpu repacks): (the run, for a deferred part, and its Repeats)."""
     model.llm.eval(model.tokens(8))
     run = _prompt_run(model, n_tokens)
-    return run, runner.measure(name, run, repeats=repeats)
+    return run, runner.measure(name, run, repeats=repeats, continued=continued)
 
 
 # the ftype that writes a pure file of a weight type (a K type's _M mix, pure=True)
@@ -629,7 +649,7 @@ def probe_machine(
                 m = _Model(write(file_name, ftype="F16", **shape, **_TINY_SHAPE), n_threads, 512, True, n_ubatch)
                 try:
                     run = _decode_run(m, _tokens_for(m))
-                    fixed_raw[slot] = runner.measure(figure, run, repeats=runner.repeats - 1)
+                    fixed_raw[slot] = runner.measure(figure, run, repeats=runner.repeats - 1, continued=True)
                 except BaseException:
                     m.close()
                     raise
@@ -671,6 +691,7 @@ def probe_machine(
         # before the types that follow them in ALL_TYPES (fewer files use those)
         experts_after = max((types.index(t) for t in expert_types), default=-1)
         last_type_s = 0.0  # how long the last measured type took (its slot: models, runs)
+        first_prompt: tuple[float, ...] | None = None  # the first measured type's prompt runs
 
         def experts() -> list[tuple]:
             return _measure_experts(runner, clock, write, expert_types, {r[0] for r in kernel_raw}, n_threads,
@@ -703,16 +724,16 @@ def probe_machine(
                 try:
                     n = _tokens_for(dec_model)
                     dec_run = _decode_run(dec_model, n)
-                    dec = runner.measure(f"kernel/{wt}/decode", dec_run, repeats=runner.repeats - 1)
+                    dec = runner.measure(f"kernel/{wt}/decode", dec_run, repeats=runner.repeats - 1, continued=True)
                     _finish_deferred(runner, deferred)  # the previous type's, a slot after its own runs
                     clock.step(f"{wt} matrix-matrix (prompt)")
-                    pp_path = write(f"prefill-{wt}", n_layer=PREFILL_LAYERS, ftype=ftype, pure=True,
+                    pp_path = write(f"prefill-{wt}", n_layer=prefill_layers(first_prompt), ftype=ftype, pure=True,
                                     **_PREFILL_SHAPE)
                     pp_model = _Model(pp_path, n_threads, 2 * n_ubatch, True, n_ubatch)
                     open_models.append(pp_model)
                     _unlink_mapped(pp_path)
                     pp_run, pp = _measure_prompt(runner, f"kernel/{wt}/prefill-{n_ubatch}", pp_model, n_ubatch,
-                                                 repeats=runner.repeats - 1)
+                                                 repeats=runner.repeats - 1, continued=True)
                 except BaseException as exc:  # out of time, or cancelled: this type's models go
                     for model in open_models:
                         model.close()
@@ -722,6 +743,7 @@ def probe_machine(
                     clock.done += 2 - len(open_models)  # the prompt step, if it was not reached
                     continue
                 last_type_s = clock.elapsed - type_began
+                first_prompt = first_prompt or pp.seconds
                 entry = [wt, dec_model.spec, dec, n, pp_model.spec, pp]
                 kernel_raw.append(entry)
                 deferred = [_Deferred(entry, 2, f"kernel/{wt}/decode", dec_run, dec_model),
