@@ -7,7 +7,7 @@ one shape's layer count so the weights run from a fifth of the cache to eight ti
 and prints the seconds per weight byte against the probe's own point.
 
     python bench/decode_cache.py [--type F16] [--shape narrow|wide] [--rounds 3]
-                                 [--fit] [--check RETAINED,SAVED]
+                                 [--fit] [--check RETAINED,SAVED] [--multiples 4,8,32,128]
 
 Models stay loaded and run interleaved round by round (the machine's speed drifts); the
 median of --rounds counts. The per-token fixed cost and the attention of the stored probe
@@ -89,6 +89,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--fit", action="store_true")
     ap.add_argument("--check", help="RETAINED,SAVED: the model's constants to check on this sweep")
+    ap.add_argument("--multiples", help="comma-separated weights / cache points (default: "
+                    + ",".join(f"{m:g}" for m in CACHE_MULTIPLES) + "); past 8x: do large models pay the probe's figure?")
     args = ap.parse_args()
     probe = current_probe(detect())
     if probe is None:
@@ -104,7 +106,7 @@ def main() -> int:
         layer_bytes = _weights_of(one.spec, wt, prompt=False)[1]
         one.close()
         models = []
-        for m in CACHE_MULTIPLES:
+        for m in (tuple(float(x) for x in args.multiples.split(",")) if args.multiples else CACHE_MULTIPLES):
             n_layer = max(1, round(m * llc / layer_bytes))
             if models and models[-1][0] == n_layer:
                 continue
