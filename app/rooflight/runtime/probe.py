@@ -135,6 +135,8 @@ def prefill_layers(first_prompt_runs: tuple[float, ...] | None) -> int:
     if first_prompt_runs and min(first_prompt_runs) > PREFILL_SLOW_S:
         return PREFILL_LAYERS_SLOW
     return PREFILL_LAYERS
+
+
 # the image part (writing, loading, a warm-up and 2-3 runs of encodes) takes about 1 s here:
 # the kernels begin no new weight type in the budget's last IMAGE_RESERVE_S, and the image
 # part begins only with IMAGE_MIN_LEFT_S left
