@@ -81,6 +81,16 @@ def fit(points: list[tuple[float, float]]) -> tuple[float, float, float]:
     return best[1], best[2], best[0]
 
 
+def _multiples(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or min(values) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of positive numbers (e.g. 4,8,32)")
+    return values
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--type", default="F16")
@@ -89,7 +99,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--fit", action="store_true")
     ap.add_argument("--check", help="RETAINED,SAVED: the model's constants to check on this sweep")
-    ap.add_argument("--multiples", help="comma-separated weights / cache points (default: "
+    ap.add_argument("--multiples", type=_multiples, help="comma-separated weights / cache points (default: "
                     + ",".join(f"{m:g}" for m in CACHE_MULTIPLES) + "); past 8x: do large models pay the probe's figure?")
     args = ap.parse_args()
     probe = current_probe(detect())
@@ -106,7 +116,7 @@ def main() -> int:
         layer_bytes = _weights_of(one.spec, wt, prompt=False)[1]
         one.close()
         models = []
-        for m in (tuple(float(x) for x in args.multiples.split(",")) if args.multiples else CACHE_MULTIPLES):
+        for m in args.multiples or CACHE_MULTIPLES:
             n_layer = max(1, round(m * llc / layer_bytes))
             if models and models[-1][0] == n_layer:
                 continue

@@ -18,6 +18,7 @@ import statistics
 
 from rooflight.hardware import detect
 from rooflight.runtime import probe as probe_module
+from rooflight.runtime.probe_defaults import ALL_TYPES
 
 
 def _probe(hw, types: tuple[str, ...], layers: int):
@@ -37,6 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args(argv)
     types = tuple(t.strip().upper() for t in args.types.split(","))
+    unknown = [t for t in types if t not in ALL_TYPES]
+    if unknown or args.rounds < 1:
+        ap.error(f"--types takes {', '.join(ALL_TYPES)} (not {', '.join(unknown)})" if unknown
+                 else "--rounds must be 1 or more")
     hw = detect()
     arms = (3, 2)
     figures: dict[tuple[int, str], dict[str, list[float]]] = {}

@@ -76,7 +76,7 @@ DECODE_MIN_BYTES = 64 << 20
 DECODE_MAX_BYTES = 512 << 20
 
 # shapes (write_model arguments): the decode model's layers are repeated until its weights
-# are DECODE_CACHE_FACTOR x the last-level cache; the prompt model is one layer
+# are DECODE_CACHE_FACTOR x the last-level cache; the prompt model has prefill_layers() layers
 _DECODE_SHAPE = dict(n_embd=2048, n_head=16, n_head_kv=4, head_dim=128, n_ff=5632)
 _PREFILL_SHAPE = PROBE_PROMPT_SHAPE  # estimate/matmul_shape.py prices other shapes against it
 _TINY_SHAPE = dict(n_embd=64, n_head=2, n_head_kv=2, head_dim=32, n_ff=64)
@@ -355,7 +355,7 @@ class _Runner:
         """Run fn until `repeats` (default: the runner's) clean runs agree (Repeats: the
         closest of them within MAX_CLEAN_SPREAD), at most 3 x repeats tries. Each figure gets
         an equal share of the budget still left, so a busy machine cannot spend it all on the
-        first figures: past two runs (one when far over its share) it stops at its share.
+        first figures: past two runs (one when far over its share, if continued) it stops at its share.
         prior: runs of the same figure measured earlier, which these continue (a deferred
         part: _Deferred); then at least one more run is tried, and the budget running out
         leaves the figure on the prior runs. expect_s: how long a first run will take, where
