@@ -30,6 +30,7 @@ from rooflight.estimate import Calibration, Wishes, plan
 from rooflight.gguf import load_model_spec
 from rooflight.gguf.synthetic import write_model
 from rooflight.hardware import detect
+from rooflight.runtime import amx
 from rooflight.store.probes import probe_status
 
 SHAPES = {
@@ -59,7 +60,6 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--fit", action="store_true", help="fit CPU_EXPERT_COST on the first shape, check on the second")
     args = ap.parse_args()
-    import llama_cpp
 
     hw = detect()
     probe = probe_status(hw).probe
@@ -75,7 +75,7 @@ def main() -> int:
                 path = write_model(Path(tmp) / f"{name}-{wt}.gguf", arch="qwen3moe", context_length=4096, tiled=True,
                                    pure=True, n_vocab=8000, ftype=wt, **shape)
                 spec = load_model_spec(str(path))
-                llms = {ub: llama_cpp.Llama(str(path), n_ctx=1024, n_batch=PROMPT, n_ubatch=ub, n_threads=probe.n_threads,
+                llms = {ub: amx.llama_class()(str(path), n_ctx=1024, n_batch=PROMPT, n_ubatch=ub, n_threads=probe.n_threads,
                                             n_threads_batch=probe.n_threads, flash_attn=True, verbose=False)
                         for ub in ubatches}
                 best = {ub: float("inf") for ub in ubatches}

@@ -101,19 +101,18 @@ def quant_plot(out: Path) -> None:
 def _generate(monitor, stop: threading.Event) -> None:
     """Gemma-3-270M at its planned config: prompts of growing length, then tokens, with
     the rates reported to the monitor as a chat engine would."""
-    import llama_cpp
-
     from gemma_model import gemma_270m_path
     from rooflight.estimate import Wishes
     from rooflight.estimate.sweep import plan_at
     from rooflight.gguf import load_model_spec
     from rooflight.hardware import detect
+    from rooflight.runtime import amx
 
     path = gemma_270m_path()
     # one thread, as in speed_plot: the shared VM's other jobs stall two
     point = plan_at(load_model_spec(str(path)), detect(), 4096, Wishes(n_threads=1))
     with contextlib.redirect_stderr(io.StringIO()):
-        llm = llama_cpp.Llama(model_path=str(path), verbose=False, **point.estimate.config.runtime_kwargs())
+        llm = amx.llama_class()(model_path=str(path), verbose=False, **point.estimate.config.runtime_kwargs())
     text = b"The quick brown fox jumps over the lazy dog near the quiet harbour. "
     tokens = llm.tokenize(text * 60, add_bos=True)
     try:

@@ -50,9 +50,9 @@ def weights_per_layer(s: dict) -> int:
 
 
 def load(path: Path, n_ctx: int):
-    import llama_cpp
+    from rooflight.runtime import amx
 
-    return llama_cpp.Llama(str(path), n_ctx=n_ctx, n_batch=512, n_ubatch=512, n_threads=2, n_threads_batch=2,
+    return amx.llama_class()(str(path), n_ctx=n_ctx, n_batch=512, n_ubatch=512, n_threads=2, n_threads_batch=2,
                            flash_attn=True, verbose=False)
 
 

@@ -8,6 +8,11 @@ if __name__ == "__main__":
         from rooflight.runtime.noalloc_worker import main as worker_main
 
         worker_main()
+    if sys.argv[1:2] == ["--amx-check"]:
+        # the child that tries llama.cpp's AMX kernels once per build (runtime/amx.py)
+        from rooflight.runtime.amx import main as amx_main
+
+        amx_main()
     from rooflight.cli import main
 
     sys.exit(main())

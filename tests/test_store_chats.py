@@ -307,10 +307,10 @@ def test_sigkill_mid_reply_keeps_history_and_partial_reply(tmp_path, kill_at):
 
 REAL_WRITER = r"""
 import codecs, sys
-import llama_cpp
+from rooflight.runtime import amx
 from rooflight.store.chats import ChatStore
 
-llm = llama_cpp.Llama(model_path=sys.argv[2], n_ctx=512, n_threads=1, verbose=False, seed=1)
+llm = amx.llama_class()(model_path=sys.argv[2], n_ctx=512, n_threads=1, verbose=False, seed=1)
 store = ChatStore(sys.argv[1])
 chat = store.create_chat("real", "tiny")
 store.add_message(chat, "user", "Tell me a long story.")

@@ -25,6 +25,7 @@ from rooflight.gguf.synthetic import (
     tensor_nbytes,
     write_model,
 )
+from rooflight.runtime import amx
 
 # Shapes per architecture. n_embd and n_ff are multiples of 256 so that the K-quant file types
 # really produce K-quant tensors instead of falling back to 32-wide blocks.
@@ -46,7 +47,8 @@ def llama_cpp() -> Any:
 
 @contextlib.contextmanager
 def loaded(llama_cpp: Any, path: Path, **kwargs: Any) -> Iterator[Any]:
-    llm = llama_cpp.Llama(model_path=str(path), n_ctx=256, n_gpu_layers=0, verbose=False, **kwargs)
+    # amx.llama_class: llama_cpp.Llama, without the AMX buffer where its kernels crash
+    llm = amx.llama_class()(model_path=str(path), n_ctx=256, n_gpu_layers=0, verbose=False, **kwargs)
     try:
         yield llm
     finally:

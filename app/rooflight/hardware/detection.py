@@ -81,6 +81,17 @@ def detect_gpus(probes: Probes) -> tuple[list[GPUInfo], list[str]]:
     return out, warnings
 
 
+def _amx_warning() -> list[str]:
+    """On an AMX CPU, whether the installed llama.cpp's AMX kernels crash here (measured
+    once per build and machine by runtime/amx.py; loads then go without them)."""
+    from rooflight.runtime import amx
+
+    try:
+        return [amx.NOTICE] if amx.amx_crashes() else []
+    except Exception as exc:  # the check is advice: detection never fails on it
+        return [f"llama.cpp's AMX kernels could not be checked ({type(exc).__name__}: {exc})"]
+
+
 def detect(
     *,
     measure_bandwidth: bool = True,
@@ -129,5 +140,7 @@ def detect(
     except Exception as exc:
         backend, sycl_f16 = "cpu", None
         warnings.append(f"llama.cpp backend detection failed ({type(exc).__name__}: {exc})")
+    if "amx_int8" in cpu.isa and probes.importer is importlib.import_module and probes.llama_lib_dir is None:
+        warnings.extend(_amx_warning())
     return HardwareProfile(cpu=cpu, gpus=tuple(gpus), backend=backend, warnings=tuple(warnings),
                            sycl_f16=sycl_f16)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from rooflight.errors import OperationFailedError, RooflightError
 from rooflight.estimate.perf import PerfEstimate, estimate_performance
 from rooflight.hardware.profile import HardwareProfile
-from rooflight.runtime import resident
+from rooflight.runtime import amx, resident
 from rooflight.runtime.device_map import plan_load_kwargs
 from rooflight.runtime.llama_log import ReportedBuffers, capture_llama_log, parse_buffers
 from rooflight.runtime.loader import (
@@ -84,6 +84,7 @@ def _llama_class():
 
         @model_params.setter
         def model_params(self, params) -> None:
+            amx.safe_model_params(params)
             if self._rooflight_progress is not None:
                 params.progress_callback = self._rooflight_progress
                 params.progress_callback_user_data = None

@@ -105,6 +105,9 @@ def _llama_class(llama_cpp, overrides=None):
         @model_params.setter
         def model_params(self, params) -> None:
             params.no_alloc = True
+            from rooflight.runtime import amx
+
+            amx.safe_model_params(params)  # placed as the real load will place them
             if overrides is not None:
                 overrides.apply(params)
             self.__dict__["_noalloc_model_params"] = params
@@ -156,6 +159,9 @@ def run(request: dict) -> dict:
     config = RunConfig(**{k: v for k, v in fields.items() if k in known})
     kwargs = load_kwargs(config, request.get("gpu_bus_ids", []), request.get("backend", "cpu"))
     overrides = _expert_overrides(config)  # kept alive until the process ends
+    from rooflight.runtime import amx
+
+    amx.amx_crashes()  # asked now: its imports and cache file are no reads of the load's
     read_before = _io_read_chars()
     with capture_llama_log() as cap, contextlib.redirect_stderr(io.StringIO()):
         try:

@@ -57,6 +57,7 @@ from rooflight.estimate.probe import (
     fixed_costs,
     kernel_figure,
 )
+from rooflight.runtime import amx
 from rooflight.runtime.build import llama_build
 from rooflight.runtime.busy import DEFAULT_BUSY_THRESHOLD, Watch, load_now
 from rooflight.runtime.probe_defaults import ALL_TYPES, BUDGET_S
@@ -287,8 +288,6 @@ class _Model:
         import contextlib
         import io
 
-        import llama_cpp
-
         from rooflight.gguf import load_model_spec
 
         self.spec = load_model_spec(str(path))
@@ -299,7 +298,7 @@ class _Model:
         no_offload: dict[str, Any] = {"op_offload": False} if _has_op_offload() else {}
         with contextlib.redirect_stderr(io.StringIO()):
             try:
-                self.llm = llama_cpp.Llama(
+                self.llm = amx.llama_class()(
                     model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
                     n_batch=n_ubatch, n_ubatch=n_ubatch, n_gpu_layers=0, flash_attn=flash_attn,
                     verbose=False, seed=0, **no_offload,

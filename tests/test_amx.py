@@ -1,0 +1,106 @@
+"""runtime/amx.py: the check for llama.cpp's crashing AMX kernels, its verdict kept per build
+and machine, and the loads that then go without the AMX buffer."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from rooflight.runtime import amx
+
+
+@pytest.fixture(autouse=True)
+def _fresh_verdict(monkeypatch):
+    """Each test starts with no verdict in the process, and the real one is restored."""
+    real = amx.amx_crashes
+    real.cache_clear()
+    yield
+    monkeypatch.undo()
+    real.cache_clear()
+
+
+def _child(monkeypatch, code: str) -> None:
+    """Make the check start a Python child running `code` instead of the real model."""
+    monkeypatch.setattr(amx, "check_command", lambda path: [sys.executable, "-c", code])
+
+
+def test_a_child_killed_by_a_signal_is_a_crash(monkeypatch):
+    _child(monkeypatch, "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    assert amx.run_check() is False
+
+
+def test_a_child_that_ran_says_the_kernels_work(monkeypatch):
+    _child(monkeypatch, "print('ok')")
+    assert amx.run_check() is True
+
+
+def test_a_child_that_failed_in_python_teaches_nothing(monkeypatch):
+    _child(monkeypatch, "raise SystemExit(1)")
+    assert amx.run_check() is None
+
+
+def test_a_hung_child_counts_as_a_crash(monkeypatch):
+    _child(monkeypatch, "import time; time.sleep(30)")
+    monkeypatch.setattr(amx, "CHECK_TIMEOUT_S", 0.5)
+    assert amx.run_check() is False
+
+
+def test_a_build_without_amx_starts_no_child(monkeypatch):
+    monkeypatch.setattr(amx, "build_has_amx", lambda: False)
+    monkeypatch.setattr(amx, "run_check", lambda: pytest.fail("no child for a build without AMX"))
+    assert amx.amx_crashes() is False
+
+
+def test_the_verdict_is_kept_per_build_and_machine(monkeypatch):
+    monkeypatch.setattr(amx, "build_has_amx", lambda: True)
+    monkeypatch.setattr(amx, "_key", lambda: "build A|kernel|cpu")
+    runs = []
+    monkeypatch.setattr(amx, "run_check", lambda: runs.append(1) or False)
+    assert amx.amx_crashes() is True
+    amx.amx_crashes.cache_clear()  # a new process: the file answers
+    assert amx.amx_crashes() is True and len(runs) == 1
+    amx.amx_crashes.cache_clear()
+    monkeypatch.setattr(amx, "_key", lambda: "build B|kernel|cpu")  # a rebuilt llama.cpp asks again
+    monkeypatch.setattr(amx, "run_check", lambda: runs.append(1) or True)
+    assert amx.amx_crashes() is False and len(runs) == 2
+
+
+def test_a_check_that_could_not_run_is_not_kept(monkeypatch):
+    monkeypatch.setattr(amx, "build_has_amx", lambda: True)
+    monkeypatch.setattr(amx, "_key", lambda: "build|kernel|cpu")
+    monkeypatch.setattr(amx, "run_check", lambda: None)
+    assert amx.amx_crashes() is False  # nothing known: llama.cpp's own choice stands
+    assert amx._cached("build|kernel|cpu") is None
+
+
+def test_loads_go_without_extra_buffers_only_where_amx_crashes(monkeypatch):
+    import llama_cpp
+
+    params = llama_cpp.llama_model_default_params()
+    assert params.use_extra_bufts
+    monkeypatch.setattr(amx, "amx_crashes", lambda: False)
+    amx.safe_model_params(params)
+    assert params.use_extra_bufts
+    monkeypatch.setattr(amx, "amx_crashes", lambda: True)
+    amx.safe_model_params(params)
+    assert not params.use_extra_bufts
+
+
+@pytest.mark.skipif(not amx.build_has_amx(), reason="this llama.cpp build has no AMX kernels")
+def test_on_an_amx_build_the_real_check_runs_and_a_q4_k_model_then_runs(tmp_path):
+    """The real child on this machine, then the Gemma package model (Q4_K_M, the types the
+    AMX buffer takes) loaded as chats load it: on a machine where the kernels crash this
+    process would die here without the guard."""
+    from gemma_model import gemma_270m_path
+    from rooflight.estimate.config import RunConfig
+    from rooflight.runtime.engine import new_llama
+
+    crashes = amx.amx_crashes()
+    assert amx._cached(amx._key()) is (not crashes)
+    llm = new_llama(str(gemma_270m_path()), RunConfig(n_ctx=256, n_gpu_layers=0, n_threads=2), verbose=False)
+    try:
+        llm.eval(llm.tokenize(b"The quick brown fox jumps over the lazy dog"))
+        assert llm.model_params.use_extra_bufts is (not crashes)
+    finally:
+        llm.close()
