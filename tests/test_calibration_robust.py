@@ -62,3 +62,81 @@ def test_a_table_estimate_far_off_a_machine_still_calibrates_it_a_probe_s_does_n
     finally:
         store.close()
     assert cal.samples == 1 and cal.ratios[0].basis == "table"
+
+
+def test_a_measurement_taken_beside_a_busy_program_is_stored_but_not_used(tmp_path) -> None:
+    """On two cores llama.cpp's threads stall beside any busy process: a bench or chat reply
+    measured while other programs took more than DEFAULT_BUSY_THRESHOLD of the CPU would
+    correct every later estimate by the other program's load."""
+    from dataclasses import replace
+
+    from rooflight.runtime.probe_defaults import DEFAULT_BUSY_THRESHOLD
+
+    quiet = _m(90.0, 60.0, 1400.0, 1000.0)
+    busy = replace(_m(90.0, 20.0, 1400.0, 300.0), others_cpu=DEFAULT_BUSY_THRESHOLD + 0.2)
+    assert quiet.usable and not busy.usable and busy.disturbed
+    store = CalibrationStore(tmp_path / "c.sqlite3")
+    try:
+        store.add(quiet)
+        store.add(busy)
+        cal = store.calibration("m", "cpu")
+        kept = store._db.execute("SELECT others_cpu FROM measurements ORDER BY id").fetchall()
+    finally:
+        store.close()
+    assert [round(r[0], 2) for r in kept] == [0.0, round(DEFAULT_BUSY_THRESHOLD + 0.2, 2)]  # both stored
+    assert cal.samples == 1 and cal.factors("Q4_K_M", 2, 300_000_000)[0] == pytest.approx(60 / 90)
+
+
+class _ScriptedWatch:
+    """runtime/busy.Watch with the other programs' shares given: the one thing a test cannot
+    make happen on cue is another program's CPU use."""
+
+    shares: list[float] = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        from rooflight.runtime.busy import Window
+
+        self.window = Window(1.0, self.shares.pop(0))
+
+
+def test_bench_takes_a_disturbed_run_again(monkeypatch) -> None:
+    from rooflight.runtime import bench, busy
+
+    monkeypatch.setattr(busy, "Watch", _ScriptedWatch)
+    _ScriptedWatch.shares = [0.0, 0.45, 0.02, 0.01]
+    said: list[str] = []
+    n = iter(range(10))
+    runs, others = bench.quiet_runs(lambda: next(n), 3, said.append)
+    assert runs == [0, 2, 3] and others == pytest.approx(0.02)
+    assert len(said) == 1 and "45%" in said[0] and "again" in said[0]
+
+
+def test_bench_on_a_machine_that_stays_busy_keeps_the_quietest_runs_and_says_so(monkeypatch) -> None:
+    from rooflight.runtime import bench, busy
+
+    monkeypatch.setattr(busy, "Watch", _ScriptedWatch)
+    _ScriptedWatch.shares = [0.5, 0.3, 0.6, 0.4, 0.7, 0.35]
+    n = iter(range(10))
+    runs, others = bench.quiet_runs(lambda: next(n), 3, lambda _s: None)
+    assert runs == [1, 3, 5] and others == pytest.approx(0.4)  # 6 runs at most, then the quietest 3
+
+
+def test_the_real_watch_sees_a_busy_program_beside_a_run() -> None:
+    """The watch itself, unfaked: a child process spinning on a core while the run sleeps."""
+    import subprocess
+    import sys
+    import time
+
+    from rooflight.runtime import bench
+
+    child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 3: pass"])
+    try:
+        time.sleep(0.3)  # the child's start-up is not the run
+        runs, others = bench.quiet_runs(lambda: time.sleep(0.4), 1, lambda _s: None)
+    finally:
+        child.kill()
+        child.wait()
+    assert len(runs) == 1 and others > 0.2  # one core of two or more spun: a quarter at least, less the tick rounding

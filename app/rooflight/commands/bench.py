@@ -11,6 +11,7 @@ import sys
 from rooflight.commands.common import add_estimate_options, emit_json, positive_int, wishes_from
 from rooflight.errors import BadInputError
 from rooflight.runtime.bench import REPETITIONS
+from rooflight.runtime.probe_defaults import DEFAULT_BUSY_THRESHOLD
 
 
 def register(subparsers) -> None:
@@ -69,6 +70,10 @@ def cmd_bench(args) -> int:
         print("Stored for calibration: later estimates on this machine use it.")
         if p.kernels is not None:
             print(kernels_sentence(p.kernels))
+    elif result.others_cpu > DEFAULT_BUSY_THRESHOLD:
+        print(f"Stored, but not used for calibration: other programs used {result.others_cpu:.0%} of the CPU "
+              "during the runs, which slows llama.cpp by more than this machine's own speed would; close them "
+              "and bench again.")
     else:
         print(f"Stored, but not used for calibration: it is more than {plausible_limit(p.basis):.0f}x off the "
               "estimate, which says more about this run (a busy machine, or a model so small that "

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rooflight.errors import RooflightError
+from rooflight.runtime.probe_defaults import DEFAULT_BUSY_THRESHOLD
 
 # The sweep runs every candidate twice: shorter runs than the benchmark keep it to
 # seconds for small models and about a minute for 7B ones on a laptop.
@@ -33,6 +34,7 @@ class BenchResult:
     median: Any  # their median rates (runtime.measure result)
     sweep: Any  # runtime.threads.ThreadSweep, or None
     used_for_calibration: bool  # store/calibration.Measurement.usable
+    others_cpu: float = 0.0  # the most of the CPU other programs used during a run kept (quiet_runs)
 
     @property
     def ratio(self) -> dict[str, float]:
@@ -61,11 +63,38 @@ class BenchResult:
             "stored": True,
             # a run far off the roofline is kept but not used (store/calibration.py)
             "used_for_calibration": self.used_for_calibration,
+            # share of all cores other programs used during the runs kept (the most of any);
+            # past busy_threshold the measurement is stored but not used
+            "others_cpu_share": round(self.others_cpu, 3),
+            "busy_threshold": DEFAULT_BUSY_THRESHOLD,
             "threads_sweep": sweep.to_dict() if sweep else None,
             # a probe-based prediction: how its kernel time split over the probe's kernels,
             # which the measurement corrects by those shares (estimate/kernel_calibration.py)
             "kernel_shares": p.kernels.to_dict() if p.kernels is not None else None,
         }
+
+
+def quiet_runs(run: Callable[[], Any], repetitions: int, say: Callable[[str], None]) -> tuple[list, float]:
+    """`repetitions` runs taken while nothing else used the CPU (runtime/busy.py), and the
+    most of the CPU other programs used during any of them.
+
+    A run disturbed past DEFAULT_BUSY_THRESHOLD is taken again, up to `repetitions` extra
+    runs in all; if the machine stays busy, the quietest runs are kept and the share says
+    so (the measurement is then stored but not used for calibration)."""
+    from rooflight.runtime.busy import Watch
+
+    taken: list[tuple[float, Any]] = []
+    for _ in range(2 * repetitions):
+        with Watch() as w:
+            result = run()
+        assert w.window is not None
+        taken.append((w.window.others_share, result))
+        if w.window.others_share > DEFAULT_BUSY_THRESHOLD:
+            say(f"  other programs used {w.window.others_share:.0%} of the CPU during that run; measuring again")
+        if sum(share <= DEFAULT_BUSY_THRESHOLD for share, _ in taken) == repetitions:
+            break
+    quietest = sorted(sorted(range(len(taken)), key=lambda i: taken[i][0])[:repetitions])  # in the order taken
+    return [taken[i][1] for i in quietest], max(taken[i][0] for i in quietest)
 
 
 def median_run(runs):
@@ -126,7 +155,8 @@ def run_bench(model_path: str, wishes, *, profile=None, repetitions: int = REPET
         prompt, gen = wishes.prompt_tokens, wishes.gen_tokens
         say(f"measuring {spec.name} ({prompt}-token prompt, {gen} tokens, "
             f"{est.config.n_threads} threads, {repetitions} runs)...")
-        runs = [measure(model_path, est.config, prompt_tokens=prompt, gen_tokens=gen) for _ in range(repetitions)]
+        runs, others = quiet_runs(lambda: measure(model_path, est.config, prompt_tokens=prompt, gen_tokens=gen),
+                                  repetitions, say)
         got = median_run(runs)
         measurement = Measurement(
             machine=machine, backend=profile.backend, model=spec.name, quant=spec.file_type,
@@ -135,9 +165,9 @@ def run_bench(model_path: str, wishes, *, profile=None, repetitions: int = REPET
             predicted_decode=est.performance.decode_tok_s, measured_decode=got.decode_tok_s,
             predicted_prefill=est.performance.prefill_tok_s, measured_prefill=got.prefill_tok_s,
             n_threads=est.config.n_threads, model_bytes=spec.file_bytes, basis=est.performance.basis,
-            kernels=est.performance.kernels,
+            kernels=est.performance.kernels, others_cpu=others,
         )
         store.add(measurement)
     finally:
         store.close()
-    return BenchResult(est, runs, got, sweep, measurement.usable)
+    return BenchResult(est, runs, got, sweep, measurement.usable, others)

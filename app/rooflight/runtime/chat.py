@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rooflight.errors import BadInputError, OperationFailedError
+from rooflight.runtime.busy import Watch
 from rooflight.runtime.engine import Engine
 from rooflight.runtime.sampling import SamplerChain, Sampling, default_sampling
 
@@ -454,6 +455,8 @@ class ChatSession:
         generated = n_decode = 0
         reason = "max_tokens"
         sampler = SamplerChain(s, llm.n_vocab())
+        # other programs' CPU during the reply: a reply slowed by them does not calibrate
+        watch = Watch().__enter__()
         try:
             if vision_prompt is not None:  # images in view: mtmd evaluates text and images
                 cached = 0
@@ -492,6 +495,7 @@ class ChatSession:
                 n_decode += 1
                 token = sampler.sample(ctx_ptr)
             t_end = time.perf_counter()
+            watch.__exit__(None, None, None)
         except BaseException:
             writer.flush()  # keep what was shown; the message stays marked incomplete
             reply_msg.content = "".join(parts)
@@ -520,7 +524,8 @@ class ChatSession:
         if self.store is not None and reply_msg.id is not None:
             self.store.update_message(reply_msg.id, text)  # the final text (trailing space trimmed)
             self.store.finish_message(reply_msg.id, stats.to_dict())
-        self._record_calibration(stats)
+        assert watch.window is not None
+        self._record_calibration(stats, watch.window.others_share)
         return Reply(text, stats, tuple(notices), reply_msg.id)
 
     def _take_notices(self) -> list[str]:
@@ -548,8 +553,9 @@ class ChatSession:
             "time_to_first_token_s": ttft,
         }
 
-    def _record_calibration(self, st: ReplyStats) -> None:
-        """Store measured vs (uncalibrated) predicted, as `rooflight bench` does."""
+    def _record_calibration(self, st: ReplyStats, others_cpu: float = 0.0) -> None:
+        """Store measured vs (uncalibrated) predicted, as `rooflight bench` does; others_cpu:
+        the share of the CPU other programs used meanwhile (runtime/busy.py)."""
         lp = self.engine.plan
         if not (self.record_calibration and lp.live_hardware):
             return  # only measurements of this machine, as detected, calibrate it
@@ -574,7 +580,7 @@ class ChatSession:
                     predicted_decode=raw_decode.decode_tok_s, measured_decode=st.decode_tok_s,
                     predicted_prefill=raw_prefill.prefill_tok_s, measured_prefill=st.prefill_tok_s,
                     n_threads=lp.config.n_threads, model_bytes=lp.spec.file_bytes, basis=raw_decode.basis,
-                    kernels=_kernels_of(raw_decode, raw_prefill),
+                    kernels=_kernels_of(raw_decode, raw_prefill), others_cpu=others_cpu,
                 ))
             finally:
                 store.close()

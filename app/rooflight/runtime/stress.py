@@ -33,6 +33,7 @@ from rooflight.estimate.plan import Wishes
 from rooflight.estimate.sweep import STRESS_CONTEXTS, STRESS_GEN_TOKENS, ContextPoint, plan_at
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
+from rooflight.runtime.busy import Watch
 from rooflight.runtime.llama_log import ReportedBuffers
 from rooflight.runtime.measure import Measured, measure
 from rooflight.units import size_text
@@ -122,6 +123,9 @@ class StressPoint:
     planned: ContextPoint  # the plan (config, memory per device, predicted speeds)
     measured: Measured
     memory: ReportedMemory
+    # share of all cores other programs used during the run (runtime/busy.py); a disturbed
+    # point is stored but does not calibrate (store/calibration.Measurement.usable)
+    others_cpu: float = 0.0
 
     @property
     def planned_bytes(self) -> int:
@@ -263,13 +267,16 @@ def run_stress(
         est = planned.estimate
         prompt, gen = planned.prompt_tokens, planned.gen_tokens
         try:
-            got = measure(model_path, est.config, prompt_tokens=prompt, gen_tokens=gen)
+            with Watch() as watch:
+                got = measure(model_path, est.config, prompt_tokens=prompt, gen_tokens=gen)
         except (RooflightError, RuntimeError, ValueError, MemoryError) as exc:
             # the plan said it fits but llama.cpp could not allocate it (other programs
             # took the memory meanwhile, or the plan is wrong): the run ends here, kept
             stopped = StressStop(n_ctx, "load_failed", f"llama.cpp failed at {n_ctx} tokens: {exc}")
             break
-        point = StressPoint(n_ctx, prompt, gen, planned, got, reported_memory(spec, got.buffers))
+        assert watch.window is not None
+        point = StressPoint(n_ctx, prompt, gen, planned, got, reported_memory(spec, got.buffers),
+                            watch.window.others_share)
         points.append(point)
         if store is not None and machine:
             measurement = _measurement(point, spec, hardware, machine)
@@ -297,7 +304,7 @@ def _measurement(point: StressPoint, spec: ModelSpec, hardware: HardwareProfile,
         n_threads=est.config.n_threads, model_bytes=spec.file_bytes,
         # against this machine's probe when it has one: the points then correct its kernels,
         # attention most of all at large contexts (estimate/kernel_calibration.py)
-        basis=p.basis, kernels=p.kernels,
+        basis=p.basis, kernels=p.kernels, others_cpu=point.others_cpu,
     )
 
 

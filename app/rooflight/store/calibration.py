@@ -22,6 +22,7 @@ from rooflight.estimate.backend_constants import CPU
 from rooflight.estimate.kernel_calibration import KernelShares
 from rooflight.estimate.perf import Calibration, Ratio
 from rooflight.estimate.ranges import PROBE_DECODE_BAND
+from rooflight.runtime.probe_defaults import DEFAULT_BUSY_THRESHOLD
 from rooflight.store.paths import data_dir
 from rooflight.store.schema import apply_schema
 
@@ -101,12 +102,22 @@ class Measurement:
     model_bytes: int = 0  # the GGUF file size; 0: not recorded
     basis: str = "table"  # what the prediction stood on: table | probe (PerfEstimate.basis)
     kernels: KernelShares | None = None  # a probe-based prediction's kernel shares (PerfEstimate.kernels)
+    # share of all cores' time other programs used while it ran (runtime/busy.py Watch); on
+    # few cores llama.cpp's threads stall at every barrier beside a busy process, so a run
+    # past DEFAULT_BUSY_THRESHOLD measures the other program, not this machine
+    others_cpu: float = 0.0
+
+    @property
+    def disturbed(self) -> bool:
+        return self.others_cpu > DEFAULT_BUSY_THRESHOLD
 
     @property
     def usable(self) -> bool:
-        """Whether calibration will use it (plausible_limit); it is stored either way."""
+        """Whether calibration will use it (plausible_limit, and taken on a quiet machine); it
+        is stored either way."""
         rates = (self.predicted_decode, self.measured_decode, self.predicted_prefill, self.measured_prefill)
-        return (min(rates) > 0 and plausible_ratio(self.measured_decode / self.predicted_decode, self.basis)
+        return (min(rates) > 0 and not self.disturbed
+                and plausible_ratio(self.measured_decode / self.predicted_decode, self.basis)
                 and plausible_ratio(self.measured_prefill / self.predicted_prefill, self.basis))
 
 
@@ -121,6 +132,7 @@ class CalibrationStore:
             ("model_bytes", "INTEGER NOT NULL DEFAULT 0"),
             ("basis", "TEXT NOT NULL DEFAULT 'table'"),
             ("kernel_shares", "TEXT NOT NULL DEFAULT ''"),
+            ("others_cpu", "REAL NOT NULL DEFAULT 0"),
         ]})
         self._db.commit()
 
@@ -132,13 +144,13 @@ class CalibrationStore:
             self._db.execute(
                 "INSERT INTO measurements (created_at, machine, backend, model, quant, n_ctx,"
                 " n_gpu_layers, prompt_tokens, gen_tokens, predicted_decode, measured_decode,"
-                " predicted_prefill, measured_prefill, n_threads, model_bytes, basis, kernel_shares)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " predicted_prefill, measured_prefill, n_threads, model_bytes, basis, kernel_shares, others_cpu)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (time.time(), m.machine, m.backend, m.model, m.quant, m.n_ctx, m.n_gpu_layers,
                  m.prompt_tokens, m.gen_tokens, m.predicted_decode, m.measured_decode,
                  m.predicted_prefill, m.measured_prefill, m.n_threads, m.model_bytes,
                  "probe" if m.basis == "probe" else "table",
-                 m.kernels.to_json() if m.kernels is not None and m.basis == "probe" else ""),
+                 m.kernels.to_json() if m.kernels is not None and m.basis == "probe" else "", m.others_cpu),
             )
 
     def calibration(self, machine: str, backend: str, probe=None) -> Calibration:
@@ -146,8 +158,8 @@ class CalibrationStore:
         rows = self._db.execute(
             "SELECT predicted_decode, measured_decode, predicted_prefill, measured_prefill, quant, n_threads,"
             " model_bytes, basis, kernel_shares"
-            " FROM measurements WHERE machine = ? AND backend = ? ORDER BY id DESC LIMIT ?",
-            (machine, backend, RECENT),
+            " FROM measurements WHERE machine = ? AND backend = ? AND others_cpu <= ? ORDER BY id DESC LIMIT ?",
+            (machine, backend, DEFAULT_BUSY_THRESHOLD, RECENT),
         ).fetchall()
         rows = [r for r in rows
                 if min(r[:4]) > 0 and plausible_ratio(r[1] / r[0], r[7]) and plausible_ratio(r[3] / r[2], r[7])]
