@@ -33,11 +33,28 @@ def test_implausible_rows_are_not_used(tmp_path) -> None:
     assert prefill == pytest.approx(1000 / 1400)
 
 
-def test_factors_are_bounded() -> None:
-    cal = Calibration(decode_factor=7.0, prefill_factor=0.13, samples=1,
-                      ratios=(Ratio("Q4_K_M", 2, 300_000_000, 7.0, 0.13),))
-    assert cal.factors("Q4_K_M", 2, 300_000_000) == (4.0, 0.25)
-    assert cal.factors("Q4_K_M", 8, 300_000_000) == (4.0, 0.25)  # the fallback too
+def test_factors_are_bounded_where_calibration_stops_trusting_a_measurement() -> None:
+    from rooflight.store.calibration import plausible_limit
+
+    limit = plausible_limit("table")
+    cal = Calibration(decode_factor=40.0, prefill_factor=0.01, samples=1,
+                      ratios=(Ratio("Q4_K_M", 2, 300_000_000, 40.0, 0.01),))
+    assert cal.factors("Q4_K_M", 2, 300_000_000) == (limit, 1 / limit)
+    assert cal.factors("Q4_K_M", 8, 300_000_000) == (limit, 1 / limit)  # the fallback too
+
+
+def test_a_machine_far_off_the_table_is_corrected_all_the_way(tmp_path) -> None:
+    """A quiet Zen-1-era EPYC VM ran small models' prompts 11-12x slower than the table and
+    decode 3-4x: one quiet bench there is a plausible measurement (plausible_limit), and the
+    correction it gives is the whole ratio (it stopped at 4x until 2026-12-05)."""
+    store = CalibrationStore(tmp_path / "c.sqlite3")
+    try:
+        store.add(_m(600.0, 150.0, 10531.0, 900.0))  # x0.25 decode, x0.085 prompt, nothing else running
+        cal = store.calibration("m", "cpu")
+    finally:
+        store.close()
+    decode, prefill = cal.factors("Q4_K_M", 2, 300_000_000)
+    assert decode == pytest.approx(0.25) and prefill == pytest.approx(900 / 10531)
 
 
 def test_a_table_estimate_far_off_a_machine_still_calibrates_it_a_probe_s_does_not(tmp_path) -> None:

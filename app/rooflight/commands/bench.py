@@ -72,8 +72,8 @@ def cmd_bench(args) -> int:
             print(kernels_sentence(p.kernels))
     elif result.others_cpu > DEFAULT_BUSY_THRESHOLD:
         print(f"Stored, but not used for calibration: other programs used {result.others_cpu:.0%} of the CPU "
-              "during the runs, which slows llama.cpp by more than this machine's own speed would; close them "
-              "and bench again.")
+              "during the runs, so they measured those programs as much as this machine; close them and bench "
+              "again.")
     else:
         print(f"Stored, but not used for calibration: it is more than {plausible_limit(p.basis):.0f}x off the "
               "estimate, which says more about this run (a busy machine, or a model so small that "

@@ -209,7 +209,8 @@ class Calibration:
         if not matched:
             if basis == "probe":
                 return Correction(1.0, 1.0, (), False, ([], []))
-            return Correction(_bounded(self.decode_factor), _bounded(self.prefill_factor), (), self.active, ([], []))
+            return Correction(_bounded(self.decode_factor, basis), _bounded(self.prefill_factor, basis), (),
+                              self.active, ([], []))
         if basis == "probe" and kernels is not None and all(r.kernels for r in matched):
             decode, prefill, covered = _kernel_fit(kernels, matched)
             calibrated = covered >= _MIN_KERNEL_COVERAGE
@@ -221,8 +222,8 @@ class Calibration:
             residuals = (([r.decode / f[0] for r, f in zip(matched, own, strict=True)],
                           [r.prefill / f[1] for r, f in zip(matched, own, strict=True)]) if calibrated else ([], []))
             return Correction(decode, prefill, matched, calibrated, residuals)
-        decode = _bounded(statistics.median(r.decode for r in matched))
-        prefill = _bounded(statistics.median(r.prefill for r in matched))
+        decode = _bounded(statistics.median(r.decode for r in matched), basis)
+        prefill = _bounded(statistics.median(r.prefill for r in matched), basis)
         return Correction(decode, prefill, matched, basis == "probe" or self.active,
                           ([r.decode / decode for r in matched], [r.prefill / prefill for r in matched]))
 
@@ -258,13 +259,17 @@ def _kernel_fit(kernels: KernelShares, measured: Iterable[Ratio]) -> tuple[float
     known = [(r.kernels, r) for r in measured if r.kernels is not None]
     decode, covered = _kernel_factor(kernels.decode, corrections((k.decode, r.decode) for k, r in known))
     prefill, _ = _kernel_factor(kernels.prefill, corrections((k.prefill, r.prefill) for k, r in known))
-    return _bounded(decode), _bounded(prefill), covered
+    return _bounded(decode, "probe"), _bounded(prefill, "probe"), covered
 
 
-def _bounded(factor: float) -> float:
-    """Calibration corrects the roofline, it does not replace it: a factor beyond 4x either
-    way says more about the measurements (a busy machine) than about the hardware."""
-    return min(4.0, max(0.25, factor))
+def _bounded(factor: float, basis: str) -> float:
+    """A correction within what calibration accepts of one measurement (ranges.plausible_limit:
+    PLAUSIBLE_RATIO beyond the basis's band). Measurements past it, or taken beside a busy
+    program, are never used (store/calibration.py), so this bounds only what combining them
+    can reach (the per-kernel least squares). It was 4x until 2026-12-05: a quiet Zen-1-era
+    EPYC VM ran 7-12x off the table, and a bench there could correct no more than 4x of it."""
+    limit = ranges.plausible_limit(basis)
+    return min(limit, max(1 / limit, factor))
 
 
 # A thread preference measured on one model applies to models within this size factor.

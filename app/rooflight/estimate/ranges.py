@@ -20,6 +20,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rooflight.estimate import backend_constants as _bc
+
 # An 80% band: 8 of 10 measurements fall inside.
 COVERAGE = 0.8
 # Fewer measurements than this cannot place a 10th and a 90th percentile.
@@ -126,3 +128,26 @@ def measured_band(decode_residuals: Sequence[float], prefill_residuals: Sequence
     n = len(decode_residuals)
     return Band(quantile_band(decode_residuals), quantile_band(prefill_residuals),
                 f"8 of 10 of this machine's {n} stored measurements of this kind fall inside")
+
+
+# A measurement more than this factor beyond what its estimate's own out-of-sample band
+# allows is not a property of the machine but of the run: a process fighting others for the
+# cores, or a model so small that Python and llama.cpp's per-call overheads dominate. Such
+# rows would drag every estimate on the machine; they are kept in the table (for `rooflight
+# bench` history) but not used. Beyond the band, not the estimate: a table estimate may be
+# far off a machine by itself (a quiet Zen-1-era EPYC VM ran small models' prompts 11-12x
+# slower than the table; 8x of the estimate refused every bench there), a probe's is not.
+PLAUSIBLE_RATIO = 8.0
+
+
+def plausible_limit(basis: str = "table") -> float:
+    """The largest measured / predicted factor (either way) calibration uses for a prediction
+    of this basis: PLAUSIBLE_RATIO beyond the widest edge of that basis's band (the CPU
+    table's, the widest table band; the probe's decode band)."""
+    bands = (PROBE_DECODE_BAND,) if basis == "probe" else (_bc.CPU.decode_band, _bc.CPU.prefill_band)
+    return PLAUSIBLE_RATIO * max(max(1 / lo, hi) for lo, hi in bands)
+
+
+def plausible_ratio(ratio: float, basis: str = "table") -> bool:
+    limit = plausible_limit(basis)
+    return 1 / limit <= ratio <= limit

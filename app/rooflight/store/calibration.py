@@ -18,10 +18,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rooflight.estimate.backend_constants import CPU
 from rooflight.estimate.kernel_calibration import KernelShares
 from rooflight.estimate.perf import Calibration, Ratio
-from rooflight.estimate.ranges import PROBE_DECODE_BAND
+from rooflight.estimate.ranges import PLAUSIBLE_RATIO, plausible_limit, plausible_ratio  # noqa: F401 (re-exported)
 from rooflight.runtime.probe_defaults import DEFAULT_BUSY_THRESHOLD
 from rooflight.store.paths import data_dir
 from rooflight.store.schema import apply_schema
@@ -199,29 +198,6 @@ def machine_key(profile) -> str:
     gpus = ",".join(g.name for g in profile.gpus)
     ram_gb = round(profile.cpu.ram_total_bytes / 1e9)
     return f"{profile.cpu.name}|{profile.cpu.cores}c|{ram_gb}GB|{gpus}"
-
-
-# A measurement more than this factor beyond what its estimate's own out-of-sample band
-# allows is not a property of the machine but of the run: a process fighting others for the
-# cores, or a model so small that Python and llama.cpp's per-call overheads dominate. Such
-# rows would drag every estimate on the machine; they are kept in the table (for `rooflight
-# bench` history) but not used. Beyond the band, not the estimate: a table estimate may be
-# far off a machine by itself (a quiet Zen-1-era EPYC VM ran small models' prompts 11-12x
-# slower than the table; 8x of the estimate refused every bench there), a probe's is not.
-PLAUSIBLE_RATIO = 8.0
-
-
-def plausible_limit(basis: str = "table") -> float:
-    """The largest measured / predicted factor (either way) calibration uses for a prediction
-    of this basis: PLAUSIBLE_RATIO beyond the widest edge of that basis's band (the CPU
-    table's, the widest table band; the probe's decode band)."""
-    bands = (PROBE_DECODE_BAND,) if basis == "probe" else (CPU.decode_band, CPU.prefill_band)
-    return PLAUSIBLE_RATIO * max(max(1 / lo, hi) for lo, hi in bands)
-
-
-def plausible_ratio(ratio: float, basis: str = "table") -> bool:
-    limit = plausible_limit(basis)
-    return 1 / limit <= ratio <= limit
 
 
 def machine_calibration(profile) -> Calibration:
