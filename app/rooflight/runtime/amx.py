@@ -34,8 +34,8 @@ CACHE_FILE = "amx_check.json"
 # a child that loads a 1 MB model and runs 40 tokens takes about a second; one that has
 # not finished in this long is hung, not slow, and counts as a failure
 CHECK_TIMEOUT_S = 60.0
-NOTICE = ("llama.cpp's AMX kernels crash on this machine (llama.cpp issue #20824), so Rooflight "
-          "loads models without them: prompts run on the plain CPU kernels, slower than AMX would be.")
+NOTICE = ("The AMX kernels of this llama.cpp build crash on this machine (llama.cpp issue #20824), so "
+          "Rooflight loads models without them: prompts run on the plain CPU kernels, slower than AMX would be.")
 _lock = threading.Lock()
 
 
