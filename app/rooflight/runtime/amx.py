@@ -21,7 +21,9 @@ nothing here: no child is started.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import platform
 import subprocess
 import sys
 import tempfile
@@ -31,8 +33,8 @@ from pathlib import Path
 from rooflight.atomic import write_text_atomic
 
 CACHE_FILE = "amx_check.json"
-# a child that loads a 1 MB model and runs 40 tokens takes about a second; one that has
-# not finished in this long is hung, not slow, and counts as a failure
+# a child that writes and loads a 1 MB model and runs 36 tokens takes about 0.3 s here; one
+# that has not finished in this long is hung, not slow, and counts as a crash
 CHECK_TIMEOUT_S = 60.0
 NOTICE = ("The AMX kernels of this llama.cpp build crash on this machine (llama.cpp issue #20824), so "
           "Rooflight loads models without them: prompts run on the plain CPU kernels, slower than AMX would be.")
@@ -53,8 +55,6 @@ def build_has_amx() -> bool:
 
 def _key() -> str:
     """The build and machine a verdict holds for: another build, CPU or kernel asks again."""
-    import platform
-
     from rooflight.runtime.build import llama_build
 
     cpu = ""
@@ -66,8 +66,6 @@ def _key() -> str:
                 break
     except OSError:
         cpu = platform.processor()
-    import hashlib
-
     return f"{llama_build()}|{platform.release()}|{hashlib.sha1(cpu.encode()).hexdigest()[:12]}"
 
 
