@@ -30,6 +30,12 @@ def test_a_child_killed_by_a_signal_is_a_crash(monkeypatch):
     assert amx.run_check() is False
 
 
+def test_the_cpu_s_faults_are_told_from_python_s_exits():
+    assert amx.killed(-11) and amx.killed(-4)  # SIGSEGV, SIGILL
+    assert amx.killed(0xC0000005) and amx.killed(0xC000001D)  # Windows: access violation, illegal instruction
+    assert not amx.killed(1) and not amx.killed(0)
+
+
 def test_a_child_that_ran_says_the_kernels_work(monkeypatch):
     _child(monkeypatch, "print('ok')")
     assert amx.run_check() is True

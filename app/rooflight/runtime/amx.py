@@ -39,6 +39,9 @@ CHECK_TIMEOUT_S = 60.0
 NOTICE = ("The AMX kernels of this llama.cpp build crash on this machine (llama.cpp issue #20824), so "
           "Rooflight loads models without them: prompts run on the plain CPU kernels, slower than AMX would be.")
 _lock = threading.Lock()
+# how a child killed by the CPU exits: POSIX gives the signal as a negative code (SIGSEGV,
+# SIGILL, SIGBUS); Windows an NTSTATUS (access violation, illegal and privileged instruction)
+_WINDOWS_FAULTS = (0xC0000005, 0xC000001D, 0xC0000096)
 
 
 def build_has_amx() -> bool:
@@ -124,6 +127,11 @@ def main() -> None:
     sys.exit(0)
 
 
+def killed(returncode: int) -> bool:
+    """Whether a child's exit status says the CPU stopped it rather than Python."""
+    return returncode < 0 or returncode in _WINDOWS_FAULTS
+
+
 def run_check() -> bool | None:
     """Run the child once: True when the AMX kernels ran, False when the child was killed by
     a signal (the crash) or hung, None when it could not run at all (nothing learnt)."""
@@ -135,7 +143,7 @@ def run_check() -> bool | None:
             return False
         except OSError:
             return None
-    if done.returncode < 0:  # SIGSEGV, SIGILL, SIGBUS: the kernels, not Python
+    if killed(done.returncode):  # the kernels, not Python
         return False
     return True if done.returncode == 0 and done.stdout.strip().endswith("ok") else None
 
