@@ -609,8 +609,27 @@ def test_busy_watch_counts_what_others_used(monkeypatch):
     monkeypatch.setattr(busy.psutil, "cpu_count", lambda: 2)
     with busy.Watch() as w:
         pass
-    assert w.window.others_share == pytest.approx(0.3)  # 0.6 of 2 core-seconds
+    # 0.6 of 2 core-seconds, less the counters' rounding: a tick on each core and on this process
+    assert w.window.others_share == pytest.approx((0.6 - 3 * busy._TICK_S) / 2)
     assert not w.window.clean(0.1) and w.window.clean(0.35)
+
+
+def test_busy_watch_does_not_take_the_counters_rounding_for_another_program(monkeypatch):
+    """A 50 ms window on 2 cores whose busy counter ticked twice more than this process's
+    (the rounding of 100 Hz counters, nothing else running) once read 20% others."""
+    import rooflight.runtime.busy as busy
+
+    clock = iter([100.0, 100.05])
+    machine = iter([50.0, 50.12])
+    own = iter([10.0, 10.10])
+    monkeypatch.setattr(busy.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(busy, "_busy_seconds", lambda: next(machine))
+    monkeypatch.setattr(busy, "_own_seconds", lambda proc: next(own))
+    monkeypatch.setattr(busy.psutil, "cpu_count", lambda: 2)
+    monkeypatch.setattr(busy, "_TICK_S", 0.01)
+    with busy.Watch() as w:
+        pass
+    assert w.window.others_share == 0.0
 
 
 def test_types_the_probe_did_not_measure_use_the_table(q8_model):

@@ -20,6 +20,17 @@ from rooflight.runtime.probe_defaults import DEFAULT_BUSY_THRESHOLD
 __all__ = ["DEFAULT_BUSY_THRESHOLD"]  # re-exported: callers import it from here
 
 
+def _tick_s() -> float:
+    """The resolution of the kernel's CPU-time counters (USER_HZ: 100 Hz on Linux)."""
+    try:
+        return 1.0 / os.sysconf("SC_CLK_TCK")
+    except (AttributeError, ValueError, OSError):  # not POSIX: psutil's own clock, no finer
+        return 0.01
+
+
+_TICK_S = _tick_s()
+
+
 def _busy_seconds() -> float:
     t = psutil.cpu_times()
     busy = t.user + t.system + getattr(t, "nice", 0.0) + getattr(t, "irq", 0.0)
@@ -57,7 +68,10 @@ class Watch:
     def __exit__(self, *exc) -> None:
         wall = time.perf_counter() - self._t0
         others = (_busy_seconds() - self._busy0) - (_own_seconds(self._proc) - self._own0)
-        # the kernel's counters tick at 100 Hz: a short window rounds by up to 10 ms a core
+        # the kernel's counters tick at 100 Hz: each core's busy time and this process's own
+        # round by up to a tick, so that much "other" time is no evidence of another program
+        # (a 50 ms run on an idle 2-core VM read 20% others once in 40 without this)
+        others -= (self._n_cpu + 1) * _TICK_S
         share = max(0.0, others) / max(wall * self._n_cpu, 1e-6)
         self.window = Window(wall, min(1.0, share))
 

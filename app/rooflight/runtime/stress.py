@@ -156,6 +156,8 @@ class StressPoint:
                 "time_to_first_token_s": round(m.time_to_first_token_s, 4),
                 "load_s": round(m.load_s, 3),
                 "memory": self.memory.to_dict(),
+                # share of all cores other programs used during the run (runtime/busy.py)
+                "others_cpu_share": round(self.others_cpu, 3),
             },
             "ratio": {
                 "decode": _ratio(m.decode_tok_s, p.decode_tok_s),
@@ -186,7 +188,7 @@ class StressResult:
     points: tuple[StressPoint, ...]
     stopped: StressStop | None
     stored: bool = False
-    used_for_calibration: int = 0  # stored points calibration uses (store.calibration.plausible_limit)
+    used_for_calibration: int = 0  # stored points calibration uses (Measurement.usable)
 
     def to_dict(self) -> dict:
         return {
