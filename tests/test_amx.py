@@ -110,3 +110,18 @@ def test_on_an_amx_build_the_real_check_runs_and_a_q4_k_model_then_runs(tmp_path
         assert llm.model_params.use_extra_bufts is (not crashes)
     finally:
         llm.close()
+
+
+def test_another_llama_cpp_build_loaded_through_its_path_is_another_build(tmp_path, monkeypatch):
+    """LLAMA_CPP_LIB_PATH makes llama-cpp-python load another build's libraries (the RPC build,
+    or one with llama.cpp's AMX fix): its verdict, and its probe, are that build's."""
+    from rooflight.runtime.build import llama_build
+
+    monkeypatch.delenv("LLAMA_CPP_LIB_PATH", raising=False)
+    installed = llama_build()
+    (tmp_path / "libllama.so").write_bytes(b"\x7fELF another build")
+    monkeypatch.setenv("LLAMA_CPP_LIB_PATH", str(tmp_path))
+    other = llama_build()
+    assert other != installed and other.split(" [")[0] == installed.split(" [")[0]
+    (tmp_path / "libggml-cpu.so").write_bytes(b"\x7fELF rebuilt")
+    assert llama_build() != other

@@ -1,0 +1,108 @@
+"""What loading without llama.cpp's extra buffers costs on an AMX machine, side by side.
+
+    LLAMA_CPP_LIB_PATH=DIR python bench/amx_cost.py [--rounds 3] [--prompt 512] [--gen 32]
+
+Where a build's AMX kernels crash, Rooflight loads every model with `use_extra_bufts = false`
+(runtime/amx.py): weights stay in plain CPU buffers, so neither AMX nor the CPU repack kernels
+run. This measures what that costs against the AMX buffer, on a build whose AMX kernels work
+(llama.cpp with the tile configuration in read-only data, PR #26954; point LLAMA_CPP_LIB_PATH at
+its libraries): the same models loaded both ways, run interleaved round by round (the machine's
+speed drifts between seconds), a prompt of --prompt tokens and --gen tokens of decode each; the
+median of --rounds counts. Prints tokens/s both ways and the ratio. Refuses a build without AMX
+kernels, or one whose AMX kernels crash here, in one sentence.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from rooflight.gguf.synthetic import write_model  # noqa: E402
+from rooflight.runtime import amx  # noqa: E402
+
+SHAPES = {  # generated llama shapes, in types the AMX buffer takes
+    "llama-300M-Q4_K_M": dict(n_layer=16, n_embd=1024, n_head=16, n_head_kv=4, n_ff=2816, n_vocab=32000,
+                              ftype="Q4_K_M"),
+    "llama-1B-Q4_0": dict(n_layer=16, n_embd=2048, n_head=32, n_head_kv=8, n_ff=5632, n_vocab=32000, ftype="Q4_0"),
+    "llama-400M-Q8_0": dict(n_layer=12, n_embd=1280, n_head=20, n_head_kv=4, n_ff=3584, n_vocab=32000, ftype="Q8_0"),
+}
+
+
+def _llama(path: Path, extra_buffers: bool):
+    import llama_cpp
+
+    class Llama(llama_cpp.Llama):
+        @property
+        def model_params(self):
+            return self.__dict__["_params"]
+
+        @model_params.setter
+        def model_params(self, params) -> None:
+            params.use_extra_bufts = extra_buffers
+            self.__dict__["_params"] = params
+
+    return Llama(str(path), n_ctx=1024, n_batch=512, n_ubatch=512, n_threads=2, n_threads_batch=2,
+                 flash_attn=True, verbose=False)
+
+
+def _run(llm, prompt: int, gen: int) -> tuple[float, float]:
+    llm.reset()
+    tokens = [10 + (i * 7919) % 200 for i in range(prompt)]
+    t0 = time.perf_counter()
+    llm.eval(tokens)
+    t1 = time.perf_counter()
+    for i in range(gen):
+        llm.eval([20 + i])
+    t2 = time.perf_counter()
+    return prompt / (t1 - t0), gen / (t2 - t1)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--prompt", type=int, default=512)
+    ap.add_argument("--gen", type=int, default=32)
+    args = ap.parse_args()
+    if min(args.rounds, args.prompt, args.gen) < 1 or args.prompt + args.gen > 1024:
+        print("--rounds, --prompt and --gen must be positive, with --prompt + --gen at most 1024.", file=sys.stderr)
+        return 2
+    if not amx.build_has_amx():
+        print("This llama.cpp build has no AMX kernels: there is nothing to compare.", file=sys.stderr)
+        return 2
+    if amx.amx_crashes():
+        print("This build's AMX kernels crash on this machine: point LLAMA_CPP_LIB_PATH at a build with the "
+              "fix (llama.cpp PR #26954) to measure what they would give.", file=sys.stderr)
+        return 2
+    from gemma_model import gemma_270m_path
+
+    print(f"{'model':22} {'':9} {'prompt tok/s':>13} {'decode tok/s':>13}   (median of {args.rounds} rounds)")
+    with tempfile.TemporaryDirectory(prefix="rooflight-amx-cost-") as tmp:
+        models = {name: write_model(Path(tmp) / f"{name}.gguf", tiled=True, context_length=4096, **shape)
+                  for name, shape in SHAPES.items()}
+        models["gemma-3-270m-Q4_K_M"] = gemma_270m_path()
+        for name, path in models.items():
+            pair = {way: _llama(path, way) for way in (True, False)}
+            runs: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
+            try:
+                for _ in range(args.rounds):
+                    for way, llm in pair.items():
+                        runs[way].append(_run(llm, args.prompt, args.gen))
+            finally:
+                for llm in pair.values():
+                    llm.close()
+            med = {way: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs))
+                   for way, rs in runs.items()}
+            print(f"{name:22} {'AMX':9} {med[True][0]:13.1f} {med[True][1]:13.1f}")
+            print(f"{'':22} {'plain':9} {med[False][0]:13.1f} {med[False][1]:13.1f}")
+            print(f"{'':22} {'AMX/plain':9} {med[True][0] / med[False][0]:13.2f} {med[True][1] / med[False][1]:13.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
