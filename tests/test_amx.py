@@ -114,14 +114,18 @@ def test_on_an_amx_build_the_real_check_runs_and_a_q4_k_model_then_runs(tmp_path
 
 def test_another_llama_cpp_build_loaded_through_its_path_is_another_build(tmp_path, monkeypatch):
     """LLAMA_CPP_LIB_PATH makes llama-cpp-python load another build's libraries (the RPC build,
-    or one with llama.cpp's AMX fix): its verdict, and its probe, are that build's."""
-    from rooflight.runtime.build import llama_build
+    or one with llama.cpp's AMX fix): the AMX verdict is that build's; the probe stays the
+    installed build's (an RPC chat runs the same sources)."""
+    from rooflight.runtime.build import llama_build, loaded_llama_build
 
     monkeypatch.delenv("LLAMA_CPP_LIB_PATH", raising=False)
     installed = llama_build()
+    assert loaded_llama_build() == installed
     (tmp_path / "libllama.so").write_bytes(b"\x7fELF another build")
     monkeypatch.setenv("LLAMA_CPP_LIB_PATH", str(tmp_path))
-    other = llama_build()
+    other = loaded_llama_build()
     assert other != installed and other.split(" [")[0] == installed.split(" [")[0]
+    assert llama_build() == installed
+    assert amx._key().startswith(other + "|")
     (tmp_path / "libggml-cpu.so").write_bytes(b"\x7fELF rebuilt")
-    assert llama_build() != other
+    assert loaded_llama_build() != other

@@ -58,7 +58,7 @@ def build_has_amx() -> bool:
 
 def _key() -> str:
     """The build and machine a verdict holds for: another build, CPU or kernel asks again."""
-    from rooflight.runtime.build import llama_build
+    from rooflight.runtime.build import loaded_llama_build
 
     cpu = ""
     try:
@@ -69,7 +69,7 @@ def _key() -> str:
                 break
     except OSError:
         cpu = platform.processor()
-    return f"{llama_build()}|{platform.release()}|{hashlib.sha1(cpu.encode()).hexdigest()[:12]}"
+    return f"{loaded_llama_build()}|{platform.release()}|{hashlib.sha1(cpu.encode()).hexdigest()[:12]}"
 
 
 def _cache_path() -> Path:
