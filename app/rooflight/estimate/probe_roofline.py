@@ -85,13 +85,18 @@ def decode_weights_s(
 # multiplies Q5_0 weights with the same tinyBLAS_Q0_AVX template as Q8_0 (ggml-cpu/
 # llamafile/sgemm.cpp, llama-cpp-python 0.3.36), so a probe's Q8_0 prompt figure stands for
 # Q5_0 where the probe has no Q5_0 figure of its own (a reduced probe, or one whose budget ran
-# out; probes before Q5_0 was measured): the fifth bit's unpacking made Q5_0 x1.19-1.42 of
-# Q8_0 on a Zen 5 VM (bench/probe_width.py). On ARM, Q5_0 has no tinyBLAS path: the table prices it.
-_X86_PROMPT_STAND_IN = {"Q5_0": "Q8_0"}
+# out; probes before Q5_0 was measured), times what the fifth bit's unpacking costs: the mean
+# over the machines measured at the probe's 1024-wide shape (bench/probe_width.py --types
+# Q8_0,Q5_0): x1.19 (Emerald Rapids Xeon VM, two runs 2026-12-04), x1.42 (Zen 5 EPYC VM,
+# 2026-12-01), x1.19 (an AMX Xeon VM, two runs 2026-12-05). Leave one machine out, the mean
+# of the other two prices each machine within 9-16% against 16-30% with Q8_0's figure alone
+# (docs/DECISIONS.md). On ARM, Q5_0 has no tinyBLAS path: the table prices it.
+_X86_PROMPT_STAND_IN = {"Q5_0": ("Q8_0", 1.27)}
 
 
-def prompt_stand_in(kind: str, isa: Iterable[str]) -> str | None:
-    """The measured weight type whose prompt kernel a type shares on this CPU, if any."""
+def prompt_stand_in(kind: str, isa: Iterable[str]) -> tuple[str, float] | None:
+    """The measured weight type whose prompt kernel a type shares on this CPU, and what a
+    weight of this type costs against one of that type there, if any."""
     return _X86_PROMPT_STAND_IN.get(kind) if "avx" in set(isa) else None
 
 
@@ -110,14 +115,14 @@ def prefill_weights_s(
     isa = tuple(isa)
     total = 0.0
     for kind, n in counts.items():
-        k = probe.kernel(kind)
+        k, cost = probe.kernel(kind), 1.0
         if k is None and (stand_in := prompt_stand_in(kind, isa)) is not None:
-            k = probe.kernel(stand_in)
+            k, cost = probe.kernel(stand_in[0]), stand_in[1]
         if k is None:
             seconds = table_s(kind, n * n_tokens)
             tally(by_kernel, table_kernel(kind), seconds)
         else:
-            seconds = max(n * n_tokens * k.prefill_s_per_weight * shape_cost, n * k.decode_s_per_weight)
+            seconds = max(n * n_tokens * k.prefill_s_per_weight * shape_cost * cost, n * k.decode_s_per_weight)
             tally(by_kernel, k.weight_type, seconds)
         total += seconds
     return total
