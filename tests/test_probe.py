@@ -734,6 +734,26 @@ def test_a_probe_prices_q5_0_prompts_by_its_q8_0_figure_on_x86():
     assert own == pytest.approx(1e6 * 512 * 2e-11)
 
 
+def test_without_extra_buffers_q4_0_prompts_take_the_q8_0_figure_not_the_repacked_table():
+    """Where runtime/amx.py turned llama.cpp's extra buffers off, Q4_0 is not repacked and its
+    prompts run the tinyBLAS template Q8_0's do; with them on, the table's (repacked) price
+    stands for a probe without a Q4_0 figure. The probe says which (and round-trips it)."""
+    from rooflight.estimate import probe_roofline
+    from rooflight.estimate.probe import FixedCosts, KernelFigure, MachineProbe
+
+    q8 = KernelFigure("Q8_0", decode_s_per_weight=3e-11, prefill_s_per_weight=1e-11, decode_gbs=30.0)
+    p = MachineProbe(machine="m", build="b", n_threads=2, n_ubatch=512, kernels=(q8,), attention=(),
+                     fixed=FixedCosts(0.0, 0.0, 0.0), spread=0.0, disturbed=False)
+    table = lambda kind, n: 99.0  # noqa: E731 - what the table would say
+    assert p.extra_buffers  # a probe stored before the field
+    assert probe_roofline.prefill_weights_s(p, {"Q4_0": 1e6}, 512, table, ("avx", "avx2")) == 99.0
+    plain = replace(p, extra_buffers=False)
+    assert probe_roofline.prefill_weights_s(plain, {"Q4_0": 1e6, "IQ4_NL": 1e6}, 512, table, ("avx",)) \
+        == pytest.approx(2 * 1e6 * 512 * 1e-11)
+    assert MachineProbe.from_dict(plain.to_dict()).extra_buffers is False
+    assert MachineProbe.from_dict({k: v for k, v in p.to_dict().items() if k != "extra_buffers"}).extra_buffers
+
+
 def test_a_band_of_two_parts_adds_their_time_ratios_by_share():
     """ranges.combined: s = 0 is the probe's band, s = 1 the table's; between, each end is
     the share-weighted sum of the parts' time ratios at that end."""

@@ -280,6 +280,10 @@ class MachineProbe:
     # MoE prompts: what a routed expert's multiply-add costs through MUL_MAT_ID against the
     # dense kernel of its weight type (moe_prompt.cpu_expert_cost), per type measured
     expert_costs: tuple[tuple[str, float], ...] = ()
+    # whether llama.cpp loaded the probe's models with its extra buffers (repack, AMX); False
+    # where runtime/amx.py turned them off: Q4_0 and IQ4_NL prompts then run tinyBLAS, like
+    # Q8_0's (probe_roofline.prompt_stand_in). A probe stored before the field: True.
+    extra_buffers: bool = True
 
     def kernel(self, weight_type: str) -> KernelFigure | None:
         return self._kernels_by_type.get(weight_type.upper())
@@ -336,4 +340,5 @@ class MachineProbe:
             duration_s=float(d.get("duration_s", 0.0)), notes=tuple(d.get("notes", ())),
             encode=EncodeFigure(**d["encode"]) if d.get("encode") else None, method=PROBE_METHOD,
             expert_costs=tuple((str(k), float(v)) for k, v in d.get("expert_costs", ())),
+            extra_buffers=bool(d.get("extra_buffers", True)),
         )

@@ -92,12 +92,21 @@ def decode_weights_s(
 # of the other two prices each machine within 9-16% against 16-30% with Q8_0's figure alone
 # (docs/DECISIONS.md). On ARM, Q5_0 has no tinyBLAS path: the table prices it.
 _X86_PROMPT_STAND_IN = {"Q5_0": ("Q8_0", 1.27)}
+# Q4_0 and IQ4_NL go to the CPU repack buffer where llama.cpp loads with its extra buffers
+# (their own GEMM kernels, which the table's Q4_0 figure is); where runtime/amx.py turned
+# those off they reach the same tinyBLAS_Q0_AVX template as Q8_0 (sgemm.cpp). Their cost
+# against Q8_0's there is taken as 1: one machine measured it (the AMX Xeon VM, 2026-12-05:
+# x1.02 and x1.16 in two probes), too few to carry a factor.
+_X86_PLAIN_PROMPT_STAND_IN = {**_X86_PROMPT_STAND_IN, "Q4_0": ("Q8_0", 1.0), "IQ4_NL": ("Q8_0", 1.0)}
 
 
-def prompt_stand_in(kind: str, isa: Iterable[str]) -> tuple[str, float] | None:
+def prompt_stand_in(kind: str, isa: Iterable[str], extra_buffers: bool = True) -> tuple[str, float] | None:
     """The measured weight type whose prompt kernel a type shares on this CPU, and what a
-    weight of this type costs against one of that type there, if any."""
-    return _X86_PROMPT_STAND_IN.get(kind) if "avx" in set(isa) else None
+    weight of this type costs against one of that type there, if any. extra_buffers: whether
+    llama.cpp loads with its repack/AMX buffers (MachineProbe.extra_buffers)."""
+    if "avx" not in set(isa):
+        return None
+    return (_X86_PROMPT_STAND_IN if extra_buffers else _X86_PLAIN_PROMPT_STAND_IN).get(kind)
 
 
 def prefill_weights_s(
@@ -116,7 +125,7 @@ def prefill_weights_s(
     total = 0.0
     for kind, n in counts.items():
         k, cost = probe.kernel(kind), 1.0
-        if k is None and (stand_in := prompt_stand_in(kind, isa)) is not None:
+        if k is None and (stand_in := prompt_stand_in(kind, isa, probe.extra_buffers)) is not None:
             k, cost = probe.kernel(stand_in[0]), stand_in[1]
         if k is None:
             seconds = table_s(kind, n * n_tokens)

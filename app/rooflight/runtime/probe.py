@@ -226,6 +226,8 @@ class ProbeRun:
                 "not_measured": self.skipped,
                 # MoE prompts: MUL_MAT_ID's cost per routed multiply-add, in dense ones
                 "expert_costs": dict(p.expert_costs),
+                # llama.cpp's repack/AMX buffers in use (false where runtime/amx.py turned them off)
+                "extra_buffers": p.extra_buffers,
                 "image_encode": _encode_dict(p.encode),
             }],
             "runs": self.runs,
@@ -852,7 +854,7 @@ def probe_machine(
         machine=machine_key(profile), build=llama_build(), n_threads=n_threads, n_ubatch=n_ubatch,
         kernels=kernels, attention=attention, fixed=fixed, spread=max(spreads),
         disturbed=disturbed, created_at=time.time(), duration_s=clock.elapsed, notes=tuple(notes), encode=encode,
-        expert_costs=expert_costs,
+        expert_costs=expert_costs, extra_buffers=not amx.amx_crashes(),
     )
     result = ProbeRun(probe, load_before=load_before, runs=runs, skipped=skipped, image_note=image_note)
     if refused and (no_kernels or not keep_disturbed):
