@@ -36,20 +36,11 @@ SHAPES = {  # generated llama shapes, in types the AMX buffer takes
 
 
 def _llama(path: Path, extra_buffers: bool):
-    import llama_cpp
+    def configure(params) -> None:
+        params.use_extra_bufts = extra_buffers
 
-    class Llama(llama_cpp.Llama):
-        @property
-        def model_params(self):
-            return self.__dict__["_params"]
-
-        @model_params.setter
-        def model_params(self, params) -> None:
-            params.use_extra_bufts = extra_buffers
-            self.__dict__["_params"] = params
-
-    return Llama(str(path), n_ctx=1024, n_batch=512, n_ubatch=512, n_threads=2, n_threads_batch=2,
-                 flash_attn=True, verbose=False)
+    return amx.llama_with_params(configure)(str(path), n_ctx=1024, n_batch=512, n_ubatch=512, n_threads=2,
+                                            n_threads_batch=2, flash_attn=True, verbose=False)
 
 
 def _run(llm, prompt: int, gen: int) -> tuple[float, float]:

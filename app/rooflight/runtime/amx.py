@@ -170,25 +170,29 @@ def safe_model_params(params) -> None:
         params.use_extra_bufts = False
 
 
-@functools.cache
-def llama_class():
-    """llama_cpp.Llama for loads that need nothing else on their model parameters (the
-    probe's models, bench scripts): a subclass that applies safe_model_params as
-    llama-cpp-python's __init__ builds them (it offers no argument for the field)."""
+def llama_with_params(configure):
+    """llama_cpp.Llama whose model parameters pass through configure(params) as
+    llama-cpp-python's __init__ builds them (it offers no argument for most fields)."""
     import llama_cpp
 
-    class SafeLlama(llama_cpp.Llama):
+    class ConfiguredLlama(llama_cpp.Llama):
         @property
         def model_params(self):
             return self.__dict__["_rooflight_model_params"]
 
         @model_params.setter
         def model_params(self, params) -> None:
-            safe_model_params(params)
+            configure(params)
             self.__dict__["_rooflight_model_params"] = params
 
-    return SafeLlama
+    return ConfiguredLlama
 
+
+@functools.cache
+def llama_class():
+    """llama_cpp.Llama for loads that need nothing else on their model parameters (the
+    probe's models, bench scripts), with safe_model_params applied."""
+    return llama_with_params(safe_model_params)
 
 if __name__ == "__main__":
     main()
