@@ -11,7 +11,7 @@ import sys
 from rooflight.commands.common import add_estimate_options, emit_json, positive_int, wishes_from
 from rooflight.errors import BadInputError
 from rooflight.runtime.bench import REPETITIONS
-from rooflight.runtime.probe_defaults import DEFAULT_BUSY_THRESHOLD
+from rooflight.runtime.probe_defaults import disturbed
 
 
 def register(subparsers) -> None:
@@ -70,7 +70,7 @@ def cmd_bench(args) -> int:
         print("Stored for calibration: later estimates on this machine use it.")
         if p.kernels is not None:
             print(kernels_sentence(p.kernels))
-    elif result.others_cpu > DEFAULT_BUSY_THRESHOLD:
+    elif disturbed(result.others_cpu):
         print(f"Stored, but not used for calibration: other programs used {result.others_cpu:.0%} of the CPU "
               "during the runs, so they measured those programs as much as this machine; close them and bench "
               "again.")

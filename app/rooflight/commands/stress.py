@@ -24,7 +24,7 @@ from rooflight.commands.common import (
     positive_int,
 )
 from rooflight.errors import BadInputError
-from rooflight.runtime.probe_defaults import DEFAULT_BUSY_THRESHOLD
+from rooflight.runtime.probe_defaults import DEFAULT_BUSY_THRESHOLD, disturbed
 from rooflight.units import size_text
 
 GB = 1e9
@@ -95,7 +95,7 @@ def format_result(result) -> str:
     elif result.used_for_calibration == len(result.points):
         lines.append("Stored for calibration: later estimates on this machine use it.")
     else:
-        busy = sum(p.others_cpu > DEFAULT_BUSY_THRESHOLD for p in result.points)
+        busy = sum(disturbed(p.others_cpu) for p in result.points)
         far = len(result.points) - result.used_for_calibration - busy
         why = ([f"{busy} ran while other programs used more than {DEFAULT_BUSY_THRESHOLD:.0%} of the CPU"] if busy
                else []) + ([f"{far} too far off the estimate to say much about the hardware"] if far > 0 else [])

@@ -15,7 +15,7 @@ tiny generated Q8_0 model with the AMX buffer in use, and its exit status is the
 passes `use_extra_bufts = false` (llama.h), so weights stay in ordinary CPU buffers: the
 build's plain kernels run, slower at prompts than working AMX (and without the CPU repack
 buffer either, which the same switch turns off), but they run. A build without AMX costs
-nothing here: no child is started.
+nothing here but one look at its system info: no child is started.
 """
 
 from __future__ import annotations
@@ -58,15 +58,12 @@ def build_has_amx() -> bool:
 
 def _key() -> str:
     """The build and machine a verdict holds for: another build, CPU or kernel asks again."""
+    from rooflight.hardware.cpu import parse_cpuinfo
     from rooflight.runtime.build import loaded_llama_build
 
-    cpu = ""
     try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            if line.startswith(("model name", "flags")):
-                cpu += line.split(":", 1)[1].strip() + ";"
-            if line.startswith("flags"):
-                break
+        name, isa = parse_cpuinfo(Path("/proc/cpuinfo").read_text(errors="replace"))
+        cpu = f"{name}|{','.join(isa)}"
     except OSError:
         cpu = platform.processor()
     return f"{loaded_llama_build()}|{platform.release()}|{hashlib.sha1(cpu.encode()).hexdigest()[:12]}"
@@ -150,14 +147,14 @@ def run_check() -> bool | None:
 
 @functools.cache
 def amx_crashes() -> bool:
-    """Whether this build's AMX kernels crash on this machine (False where it has none)."""
-    if not build_has_amx():
-        return False
+    """Whether this build's AMX kernels crash on this machine (False where it has none).
+    The kept verdict is read first: asking the build (importing llama_cpp, ~0.15 s) is left
+    to the first time, so a detection on an AMX machine does not pay it every start."""
     with _lock:
         key = _key()
         ok = _cached(key)
         if ok is None:
-            ok = run_check()
+            ok = run_check() if build_has_amx() else True  # no AMX kernels: nothing to crash
             if ok is not None:
                 _remember(key, ok)
     return ok is False

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rooflight.errors import RooflightError
-from rooflight.runtime.probe_defaults import DEFAULT_BUSY_THRESHOLD
+from rooflight.runtime.probe_defaults import DEFAULT_BUSY_THRESHOLD, disturbed
 
 # The sweep runs every candidate twice: shorter runs than the benchmark keep it to
 # seconds for small models and about a minute for 7B ones on a laptop.
@@ -89,9 +89,9 @@ def quiet_runs(run: Callable[[], Any], repetitions: int, say: Callable[[str], No
             result = run()
         assert w.window is not None
         taken.append((w.window.others_share, result))
-        if w.window.others_share > DEFAULT_BUSY_THRESHOLD:
+        if disturbed(w.window.others_share):
             say(f"  other programs used {w.window.others_share:.0%} of the CPU during that run; measuring again")
-        if sum(share <= DEFAULT_BUSY_THRESHOLD for share, _ in taken) == repetitions:
+        if sum(not disturbed(share) for share, _ in taken) == repetitions:
             break
     quietest = sorted(sorted(range(len(taken)), key=lambda i: taken[i][0])[:repetitions])  # in the order taken
     return [taken[i][1] for i in quietest], max(taken[i][0] for i in quietest)

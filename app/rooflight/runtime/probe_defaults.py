@@ -12,10 +12,17 @@ in its help without importing the probe (and psutil, numpy, gguf under it) on ev
 # Q5_0: the fallback of Q4_K_M files for rows not a multiple of 256 wide (most of Gemma 3
 # 270M's and 1B's blocks);
 # its prompt kernel is Q8_0's tinyBLAS template plus unpacking the fifth bit, which cost
-# x1.19-1.42 of Q8_0 per weight on a Zen 5 EPYC VM (bench/probe_width.py), so Q8_0 cannot
-# stand in for it.
+# x1.15-1.42 of Q8_0 per weight on three VMs (bench/probe_width.py), so Q8_0's figure stands
+# in for it only with the mean of those (probe_roofline._X86_PROMPT_STAND_IN), and a figure
+# of its own is better.
 ALL_TYPES = ("F16", "Q4_K", "Q8_0", "Q6_K", "Q5_K", "MXFP4", "BF16", "Q4_0", "Q5_0", "IQ4_XS", "NVFP4")
 BUDGET_S = 30.0  # the whole probe, generation of its models included (issue 14)
 # Others may use this share of the machine's total CPU time during a measurement (10% is a
 # fifth of one core on two: a desktop's idle background, not a compile or a second model).
 DEFAULT_BUSY_THRESHOLD = 0.10
+
+
+def disturbed(others_share: float) -> bool:
+    """Whether other programs took more of the CPU during a measurement than it may keep
+    (bench runs, chat replies, stress points: runtime/busy.py measures the share)."""
+    return others_share > DEFAULT_BUSY_THRESHOLD

@@ -21,6 +21,7 @@ from pathlib import Path
 from rooflight.estimate.kernel_calibration import KernelShares
 from rooflight.estimate.perf import Calibration, Ratio
 from rooflight.estimate.ranges import PLAUSIBLE_RATIO, plausible_limit, plausible_ratio  # noqa: F401 (re-exported)
+from rooflight.runtime import probe_defaults
 from rooflight.runtime.probe_defaults import DEFAULT_BUSY_THRESHOLD
 from rooflight.store.paths import data_dir
 from rooflight.store.schema import apply_schema
@@ -108,7 +109,7 @@ class Measurement:
 
     @property
     def disturbed(self) -> bool:
-        return self.others_cpu > DEFAULT_BUSY_THRESHOLD
+        return probe_defaults.disturbed(self.others_cpu)
 
     @property
     def usable(self) -> bool:
