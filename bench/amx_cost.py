@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from rooflight.gguf.synthetic import write_model  # noqa: E402
 from rooflight.runtime import amx  # noqa: E402
+from rooflight.runtime.busy import load_now  # noqa: E402
 
 SHAPES = {  # generated llama shapes, in types the AMX buffer takes
     "llama-300M-Q4_K_M": dict(n_layer=16, n_embd=1024, n_head=16, n_head_kv=4, n_ff=2816, n_vocab=32000,
@@ -43,7 +44,17 @@ def _llama(path: Path, extra_buffers: bool):
                                             n_threads_batch=2, flash_attn=True, verbose=False)
 
 
-def _run(llm, prompt: int, gen: int) -> tuple[float, float]:
+def _run(llm, prompt: int, gen: int) -> tuple[float, float, float]:
+    """(prompt tok/s, decode tok/s, share of the CPU other programs took meanwhile)."""
+    from rooflight.runtime.busy import Watch
+
+    with Watch() as w:
+        prompt_rate, decode_rate = _timed(llm, prompt, gen)
+    assert w.window is not None
+    return prompt_rate, decode_rate, w.window.others_share
+
+
+def _timed(llm, prompt: int, gen: int) -> tuple[float, float]:
     llm.reset()
     tokens = [10 + (i * 7919) % 200 for i in range(prompt)]
     t0 = time.perf_counter()
@@ -74,7 +85,9 @@ def main() -> int:
 
     info = llama_cpp.llama_print_system_info().decode(errors="replace")
     extra = " and ".join(n for n in ("AMX_INT8", "REPACK") if f"{n} = 1" in info) or "none"
-    print(f"extra buffers of this build: {extra}; 'extra' loads with them, 'plain' without (the guard)")
+    load, cpus = load_now()
+    print(f"extra buffers of this build: {extra}; 'extra' loads with them, 'plain' without (the guard); "
+          f"load average before: {load:.2f} on {cpus} CPUs")
     print(f"{'model':22} {'':11} {'prompt tok/s':>13} {'decode tok/s':>13}   (median of {args.rounds} rounds)")
     with tempfile.TemporaryDirectory(prefix="rooflight-amx-cost-") as tmp:
         models = {name: write_model(Path(tmp) / f"{name}.gguf", tiled=True, context_length=4096, **shape)
@@ -82,7 +95,7 @@ def main() -> int:
         models["gemma-3-270m-Q4_K_M"] = gemma_270m_path()
         for name, path in models.items():
             pair = {way: _llama(path, way) for way in (True, False)}
-            runs: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
+            runs: dict[bool, list[tuple[float, float, float]]] = {True: [], False: []}
             try:
                 for _ in range(args.rounds):
                     for way, llm in pair.items():
@@ -94,8 +107,9 @@ def main() -> int:
                    for way, rs in runs.items()}
             print(f"{name:22} {'extra':11} {med[True][0]:13.1f} {med[True][1]:13.1f}")
             print(f"{'':22} {'plain':11} {med[False][0]:13.1f} {med[False][1]:13.1f}")
+            others = max(r[2] for rs in runs.values() for r in rs)
             print(f"{'':22} {'extra/plain':11} {med[True][0] / med[False][0]:13.2f} "
-                  f"{med[True][1] / med[False][1]:13.2f}")
+                  f"{med[True][1] / med[False][1]:13.2f}   others' CPU at most {others:.0%}")
     return 0
 
 

@@ -88,10 +88,10 @@ def decode_weights_s(
 # out; probes before Q5_0 was measured), times what the fifth bit's unpacking costs: the mean
 # over the machines measured at the probe's 1024-wide shape (bench/probe_width.py --types
 # Q8_0,Q5_0): x1.19 (Emerald Rapids Xeon VM, two runs 2026-12-04), x1.42 (Zen 5 EPYC VM,
-# 2026-12-01), x1.19 (an AMX Xeon VM, two runs 2026-12-05). Leave one machine out, the mean
-# of the other two prices each machine within 9-16% against 16-30% with Q8_0's figure alone
-# (docs/DECISIONS.md). On ARM, Q5_0 has no tinyBLAS path: the table prices it.
-_X86_PROMPT_STAND_IN = {"Q5_0": ("Q8_0", 1.27)}
+# 2026-12-01), x1.19 (an AMX Xeon VM, three runs 2026-12-05). Leave one machine out, the
+# mean of the other two prices each machine within 10-16% against 16-30% with Q8_0's figure
+# alone (docs/DECISIONS.md). On ARM, Q5_0 has no tinyBLAS path: the table prices it.
+_X86_PROMPT_STAND_IN = {"Q5_0": ("Q8_0", 1.26)}
 # Q4_0 and IQ4_NL go to the CPU repack buffer where llama.cpp loads with its extra buffers
 # (their own GEMM kernels, which the table's Q4_0 figure is); where runtime/amx.py turned
 # those off they reach the same tinyBLAS_Q0_AVX template as Q8_0 (sgemm.cpp). Their cost
