@@ -96,7 +96,7 @@ def _remember(key: str, ok: bool) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(path, json.dumps(data, indent=1))
     except OSError:
-        pass  # not kept: asked again by the next process, which costs a second
+        pass  # not kept: asked again by the next process, which costs the child's 0.3 s
 
 
 def check_command(model_path: Path) -> list[str]:
@@ -190,6 +190,7 @@ def llama_class():
     """llama_cpp.Llama for loads that need nothing else on their model parameters (the
     probe's models, bench scripts), with safe_model_params applied."""
     return llama_with_params(safe_model_params)
+
 
 if __name__ == "__main__":
     main()
