@@ -1,16 +1,17 @@
-"""What loading without llama.cpp's extra buffers costs, side by side.
+"""What the AMX guard's ways of loading cost, side by side.
 
     [LLAMA_CPP_LIB_PATH=DIR] python bench/amx_cost.py [--rounds 3] [--prompt 512] [--gen 32]
 
-Where a build's AMX kernels crash, Rooflight loads every model with `use_extra_bufts = false`
-(runtime/amx.py): weights stay in plain CPU buffers, so neither AMX nor the CPU repack kernels
-run. This measures what that costs against the extra buffers of a build where they run: one
-whose AMX kernels work (llama.cpp with the tile configuration in read-only data, PR #26954), or
-one built without AMX, whose extra buffer is the repack one (point LLAMA_CPP_LIB_PATH at its
-libraries). The same models loaded both ways, run interleaved round by round (the machine's
-speed drifts between seconds), a prompt of --prompt tokens and --gen tokens of decode each; the
-median of --rounds counts. Prints tokens/s both ways and the ratio. Refuses a build whose AMX
-kernels crash here, in one sentence.
+Where a build's AMX kernels crash, Rooflight takes the AMX buffer type out of the extra buffer
+types llama.cpp places weights in and keeps the CPU repack one (runtime/amx.drop_amx_buffer,
+'no AMX' below); where that list cannot be reached it loads with `use_extra_bufts = false`
+('plain': neither AMX nor repack). This measures those ways against each other and, on a build
+whose AMX kernels run here (one with the tile configuration in read-only data, llama.cpp PR
+#26954, loaded through LLAMA_CPP_LIB_PATH, or a machine without the bug), against every extra
+buffer ('extra', llama.cpp's default). The same models loaded each way (the 'extra' loads
+first: dropping AMX is process-wide and governs loads after it), run interleaved round by round
+(the machine's speed drifts between seconds), a prompt of --prompt tokens and --gen tokens of
+decode each; the median of --rounds counts. Prints tokens/s each way and the ratios.
 """
 
 from __future__ import annotations
@@ -44,6 +45,21 @@ def _llama(path: Path, extra_buffers: bool):
                                             n_threads_batch=2, flash_attn=True, verbose=False)
 
 
+def _load_ways(paths: dict[str, Path], with_amx: bool) -> dict[str, dict]:
+    """{model: {way: Llama}}. Every model's 'extra' load (only where AMX runs here) comes
+    before the AMX buffer is dropped: the drop is process-wide and governs the loads after it."""
+    ways: dict[str, dict] = {name: {} for name in paths}
+    if with_amx:
+        for name, path in paths.items():
+            ways[name]["extra"] = _llama(path, True)
+    if not amx.drop_amx_buffer():
+        raise SystemExit("This llama.cpp build does not expose its extra buffer types: nothing to compare.")
+    for name, path in paths.items():
+        ways[name]["no AMX"] = _llama(path, True)
+        ways[name]["plain"] = _llama(path, False)
+    return ways
+
+
 def _run(llm, prompt: int, gen: int) -> tuple[float, float, float]:
     """(prompt tok/s, decode tok/s, share of the CPU other programs took meanwhile)."""
     from rooflight.runtime.busy import Watch
@@ -75,43 +91,41 @@ def main() -> int:
     if min(args.rounds, args.prompt, args.gen) < 1 or args.prompt + args.gen > 1024:
         print("--rounds, --prompt and --gen must be positive, with --prompt + --gen at most 1024.", file=sys.stderr)
         return 2
-    if amx.amx_crashes():
-        print("This build's AMX kernels crash on this machine: point LLAMA_CPP_LIB_PATH at a build with the "
-              "fix (llama.cpp PR #26954) to measure what they would give.", file=sys.stderr)
-        return 2
     import llama_cpp
 
     from gemma_model import gemma_270m_path
 
+    with_amx = amx.build_has_amx() and not amx.amx_crashes()
     info = llama_cpp.llama_print_system_info().decode(errors="replace")
     extra = " and ".join(n for n in ("AMX_INT8", "REPACK") if f"{n} = 1" in info) or "none"
     load, cpus = load_now()
-    print(f"extra buffers of this build: {extra}; 'extra' loads with them, 'plain' without (the guard); "
+    print(f"extra buffers of this build: {extra}; AMX kernels {'run' if with_amx else 'crash or are absent'} here; "
           f"load average before: {load:.2f} on {cpus} CPUs")
-    print(f"{'model':22} {'':11} {'prompt tok/s':>13} {'decode tok/s':>13}   (median of {args.rounds} rounds)")
+    print(f"{'model':22} {'':15} {'prompt tok/s':>13} {'decode tok/s':>13}   (median of {args.rounds} rounds)")
     with tempfile.TemporaryDirectory(prefix="rooflight-amx-cost-") as tmp:
         models = {name: write_model(Path(tmp) / f"{name}.gguf", tiled=True, context_length=4096, **shape)
                   for name, shape in SHAPES.items()}
         models["gemma-3-270m-Q4_K_M"] = gemma_270m_path()
-        for name, path in models.items():
-            pair = {way: _llama(path, way) for way in (True, False)}
-            runs: dict[bool, list[tuple[float, float, float]]] = {True: [], False: []}
+        loaded = _load_ways(models, with_amx)
+        for name, ways in loaded.items():
+            runs: dict[str, list[tuple[float, float, float]]] = {way: [] for way in ways}
             try:
                 for _ in range(args.rounds):
-                    for way, llm in pair.items():
+                    for way, llm in ways.items():
                         runs[way].append(_run(llm, args.prompt, args.gen))
             finally:
-                for llm in pair.values():
+                for llm in ways.values():
                     llm.close()
             med = {way: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs))
                    for way, rs in runs.items()}
-            print(f"{name:22} {'extra':11} {med[True][0]:13.1f} {med[True][1]:13.1f}")
-            print(f"{'':22} {'plain':11} {med[False][0]:13.1f} {med[False][1]:13.1f}")
+            for i, way in enumerate(ways):
+                print(f"{name if i == 0 else '':22} {way:15} {med[way][0]:13.1f} {med[way][1]:13.1f}")
             others = max(r[2] for rs in runs.values() for r in rs)
-            print(f"{'':22} {'extra/plain':11} {med[True][0] / med[False][0]:13.2f} "
-                  f"{med[True][1] / med[False][1]:13.2f}   others' CPU at most {others:.0%}")
+            pairs = [("no AMX", "plain")] + ([("extra", "no AMX")] if with_amx else [])
+            for a, b in pairs:
+                print(f"{'':22} {a + '/' + b:15} {med[a][0] / med[b][0]:13.2f} {med[a][1] / med[b][1]:13.2f}")
+            print(f"{'':22} others' CPU at most {others:.0%}")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -13,16 +13,18 @@ from rooflight.runtime import amx
 @pytest.fixture(autouse=True)
 def _fresh_verdict(monkeypatch):
     """Each test starts with no verdict in the process, and the real one is restored."""
-    real = amx.amx_crashes
-    real.cache_clear()
+    real = (amx.amx_crashes, amx.runs_without_amx)
+    for f in real:
+        f.cache_clear()
     yield
     monkeypatch.undo()
-    real.cache_clear()
+    for f in real:
+        f.cache_clear()
 
 
 def _child(monkeypatch, code: str) -> None:
     """Make the check start a Python child running `code` instead of the real model."""
-    monkeypatch.setattr(amx, "check_command", lambda path: [sys.executable, "-c", code])
+    monkeypatch.setattr(amx, "check_command", lambda path, without_amx=False: [sys.executable, "-c", code])
 
 
 def test_a_child_killed_by_a_signal_is_a_crash(monkeypatch):
@@ -80,17 +82,80 @@ def test_a_check_that_could_not_run_is_not_kept(monkeypatch):
     assert amx._cached("build|kernel|cpu") is None
 
 
-def test_loads_go_without_extra_buffers_only_where_amx_crashes(monkeypatch):
+def test_where_amx_crashes_loads_drop_its_buffer_or_else_every_extra_buffer(monkeypatch):
     import llama_cpp
 
+    drops = []
+    monkeypatch.setattr(amx, "drop_amx_buffer", lambda: drops.append(1) or True)
+    monkeypatch.setattr(amx, "runs_without_amx", lambda: True)
     params = llama_cpp.llama_model_default_params()
     assert params.use_extra_bufts
     monkeypatch.setattr(amx, "amx_crashes", lambda: False)
     amx.safe_model_params(params)
-    assert params.use_extra_bufts
+    assert params.use_extra_bufts and not drops  # nothing to drop where the kernels run
     monkeypatch.setattr(amx, "amx_crashes", lambda: True)
     amx.safe_model_params(params)
-    assert not params.use_extra_bufts
+    assert params.use_extra_bufts and drops  # AMX out of the list; repack stays
+    assert amx.loads_use_extra_buffers()
+    # the second child died: every extra buffer goes, and this process writes nothing
+    drops.clear()
+    monkeypatch.setattr(amx, "runs_without_amx", lambda: False)
+    amx.safe_model_params(params)
+    assert not params.use_extra_bufts and not amx.loads_use_extra_buffers() and not drops
+
+
+def test_the_drop_is_proven_in_a_child_first_and_its_verdict_kept(monkeypatch):
+    """Dropping AMX writes into ggml's memory: a child does it first, and a child that dies
+    (or cannot reach the list, exit 3) means every extra buffer goes instead."""
+    monkeypatch.setattr(amx, "_key", lambda: "build|kernel|cpu")
+    commands = []
+
+    def command(path, without_amx=False):
+        commands.append(without_amx)
+        return [sys.executable, "-c", "import sys; sys.exit(3)"]
+
+    monkeypatch.setattr(amx, "check_command", command)
+    assert amx.runs_without_amx() is False and commands == [True]
+    assert amx._cached("build|kernel|cpu|" + amx.WITHOUT_AMX) is False
+    assert amx._cached("build|kernel|cpu") is None  # the AMX verdict is another one
+    amx.runs_without_amx.cache_clear()
+    assert amx.runs_without_amx() is False and commands == [True]  # kept: no second child
+    _child(monkeypatch, "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    assert amx.run_check(without_amx=True) is False
+
+
+_DROP_CHILD = """
+import json, sys
+import llama_cpp
+from rooflight.gguf.synthetic import write_model
+from rooflight.runtime import amx
+before = amx.extra_buffer_names()
+dropped = amx.drop_amx_buffer()
+after = amx.extra_buffer_names()
+path = write_model(sys.argv[1], n_layer=1, n_embd=256, n_head=4, n_head_kv=4, n_ff=512, ftype="Q4_0", pure=True)
+llm = llama_cpp.Llama(model_path=str(path), n_ctx=128, n_threads=2, n_gpu_layers=0, verbose=True)
+llm.eval([3 + i for i in range(16)])
+print(json.dumps([before, dropped, after]), flush=True)
+"""
+
+
+def test_dropping_the_amx_buffer_keeps_the_others_and_the_repack_kernels_take_q4_0(tmp_path):
+    """The real list of this build, changed in a child (the change is process-wide): AMX
+    leaves it, the other types stay in order, and a Q4_0 model then loads into llama.cpp's
+    repack buffer where this CPU's build has one, and runs. On an AMX machine whose kernels
+    crash this child would die at its first multiply if AMX were still in the list."""
+    import json
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", _DROP_CHILD, str(tmp_path / "q4_0.gguf")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    before, dropped, after = json.loads(done.stdout.strip().splitlines()[-1])
+    assert dropped is True and before is not None
+    assert after == [n for n in before if n != amx.AMX_BUFFER]
+    assert "AMX model buffer" not in done.stderr
+    if "CPU_REPACK" in after:
+        assert "CPU_REPACK model buffer size" in done.stderr
 
 
 @pytest.mark.skipif(not amx.build_has_amx(), reason="this llama.cpp build has no AMX kernels")
@@ -107,7 +172,8 @@ def test_on_an_amx_build_the_real_check_runs_and_a_q4_k_model_then_runs(tmp_path
     llm = new_llama(str(gemma_270m_path()), RunConfig(n_ctx=256, n_gpu_layers=0, n_threads=2), verbose=False)
     try:
         llm.eval(llm.tokenize(b"The quick brown fox jumps over the lazy dog"))
-        assert llm.model_params.use_extra_bufts is (not crashes)
+        assert llm.model_params.use_extra_bufts is amx.loads_use_extra_buffers()
+        assert amx.AMX_BUFFER not in (amx.extra_buffer_names() or []) or not crashes
     finally:
         llm.close()
 

@@ -315,6 +315,31 @@ def test_a_new_build_or_another_machine_invalidates_the_probe(tmp_path, monkeypa
     assert status.state == "other_machine" and status.probe is None
 
 
+def test_a_probe_of_other_cpu_kernels_than_loads_now_use_is_measured_again(tmp_path, monkeypatch):
+    """Where the AMX guard changes how loads place weights (runtime/amx.py), a probe measured
+    the other way priced kernels that no longer run: it asks to be measured again."""
+    import dataclasses
+
+    import rooflight.runtime.amx as amx
+    import rooflight.runtime.build as build
+
+    db = tmp_path / "c.sqlite3"
+    hw = profile_from_dict(HW)
+    monkeypatch.setattr(build, "llama_build", lambda: "llama-cpp-python 0.3.36 [aaaa]")
+    store = ProbeStore(db)
+    try:
+        store.put(dataclasses.replace(_probe(machine_key(hw), "llama-cpp-python 0.3.36 [aaaa]"),
+                                      extra_buffers=False))
+    finally:
+        store.close()
+    monkeypatch.setattr(amx, "loads_use_extra_buffers", lambda: False)
+    assert probe_status(hw, db).state == "current"
+    monkeypatch.setattr(amx, "loads_use_extra_buffers", lambda: True)
+    status = probe_status(hw, db)
+    assert status.state == "outdated" and status.probe is None
+    assert "measure it again" in status.message
+
+
 def plan_cfg(hw):
     from rooflight.estimate.config import RunConfig
 

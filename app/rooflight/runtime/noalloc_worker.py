@@ -161,7 +161,7 @@ def run(request: dict) -> dict:
     overrides = _expert_overrides(config)  # kept alive until the process ends
     from rooflight.runtime import amx
 
-    amx.amx_crashes()  # asked now: its imports and cache file are no reads of the load's
+    amx.loads_use_extra_buffers()  # asked now: its imports, children and cache file are no reads of the load's
     read_before = _io_read_chars()
     with capture_llama_log() as cap, contextlib.redirect_stderr(io.StringIO()):
         try:

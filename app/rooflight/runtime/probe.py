@@ -854,7 +854,7 @@ def probe_machine(
         machine=machine_key(profile), build=llama_build(), n_threads=n_threads, n_ubatch=n_ubatch,
         kernels=kernels, attention=attention, fixed=fixed, spread=max(spreads),
         disturbed=disturbed, created_at=time.time(), duration_s=clock.elapsed, notes=tuple(notes), encode=encode,
-        expert_costs=expert_costs, extra_buffers=not amx.amx_crashes(),
+        expert_costs=expert_costs, extra_buffers=amx.loads_use_extra_buffers(),
     )
     result = ProbeRun(probe, load_before=load_before, runs=runs, skipped=skipped, image_note=image_note)
     if refused and (no_kernels or not keep_disturbed):

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from rooflight.errors import OperationFailedError
 from rooflight.estimate.experts import EXPERT_REGEX  # the estimator moves exactly these tensors
+from rooflight.runtime.ggml_api import ggml_function
 
 GGML_BACKEND_DEVICE_TYPE_CPU = 0  # ggml-backend.h enum ggml_backend_dev_type
 
@@ -49,25 +50,12 @@ def _lib():
 
 
 def _symbol(name: str, restype, argtypes):
-    """A ggml function: looked up through libllama (dlsym searches the libraries it was
-    linked with, where libggml is), else in the ggml libraries shipped beside it."""
-    lc = _lib()
-    fn = getattr(lc._lib, name, None)
-    if fn is None:
-        from pathlib import Path
-
-        for path in sorted((Path(lc.__file__).parent / "lib").glob("*ggml*")):
-            try:
-                fn = getattr(ctypes.CDLL(str(path)), name, None)
-            except OSError:
-                continue
-            if fn is not None:
-                break
+    """A ggml function (runtime/ggml_api.py), or one sentence where this build lacks it."""
+    fn = ggml_function(name, restype, argtypes)
     if fn is None:
         raise OverridesUnsupportedError(
             f"This llama-cpp-python build does not export {name}, so MoE experts cannot be kept in RAM; "
             "load without --n-cpu-moe.")
-    fn.restype, fn.argtypes = restype, argtypes
     return fn
 
 

@@ -114,9 +114,20 @@ def probe_status(profile, path: Path | None = None) -> ProbeStatus:
 
     store = ProbeStore(path)
     try:
-        return store.status(machine_key(profile), llama_build())
+        status = store.status(machine_key(profile), llama_build())
     finally:
         store.close()
+    if status.probe is not None and status.probe.extra_buffers != _loads_use_extra_buffers():
+        # the same build now places weights otherwise (runtime/amx.py): other kernels run
+        return ProbeStatus(None, "outdated", "The stored probe measured other llama.cpp CPU kernels than loads "
+                                             "now use on this machine: measure it again.")
+    return status
+
+
+def _loads_use_extra_buffers() -> bool:
+    from rooflight.runtime.amx import loads_use_extra_buffers
+
+    return loads_use_extra_buffers()
 
 
 def current_probe(profile, path: Path | None = None) -> MachineProbe | None:
