@@ -177,6 +177,46 @@ def test_remote_header_confirmed_before_the_download(hub_server, models, tmp_pat
     assert list(work.iterdir()) == []
 
 
+@pytest.mark.slow
+def test_a_tied_output_the_cpu_kernels_convert_is_counted_once(tmp_path):
+    """A tied Q4_0 output matrix: where this CPU's repack kernels take it (AVX2, NEON), llama.cpp
+    loads a second, repacked copy for the output beside token_embd's, and the no-alloc answer
+    (no mmap) counts both. The confirmation counts it once, as the plan does. (Not against the
+    real load's report here: with every matrix repacked, the mapped range llama.cpp reports ends
+    before the last of them, so reported_memory, which takes the repacked copies out of it,
+    comes out 4% short.)"""
+    path = write_model(tmp_path / "tied-q4_0.gguf", n_layer=2, n_embd=256, n_head=4, n_head_kv=2, n_ff=512,
+                       n_vocab=32000, ftype="Q4_0", tie_embeddings=True, pure=True)
+    spec = load_model_spec(str(path))
+    est = plan(spec, HOST, Wishes(n_ctx=512, n_gpu_layers=0))
+    work = tmp_path / "work"
+    work.mkdir()
+    c = confirm(path, est, work_dir=work)
+    got = measure(path, est.config, prompt_tokens=1, gen_tokens=1).buffers
+    duplicated = "token_embd.weight" in got.repacked_tensors  # the output's converted copy
+    assert c.tied_output_counted_once_bytes == (spec.tensor("token_embd.weight").n_bytes if duplicated else 0)
+    assert c.devices[0].weights_bytes == est.memory.device("cpu").weights_bytes
+    assert c.agrees, describe(c)
+
+
+def test_the_tied_output_is_counted_once_only_where_an_extra_buffer_holds_a_second_copy(tmp_path):
+    from rooflight.runtime.confirm import tied_output_counted_twice
+
+    spec = load_model_spec(str(write_model(tmp_path / "tied.gguf", n_layer=1, n_embd=256, n_head=4, n_head_kv=2,
+                                           n_ff=256, n_vocab=8000, ftype="Q4_0", tie_embeddings=True, pure=True)))
+    est = plan(spec, HOST, Wishes(n_ctx=512, n_gpu_layers=0))
+    tied = spec.tensor("token_embd.weight").n_bytes
+    planned = est.memory.device("cpu").weights_bytes
+
+    def answer(**model):
+        return {"buffers": {name: {"model": n, "context": 0, "compute": 0} for name, n in model.items()}}
+
+    assert tied_output_counted_twice(est, answer(CPU=planned - 100, CPU_REPACK=tied + 100)) == tied
+    assert tied_output_counted_twice(est, answer(CPU=planned, AMX=tied)) == tied
+    assert tied_output_counted_twice(est, answer(CPU=planned + tied)) == 0  # no converted copy
+    assert tied_output_counted_twice(est, answer(CPU=planned - 4096, CPU_REPACK=4096)) == 0  # repacked once
+
+
 def test_describe_names_the_device_and_the_difference():
     told = (ConfirmedDevice("cpu", 10**9, 2 * 10**8, 10**8), ConfirmedDevice("gpu0", 9 * 10**9, 3 * 10**8, 10**8))
     ok = Confirmation("llama.cpp", told, 1.2, (("cpu", 13 * 10**8), ("gpu0", 94 * 10**8)))

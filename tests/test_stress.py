@@ -166,9 +166,23 @@ def test_a_load_llama_cpp_refuses_ends_the_run_without_a_crash(model, tmp_path):
 
 
 def test_buffer_names_map_to_plan_devices():
-    assert [buffer_device(n) for n in ("CPU", "CPU_Mapped", "CPU_REPACK", "CUDA_Host", "CUDA0", "CUDA1",
+    assert [buffer_device(n) for n in ("CPU", "CPU_Mapped", "CPU_REPACK", "AMX", "CUDA_Host", "CUDA0", "CUDA1",
                                        "ROCm0", "Vulkan2", "MTL0")] == [
-        "cpu", "cpu", "cpu", "cpu", "gpu0", "gpu1", "gpu0", "gpu2", "gpu0"]
+        "cpu", "cpu", "cpu", "cpu", "cpu", "gpu0", "gpu1", "gpu0", "gpu2", "gpu0"]
+
+
+def test_weights_llama_cpp_converts_for_amx_are_counted_once():
+    """The AMX buffer's converted tensors are logged at debug level, its repack kernels' at
+    info: both are copies of weights the mapped file still holds."""
+    from rooflight.runtime.llama_log import parse_buffers
+
+    log = ("load_tensors:          AMX model buffer size =     2.00 MiB\n"
+           "load_tensors:   CPU_Mapped model buffer size =     3.00 MiB\n"
+           "ggml_backend_amx_buffer_set_tensor: amx repack tensor blk.0.attn_v.weight of type q8_0\n"
+           ".repack: repack tensor blk.0.ffn_up.weight with q4_0_8x8\n")
+    got = parse_buffers(log)
+    assert got.repacked_tensors == ["blk.0.attn_v.weight", "blk.0.ffn_up.weight"]
+    assert got.model == {"AMX": 2 * 2**20, "CPU_Mapped": 3 * 2**20}
 
 
 def test_stress_command_json_with_a_small_hardware_profile(model, tmp_path, capsys):

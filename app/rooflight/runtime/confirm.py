@@ -27,6 +27,8 @@ from pathlib import Path
 
 from rooflight.errors import RooflightError
 from rooflight.estimate import Estimate
+from rooflight.estimate.layers import layer_table
+from rooflight.estimate.placement import CPU
 from rooflight.gguf.header_copy import HeaderCopy, header_copies
 from rooflight.hardware.device_order import pci_order_environ
 from rooflight.hardware.profile import HardwareProfile
@@ -64,6 +66,8 @@ class Confirmation:
     planned: tuple[tuple[str, int], ...] = ()  # (device, plan's weights + KV + compute)
     reason: str | None = None
     read_bytes_during_load: int | None = None  # what the child read() while loading (Linux)
+    # a tied output matrix llama.cpp's answer held twice, counted once (tied_output_counted_twice)
+    tied_output_counted_once_bytes: int = 0
 
     @property
     def agrees(self) -> bool:
@@ -72,8 +76,11 @@ class Confirmation:
     def to_dict(self) -> dict:
         if self.by is None:
             return {"by": None, "reason": self.reason}
-        return {"by": self.by, "devices": [d.to_dict() for d in self.devices],
-                "max_difference_pct": self.max_difference_pct}
+        d = {"by": self.by, "devices": [d.to_dict() for d in self.devices],
+             "max_difference_pct": self.max_difference_pct}
+        if self.tied_output_counted_once_bytes:
+            d["tied_output_counted_once_bytes"] = self.tied_output_counted_once_bytes
+        return d
 
 
 def unavailable(reason: str) -> Confirmation:
@@ -139,7 +146,37 @@ def ask_llama_cpp(model_path: Path, config: dict, timeout_s: float, *, gpu_bus_i
     return {"ok": False, "reason": f"the llama.cpp check ended without an answer ({why})"}
 
 
-def _devices(answer: dict) -> tuple[ConfirmedDevice, ...]:
+def _cpu_extra_buffer(name: str) -> bool:
+    """A CPU buffer type llama.cpp converts weights into for its own kernels (AMX, CPU_REPACK,
+    CPU_KLEIDIAI...), not a plain or mapped one."""
+    return name == "AMX" or (name.startswith("CPU_") and name != "CPU_Mapped")
+
+
+def tied_output_counted_twice(est: Estimate, answer: dict) -> int:
+    """Bytes of a tied output matrix that llama.cpp's no-alloc answer holds twice in RAM, else 0.
+
+    A model whose output matrix is its token embedding (tied) keeps that tensor in a plain CPU
+    buffer for the input's row lookups; where one of the CPU's extra buffer types takes the
+    output's matrix multiply (AMX; the repack kernels: Q4_0, Q4_K, IQ4_NL, MXFP4 with AVX2, more
+    types on ARM), llama.cpp loads a second, converted copy for it (TENSOR_DUPLICATED,
+    llama-model-loader.cpp). The worker loads without mmap, so its answer counts both; a chat's
+    load maps the file, and the first copy is then page cache of which only the looked-up rows
+    stay in use. The plan counts the tensor once, as a real load's report does
+    (stress.reported_memory, which counts converted tensors once). Seen as: the answer's RAM
+    weights exceed the plan's by at least 90% of the tensor, with an extra buffer in it (AMX
+    pads its converted rows a few percent, so the excess can be a little more)."""
+    tied = layer_table(est.spec).tied_output_bytes
+    if not tied or est.memory.layer_devices[est.spec.n_layer] != CPU:
+        return 0
+    ram = {n: b for n, b in answer["buffers"].items() if buffer_device(n) == "cpu"}
+    planned = est.memory.device(CPU)
+    if planned is None or not any(_cpu_extra_buffer(n) for n in ram):
+        return 0
+    excess = sum(int(b["model"]) for b in ram.values()) - planned.weights_bytes
+    return tied if excess >= 0.9 * tied else 0
+
+
+def _devices(answer: dict, counted_twice: int = 0) -> tuple[ConfirmedDevice, ...]:
     sums: dict[str, list[int]] = {}
     for name, b in answer["buffers"].items():
         d = sums.setdefault(buffer_device(name), [0, 0, 0])
@@ -148,6 +185,8 @@ def _devices(answer: dict) -> tuple[ConfirmedDevice, ...]:
         d[2] += int(b["compute"])
     for name, nbytes in answer.get("output", {}).items():
         sums.setdefault(buffer_device(name), [0, 0, 0])[2] += int(nbytes)
+    if counted_twice:
+        sums[CPU][0] -= counted_twice
     order = sorted(sums, key=lambda k: (k != "cpu", len(k), k))
     return tuple(ConfirmedDevice(k, *sums[k]) for k in order)
 
@@ -193,10 +232,12 @@ def confirm(source: str | Path, est: Estimate, hardware: HardwareProfile | None 
         if not answer.get("unsupported"):
             reason = f"llama.cpp could not simulate this load: {reason}"
         return unavailable(reason)
-    devices = _devices(answer)
+    counted_twice = tied_output_counted_twice(est, answer)
+    devices = _devices(answer, counted_twice)
     worst, planned = _difference(est, devices)
     return Confirmation("llama.cpp", devices, worst, planned,
-                        read_bytes_during_load=answer.get("read_bytes_during_load"))
+                        read_bytes_during_load=answer.get("read_bytes_during_load"),
+                        tied_output_counted_once_bytes=counted_twice)
 
 
 # ---- in words ---------------------------------------------------------------------------

@@ -29,8 +29,9 @@ _COMPUTE_RE = re.compile(r"(?<!~)\b\w+:\s+(\S+) compute buffer size =\s+([\d.]+)
 _OUTPUT_RE = re.compile(r"llama_context:\s+(\S+)\s+output buffer size =\s+([\d.]+) MiB")
 # "tensor blk.0.ffn_up_exps.weight (1 MiB q4_K) buffer type overridden to CPU_REPACK"
 _OVERRIDE_RE = re.compile(r"tensor (\S+) \(\d+ MiB \S+\) buffer type overridden to (\S+)")
-# "repack: repack tensor blk.0.attn_output.weight with q4_K_8x8"
-_REPACK_RE = re.compile(r"repack: repack tensor (\S+) with")
+# "repack: repack tensor blk.0.attn_output.weight with q4_K_8x8", and the AMX buffer's (a
+# debug line): "ggml_backend_amx_buffer_set_tensor: amx repack tensor blk.0.attn_v.weight of type q8_0"
+_REPACK_RE = re.compile(r"(?:repack: repack|amx repack) tensor (\S+) (?:with|of type)")
 
 
 @dataclass

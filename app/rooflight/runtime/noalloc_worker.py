@@ -130,7 +130,9 @@ def _expert_overrides(config):
 def _check(breakdown: dict[str, dict[str, int]], log_compute: dict[str, int], model_size: int) -> None:
     """Refuse figures that do not agree with what llama.cpp logged (a wrong ABI guess)."""
     weights = sum(v["model"] for v in breakdown.values())
-    if model_size and not model_size * 0.98 <= weights <= model_size * 1.5 + (64 << 20):
+    # up to twice the file: a tied output matrix converted for the CPU's kernels is loaded a
+    # second time (runtime/confirm.tied_output_counted_twice), and it can be most of a small model
+    if model_size and not model_size * 0.98 <= weights <= model_size * 2 + (64 << 20):
         raise RuntimeError(f"memory breakdown weights {weights} disagree with llama_model_size {model_size}")
     for name, logged in log_compute.items():
         got = breakdown.get(name, {}).get("compute", 0)

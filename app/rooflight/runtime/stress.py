@@ -50,9 +50,9 @@ def default_contexts(spec: ModelSpec) -> list[int]:
 
 
 def buffer_device(name: str) -> str:
-    """The plan's device for a llama.cpp buffer name: CPU, CPU_Mapped, CPU_REPACK and the
-    pinned host buffers (CUDA_Host...) are RAM; CUDA0 / ROCm1 / Vulkan0 / MTL0 are gpu0..."""
-    if name.upper().startswith("CPU") or name.endswith("_Host"):
+    """The plan's device for a llama.cpp buffer name: CPU, CPU_Mapped, CPU_REPACK, AMX and
+    the pinned host buffers (CUDA_Host...) are RAM; CUDA0 / ROCm1 / Vulkan0 / MTL0 are gpu0..."""
+    if name.upper().startswith("CPU") or name.endswith("_Host") or name == "AMX":
         return "cpu"
     m = re.search(r"(\d+)$", name)
     return f"gpu{m.group(1) if m else 0}"
