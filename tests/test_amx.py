@@ -82,6 +82,22 @@ def test_a_check_that_could_not_run_is_not_kept(monkeypatch):
     assert amx._cached("build|kernel|cpu") is None
 
 
+def test_whether_the_build_has_amx_kernels_is_kept_and_weights_use_them_only_where_they_run(monkeypatch):
+    monkeypatch.setattr(amx, "_key", lambda: "build|kernel|cpu")
+    asked = []
+    monkeypatch.setattr(amx, "build_has_amx", lambda: asked.append(1) or True)
+    monkeypatch.setattr(amx, "run_check", lambda: True)
+    assert amx.amx_weights_here() and amx.has_amx_kernels() and len(asked) == 1  # kept: asked once
+    amx.amx_crashes.cache_clear()  # another build: another process
+    monkeypatch.setattr(amx, "_key", lambda: "build2|kernel|cpu")
+    monkeypatch.setattr(amx, "run_check", lambda: False)  # they crash: no weights in the AMX buffer
+    assert not amx.amx_weights_here()
+    amx.amx_crashes.cache_clear()
+    monkeypatch.setattr(amx, "_key", lambda: "build3|kernel|cpu")
+    monkeypatch.setattr(amx, "build_has_amx", lambda: False)
+    assert not amx.amx_weights_here() and not amx.amx_crashes()
+
+
 def test_where_amx_crashes_loads_drop_its_buffer_or_else_every_extra_buffer(monkeypatch):
     import llama_cpp
 

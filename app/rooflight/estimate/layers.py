@@ -6,11 +6,12 @@ over quants and contexts); summing tensors each time would make that O(tensors) 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
 
 from rooflight.gguf.derived import derived
-from rooflight.gguf.spec import ModelSpec
+from rooflight.gguf.spec import ModelSpec, TensorInfo
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,24 @@ _WITH_BLOCK_0 = ("per_layer_model_proj.", "per_layer_proj_norm.")
 _WITH_OUTPUT_BY_ARCH = {"lfm2": ("token_embd_norm.",), "lfm2moe": ("token_embd_norm.",)}
 
 
+OUTPUT, INPUT = "output", "input"
+
+
+def tensor_slot(spec: ModelSpec) -> Callable[[TensorInfo], int | str]:
+    """For this spec, where a tensor is counted: its block's index, OUTPUT (the output layer's
+    tensors) or INPUT (token_embd and the other input-side tensors, kept on the CPU)."""
+    n = spec.n_layer
+    with_output = _WITH_OUTPUT + _WITH_OUTPUT_BY_ARCH.get(spec.architecture, ())
+
+    def slot(t: TensorInfo) -> int | str:
+        layer = 0 if t.layer is None and n and t.name.startswith(_WITH_BLOCK_0) else t.layer
+        if layer is not None and 0 <= layer < n:
+            return layer
+        return OUTPUT if t.name.startswith(with_output) else INPUT
+
+    return slot
+
+
 def layer_table(spec: ModelSpec) -> LayerTable:
     """The spec's per-layer totals, computed once per spec (gguf/derived.py)."""
     return derived(spec, "layer_table", _build)
@@ -82,14 +101,14 @@ def _build(spec: ModelSpec) -> LayerTable:
     moe_ratio = spec.n_expert_used / spec.n_expert if spec.n_expert else 1.0
     # cpu_cycles_per_weight and the upper-case name by type: ~100k tensors, ~10 types
     per_type: dict[str, tuple[float, str]] = {}
-    with_output = _WITH_OUTPUT + _WITH_OUTPUT_BY_ARCH.get(spec.architecture, ())
+    slot = tensor_slot(spec)
     from rooflight.estimate.experts import is_moved_by_n_cpu_moe  # both import this module
     from rooflight.estimate.output_rows import is_last_ffn
 
     last_ffn: dict[str, float] = {}
     for t in spec.tensors:
-        layer = 0 if t.layer is None and n and t.name.startswith(_WITH_BLOCK_0) else t.layer
-        if layer is not None and 0 <= layer < n:
+        layer = slot(t)
+        if isinstance(layer, int):
             r = moe_ratio if "_exps" in t.name else 1.0  # t.is_expert, inlined
             b, e = t.n_bytes, prod(t.shape)  # t.n_elements, exactly
             info = per_type.get(t.ggml_type)
@@ -105,7 +124,7 @@ def _build(spec: ModelSpec) -> LayerTable:
                 kinds[kind] = kinds.get(kind, 0.0) + e * r
                 if is_last_ffn(spec, t.name, layer) and not is_moved_by_n_cpu_moe(t.name):
                     last_ffn[kind] = last_ffn.get(kind, 0.0) + e * r
-        elif t.name.startswith(with_output):
+        elif layer == OUTPUT:
             out_b += t.n_bytes
             out_p += t.n_elements
             out_cycles += t.n_elements * cpu_cycles_per_weight(t.ggml_type)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rooflight.estimate import experts
+from rooflight.estimate.amx_layout import amx_padding, keeps_amx_weights
 from rooflight.estimate.compute import compute_bytes, ffn_peak, output_buffer_bytes
 from rooflight.estimate.config import RunConfig
 from rooflight.estimate.fit import Fit
@@ -101,7 +102,7 @@ def _add_by_device(out: dict[str, int], devices: list[str], per_layer: tuple[int
         out[dev] += sum(per_layer[start:end])
 
 
-def _weights_by_device(spec: ModelSpec, devices: list[str]) -> dict[str, int]:
+def _weights_by_device(spec: ModelSpec, devices: list[str], hardware: HardwareProfile) -> dict[str, int]:
     table = layer_table(spec)
     out = {d: 0 for d in set(devices) | {CPU}}
     _add_by_device(out, devices, table.bytes)
@@ -111,9 +112,15 @@ def _weights_by_device(spec: ModelSpec, devices: list[str]) -> dict[str, int]:
     output = table.output_bytes
     if output_dev == CPU:
         # a tied output shares token_embd's CPU copy; on a GPU llama.cpp loads a second
-        # copy (TENSOR_DUPLICATED in llama-model-loader.cpp)
+        # copy (TENSOR_DUPLICATED in llama-model-loader.cpp). Where the CPU's kernels convert
+        # it (repack, AMX) llama.cpp loads a second copy in RAM too, but the mapped original
+        # is then page cache of which the lookups use a few rows (runtime/confirm.py)
         output -= table.tied_output_bytes
     out[output_dev] += output
+    if keeps_amx_weights(hardware.cpu):  # the AMX layout's padding, on what the CPU runs
+        per_layer, output_extra = amx_padding(spec)
+        out[CPU] += sum(extra for dev, extra in zip(devices[: spec.n_layer], per_layer, strict=True) if dev == CPU)
+        out[CPU] += output_extra if output_dev == CPU else 0
     return out
 
 
@@ -141,7 +148,7 @@ def _overhead_bytes(hardware: HardwareProfile, device: str) -> int:
 
 def plan_memory(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig) -> MemoryPlan:
     devices = layer_devices(spec.n_layer, cfg.n_gpu_layers, hardware, cfg.tensor_split)
-    weights = _weights_by_device(spec, devices)
+    weights = _weights_by_device(spec, devices, hardware)
     experts.shift_weights(weights, spec, devices, cfg.n_cpu_moe)  # --n-cpu-moe: exact tensor bytes
 
     kv = {d: 0 for d in weights}

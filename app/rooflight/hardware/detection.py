@@ -92,6 +92,16 @@ def _amx_warning() -> list[str]:
         return [f"llama.cpp's AMX kernels could not be checked ({type(exc).__name__}: {exc})"]
 
 
+def _amx_weights() -> bool | None:
+    """Whether the installed llama.cpp keeps weights in its AMX buffer here (None: unknown)."""
+    from rooflight.runtime import amx
+
+    try:
+        return amx.amx_weights_here()
+    except Exception:  # _amx_warning has said so
+        return None
+
+
 def detect(
     *,
     measure_bandwidth: bool = True,
@@ -142,5 +152,6 @@ def detect(
         warnings.append(f"llama.cpp backend detection failed ({type(exc).__name__}: {exc})")
     if "amx_int8" in cpu.isa and probes.importer is importlib.import_module and probes.llama_lib_dir is None:
         warnings.extend(_amx_warning())
+        cpu = replace(cpu, amx_weights=_amx_weights())
     return HardwareProfile(cpu=cpu, gpus=tuple(gpus), backend=backend, warnings=tuple(warnings),
                            sycl_f16=sycl_f16)

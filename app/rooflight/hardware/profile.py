@@ -26,6 +26,9 @@ class CPUInfo:
     ram_bandwidth_source: str
     max_freq_mhz: float | None = None
     arch: str = ""  # x86_64 | aarch64 | arm64 ...
+    # whether llama.cpp keeps weights in its AMX buffer here (runtime/amx.py: its build has AMX
+    # kernels and they run); None: as a build for this CPU would (estimate/amx_layout.py)
+    amx_weights: bool | None = None
 
     def with_ram_total(self, total: int) -> CPUInfo:
         """This CPU with `total` bytes of RAM, of which what other programs use now stays used
@@ -78,6 +81,8 @@ class RemoteMachine:
         d = asdict(self)
         d["cpu"] = {k: v for k, v in d["cpu"].items() if v not in (None, "")}  # null/"" read as "not given"
         d["cpu"]["isa"] = list(self.cpu.isa)
+        if self.cpu.amx_weights is None:
+            del d["cpu"]["amx_weights"]
         d["gpus"] = [asdict(g) for g in self.gpus]
         if self.sycl_f16 is None:
             del d["sycl_f16"]
@@ -103,6 +108,8 @@ class HardwareProfile:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["cpu"]["isa"] = list(self.cpu.isa)
+        if self.cpu.amx_weights is None:
+            del d["cpu"]["amx_weights"]
         d["gpus"] = [asdict(g) for g in self.gpus]
         d["warnings"] = list(self.warnings)
         if self.remotes:

@@ -118,6 +118,7 @@ def _cpu_from_dict(
     total, avail = f.int_("ram_total_bytes"), f.int_("ram_available_bytes")
     bandwidth, source = f.num("ram_bandwidth_gbs"), f.str_("ram_bandwidth_source")
     max_freq = f.num("max_freq_mhz")
+    amx_weights = f.bool_("amx_weights")
     if total is not None and avail is not None and avail > total:
         raise BadInputError(
             f"In {origin}, cpu.ram_available_bytes ({avail}) is larger than "
@@ -188,6 +189,7 @@ def _cpu_from_dict(
         ram_bandwidth_source=source or "unknown",
         max_freq_mhz=max_freq,
         arch=arch or "",
+        amx_weights=amx_weights,
     )
 
 

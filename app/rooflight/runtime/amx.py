@@ -179,8 +179,20 @@ def amx_crashes() -> bool:
     to the first time, so a detection on an AMX machine does not pay it every start."""
     with _lock:
         # no AMX kernels: nothing to crash
-        ok = _verdict(_key(), lambda: run_check() if build_has_amx() else True)
+        ok = _verdict(_key(), run_check) if has_amx_kernels() else True
     return ok is False
+
+
+def has_amx_kernels() -> bool:
+    """build_has_amx, kept with the verdicts: asked of the build once."""
+    with _lock:
+        return _verdict(_key() + "|kernels", build_has_amx) is True
+
+
+def amx_weights_here() -> bool:
+    """Whether loads here keep weights in the AMX buffer: the build has AMX kernels and they
+    run (hardware.profile.CPUInfo.amx_weights; estimate/amx_layout.py prices its layout)."""
+    return has_amx_kernels() and not amx_crashes()
 
 
 @functools.cache
