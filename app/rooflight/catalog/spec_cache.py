@@ -35,7 +35,8 @@ from rooflight.gguf.spec import LazyTensors, ModelSpec, TensorInfo
 
 FILE_NAME = "catalog-specs.marshal"
 _VERSION = 1
-# what derived.known() may hold that is safe to store: the tables, widths, named tensors
+# what derived.known() may hold that is safe to store: the tables, widths, named tensors, the
+# AMX layout's padding (estimate/amx_layout.py)
 _TABLES: dict[str, type] = {}
 
 
@@ -92,7 +93,7 @@ def _tuples(value: Any) -> Any:
 
 
 def _key_text(key: Hashable) -> str | None:
-    if isinstance(key, str) and key in ("dense_ff", "expert_ff", *_tables()):
+    if isinstance(key, str) and key in ("dense_ff", "expert_ff", "amx_padding", *_tables()):
         return key
     if isinstance(key, tuple) and len(key) == 2 and key[0] == "tensor" and isinstance(key[1], str):
         return "tensor:" + key[1]

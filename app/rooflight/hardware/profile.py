@@ -81,8 +81,6 @@ class RemoteMachine:
         d = asdict(self)
         d["cpu"] = {k: v for k, v in d["cpu"].items() if v not in (None, "")}  # null/"" read as "not given"
         d["cpu"]["isa"] = list(self.cpu.isa)
-        if self.cpu.amx_weights is None:
-            del d["cpu"]["amx_weights"]
         d["gpus"] = [asdict(g) for g in self.gpus]
         if self.sycl_f16 is None:
             del d["sycl_f16"]
