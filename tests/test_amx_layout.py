@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from rooflight.estimate import Wishes, plan
 from rooflight.estimate.amx_layout import amx_extra_bytes, amx_padding, keeps_amx_weights
+from rooflight.format import format_estimate
 from rooflight.gguf import load_model_spec
 from rooflight.gguf.spec import TensorInfo
 from rooflight.gguf.synthetic import write_model
@@ -66,7 +67,19 @@ def test_the_plan_counts_the_amx_layout_on_what_the_cpu_runs(tmp_path):
     w = Wishes(n_ctx=512, n_gpu_layers=0)
     plain = plan(spec, HOST, w).memory.device("cpu").weights_bytes
     amx_host = replace(HOST, cpu=replace(HOST.cpu, amx_weights=True))
-    assert plan(spec, amx_host, w).memory.device("cpu").weights_bytes == plain + sum(per_layer) + output
+    est = plan(spec, amx_host, w)
+    assert est.memory.device("cpu").weights_bytes == plain + sum(per_layer) + output
+    assert est.memory.amx_layout_bytes == sum(per_layer) + output == est.memory.to_dict()["amx_layout_bytes"]
+    assert "packed layout of llama.cpp's AMX buffer" in format_estimate(est)
+    assert "amx_layout_bytes" not in plan(spec, HOST, w).memory.to_dict()
+    # layers on a GPU keep theirs there: only the CPU's part is padded
+    gpu_host = profile_from_dict({"cpu": {"name": "x", "cores": 2, "threads": 2, "isa": ["avx2"],
+                                          "ram_total_bytes": 16 * GiB, "ram_bandwidth_gbs": 20.0,
+                                          "amx_weights": True},
+                                  "gpus": [{"name": "RTX 3090"}]}, measure_bandwidth=False)
+    half = plan(spec, gpu_host, Wishes(n_ctx=512, n_gpu_layers=2))  # the last block and the output
+    assert half.memory.layer_devices == ("cpu", "cpu", "cpu", "gpu0", "gpu0")
+    assert half.memory.amx_layout_bytes == sum(per_layer[:3])
 
 
 def test_a_profile_says_whether_llama_cpp_keeps_amx_weights():

@@ -36,6 +36,9 @@ def format_estimate(est) -> str:
             f"{d.device:<8}{gb(d.weights_bytes):>11}{gb(d.kv_bytes):>11}{gb(d.compute_bytes):>11}"
             f"{gb(d.overhead_bytes):>11}{gb(d.total_bytes):>11}{gb(d.available_bytes):>12}{mark}"
         )
+    if getattr(m, "amx_layout_bytes", 0):
+        lines.append(f"RAM weights include {gb(m.amx_layout_bytes)} for the packed layout of llama.cpp's AMX "
+                     "buffer (Intel AMX: Q8_0 rows 12% larger than in the file).")
     lo, hi = p.decode_tok_s_range
     plo, phi = p.prefill_tok_s_range
     lines += [

@@ -79,6 +79,9 @@ class MemoryPlan:
     devices: tuple[DeviceMemory, ...]
     layer_devices: tuple[str, ...]  # device of each block, then of the output layer
     n_cpu_moe: int = 0  # routed experts of blocks 0..n-1 in RAM whatever their block's device
+    # of the RAM weights, what the AMX buffer's packed layout adds to the file's bytes
+    # (estimate/amx_layout.py; 0 where the CPU keeps no weights there)
+    amx_layout_bytes: int = 0
 
     @property
     def fits(self) -> bool:
@@ -92,7 +95,10 @@ class MemoryPlan:
         return sum(d.total_bytes for d in self.devices)
 
     def to_dict(self) -> dict:
-        return {"fit": self.fit, "devices": [d.to_dict() for d in self.devices]}
+        d: dict = {"fit": self.fit, "devices": [dev.to_dict() for dev in self.devices]}
+        if self.amx_layout_bytes:
+            d["amx_layout_bytes"] = self.amx_layout_bytes
+        return d
 
 
 def _add_by_device(out: dict[str, int], devices: list[str], per_layer: tuple[int, ...]) -> None:
@@ -117,11 +123,17 @@ def _weights_by_device(spec: ModelSpec, devices: list[str], hardware: HardwarePr
         # is then page cache of which the lookups use a few rows (runtime/confirm.py)
         output -= table.tied_output_bytes
     out[output_dev] += output
-    if keeps_amx_weights(hardware.cpu):  # the AMX layout's padding, on what the CPU runs
-        per_layer, output_extra = amx_padding(spec)
-        out[CPU] += sum(extra for dev, extra in zip(devices[: spec.n_layer], per_layer, strict=True) if dev == CPU)
-        out[CPU] += output_extra if output_dev == CPU else 0
+    out[CPU] += _amx_layout_bytes(spec, devices, hardware)
     return out
+
+
+def _amx_layout_bytes(spec: ModelSpec, devices: list[str], hardware: HardwareProfile) -> int:
+    """What the AMX buffer's packed layout adds to the weights the CPU runs, where it keeps them."""
+    if not keeps_amx_weights(hardware.cpu):
+        return 0
+    per_layer, output_extra = amx_padding(spec)
+    on_cpu = sum(extra for dev, extra in zip(devices[: spec.n_layer], per_layer, strict=True) if dev == CPU)
+    return on_cpu + (output_extra if devices[spec.n_layer] == CPU else 0)
 
 
 def _available(hardware: HardwareProfile, device: str, gpu_used_unified: int) -> int:
@@ -191,7 +203,8 @@ def plan_memory(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig) -> M
     fit = _fit_state(result, devices, spec.n_layer)
     if fit == Fit.FULL_GPU and experts.handovers(devices, cfg.n_cpu_moe):
         fit = Fit.PARTIAL_GPU  # every block is offloaded, but some experts run from RAM
-    return MemoryPlan(fit=fit, devices=tuple(result), layer_devices=tuple(devices), n_cpu_moe=cfg.n_cpu_moe)
+    return MemoryPlan(fit=fit, devices=tuple(result), layer_devices=tuple(devices), n_cpu_moe=cfg.n_cpu_moe,
+                      amx_layout_bytes=_amx_layout_bytes(spec, devices, hardware))
 
 
 def _fit_state(mems: list[DeviceMemory], devices: list[str], n_layer: int) -> Fit:
