@@ -174,6 +174,22 @@ def test_cpu_machine_disables_the_gpu_layers_slider(qtbot):
     assert "No GPU" in page.detail.layers_slider.toolTip()
 
 
+def test_a_cpu_that_keeps_amx_weights_says_what_their_layout_adds(qtbot):
+    base = cpu_box()
+    hw = replace(base, cpu=replace(base.cpu, amx_weights=True))
+    window = make_window(qtbot, hw)
+    page = wait_ranked(qtbot, window)
+    page.select_model("qwen3-0.6b")
+    assert "Q6_K" in [o.quant for o in page.detail.options]
+    page.detail.select_quant("Q6_K")  # packed at its own size: nothing to say
+    assert page.detail.estimate.memory.amx_layout_bytes == 0
+    assert "AMX" not in page.detail.config.text()
+    page.detail.select_quant("Q8_0")  # Q8_0 rows gain a compensation word per block
+    est = page.detail.estimate
+    assert est.memory.amx_layout_bytes > 0
+    assert "packed layout of llama.cpp's AMX buffer" in page.detail.config.text()
+
+
 def test_download_and_chat_buttons_follow_the_handlers(qtbot):
     hw = cpu_box()
     window = make_window(qtbot, hw)

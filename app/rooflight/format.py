@@ -37,8 +37,7 @@ def format_estimate(est) -> str:
             f"{gb(d.overhead_bytes):>11}{gb(d.total_bytes):>11}{gb(d.available_bytes):>12}{mark}"
         )
     if getattr(m, "amx_layout_bytes", 0):
-        lines.append(f"RAM weights include {gb(m.amx_layout_bytes)} for the packed layout of llama.cpp's AMX "
-                     "buffer (Intel AMX: Q8_0 rows 12% larger than in the file).")
+        lines.append(amx_layout_sentence(m.amx_layout_bytes))
     lo, hi = p.decode_tok_s_range
     plo, phi = p.prefill_tok_s_range
     lines += [
@@ -58,6 +57,12 @@ def format_estimate(est) -> str:
             f"{gb(v.weights_bytes)} weights + {gb(v.compute_bytes)} compute for a {pr.image_size}px image, "
             f"{v.image_tokens} tokens per image, encoded in ~{v.encode_s:.2f} s (first token includes one image)")
     return "\n".join(lines)
+
+
+def amx_layout_sentence(nbytes: int) -> str:
+    """Why the RAM weights exceed the file on a CPU whose llama.cpp keeps them in its AMX buffer."""
+    return (f"RAM weights include {gb(nbytes)} for the packed layout of llama.cpp's AMX buffer "
+            "(Intel AMX: Q8_0 rows 12% larger than in the file).")
 
 
 BASIS_WORDS = {

@@ -35,7 +35,13 @@ from rooflight.catalog.rank import QuantOption, RankedModel
 from rooflight.estimate import Calibration, Estimate, Wishes, plan
 from rooflight.estimate.fit import Fit
 from rooflight.estimate.placement import has_offload_devices
-from rooflight.format import FIT_BADGES, FIT_LABELS, network_sentence, speed_basis
+from rooflight.format import (
+    FIT_BADGES,
+    FIT_LABELS,
+    amx_layout_sentence,
+    network_sentence,
+    speed_basis,
+)
 from rooflight.hardware import HardwareProfile
 from rooflight.hardware.remote import is_remote, remote_device
 from rooflight.ui import theme
@@ -641,7 +647,8 @@ class ModelDetail(QWidget):
             f"batch {cfg.n_batch}/{cfg.n_ubatch} · decode {p.bound}-bound"
             + (f" · MoE experts of {cfg.n_cpu_moe} layers in RAM" if cfg.n_cpu_moe else "")
             + (" · calibrated on this machine" if p.calibrated else "")
-            + (f"\n{est.moe_choice.reason}" if est.moe_choice is not None else ""))
+            + (f"\n{est.moe_choice.reason}" if est.moe_choice is not None else "")
+            + (f"\n{amx_layout_sentence(est.memory.amx_layout_bytes)}" if est.memory.amx_layout_bytes else ""))
         m = self.ctx.machine
         self.confirm_row.set_subject(model_source(self.ranked, self.current, self.ctx.installed), est,
                                      m.detected, m.is_what_if)
