@@ -6,6 +6,7 @@ bundled table); the CPU is given in full so no bandwidth is measured.
 
 from __future__ import annotations
 
+import gc
 import time
 
 GiB = 1 << 30
@@ -82,12 +83,21 @@ class LoopLatency:
         self.ticks += 1
 
     def start(self) -> LoopLatency:
+        """Start timing. What the earlier tests of this process left in memory is frozen out of
+        the cyclic collector first, as the app freezes what it has built (ui/tasks.full_gc_paused):
+        a full collection holds the GIL for as long as the heap takes to walk (60-200 ms for the
+        app's own specs, measured there), and a whole suite's leftovers are the harness's heap,
+        not the code under test. Seen once: the download test's GUI thread stalled 133 ms in a
+        full CI run (2026-12-06), against 5-15 ms in five runs of the test alone."""
+        gc.collect()
+        gc.freeze()
         self._last = None
         self._timer.start()
         return self
 
     def stop(self) -> float:
         self._timer.stop()
+        gc.unfreeze()
         if self._last is not None:  # a stall just before stop() has no tick after it
             self.worst = max(self.worst, time.perf_counter() - self._last - self.interval)
         return self.worst
