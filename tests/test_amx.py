@@ -12,10 +12,12 @@ from rooflight.runtime import amx
 
 @pytest.fixture(autouse=True)
 def _fresh_verdict(monkeypatch):
-    """Each test starts with no verdict in the process, and the real one is restored."""
+    """Each test starts with no verdict in the process, and the real one is restored. The
+    CPU is one with AMX, whatever this machine's (a CPU without it asks nothing of the build)."""
     real = (amx.amx_crashes, amx.runs_without_amx)
     for f in real:
         f.cache_clear()
+    monkeypatch.setattr(amx, "_cpu", lambda: ("a CPU with AMX|avx512_vnni,amx_int8", ("avx512_vnni", "amx_int8")))
     yield
     monkeypatch.undo()
     for f in real:
@@ -96,6 +98,14 @@ def test_whether_the_build_has_amx_kernels_is_kept_and_weights_use_them_only_whe
     monkeypatch.setattr(amx, "_key", lambda: "build3|kernel|cpu")
     monkeypatch.setattr(amx, "build_has_amx", lambda: False)
     assert not amx.amx_weights_here() and not amx.amx_crashes()
+
+
+def test_a_cpu_without_amx_asks_nothing_of_the_build(monkeypatch):
+    monkeypatch.setattr(amx, "_cpu", lambda: ("a CPU|avx2", ("avx2",)))
+    monkeypatch.setattr(amx, "build_has_amx", lambda: pytest.fail("the build was asked"))
+    monkeypatch.setattr(amx, "run_check", lambda: pytest.fail("a child was started"))
+    assert not amx.has_amx_kernels() and not amx.amx_crashes() and not amx.amx_weights_here()
+    assert amx.loads_use_extra_buffers()
 
 
 def test_where_amx_crashes_loads_drop_its_buffer_or_else_every_extra_buffer(monkeypatch):

@@ -63,16 +63,23 @@ def build_has_amx() -> bool:
     return "AMX_INT8 = 1" in text
 
 
-def _key() -> str:
-    """The build and machine a verdict holds for: another build, CPU or kernel asks again."""
+@functools.cache
+def _cpu() -> tuple[str, tuple[str, ...] | None]:
+    """(this CPU's name and flags as one string, its flags; None where /proc/cpuinfo is not there)."""
     from rooflight.hardware.cpu import parse_cpuinfo
-    from rooflight.runtime.build import loaded_llama_build
 
     try:
         name, isa = parse_cpuinfo(Path("/proc/cpuinfo").read_text(errors="replace"))
-        cpu = f"{name}|{','.join(isa)}"
     except OSError:
-        cpu = platform.processor()
+        return platform.processor(), None
+    return f"{name}|{','.join(isa)}", tuple(isa)
+
+
+def _key() -> str:
+    """The build and machine a verdict holds for: another build, CPU or kernel asks again."""
+    from rooflight.runtime.build import loaded_llama_build
+
+    cpu = _cpu()[0]
     return f"{loaded_llama_build()}|{platform.release()}|{hashlib.sha1(cpu.encode()).hexdigest()[:12]}"
 
 
@@ -184,7 +191,11 @@ def amx_crashes() -> bool:
 
 
 def has_amx_kernels() -> bool:
-    """build_has_amx, kept with the verdicts: asked of the build once."""
+    """build_has_amx, kept with the verdicts: asked of the build once, and not at all on a
+    CPU whose flags show no AMX (no build runs AMX kernels there)."""
+    isa = _cpu()[1]
+    if isa is not None and "amx_int8" not in isa:
+        return False
     with _lock:
         return _verdict(_key() + "|kernels", build_has_amx) is True
 
