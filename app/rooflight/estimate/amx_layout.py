@@ -16,20 +16,20 @@ Checked against llama.cpp's own report with an AMX build that runs (README, "Int
 from __future__ import annotations
 
 from rooflight.gguf.derived import derived
+from rooflight.gguf.quant_recipe import type_block_size
 from rooflight.gguf.spec import ModelSpec, TensorInfo
 from rooflight.hardware.profile import CPUInfo
 
-# type: (weights per block, bytes per block in the file, bytes the AMX layout adds per block,
-# the row alignment supports_op asks for)
+# type: (bytes the AMX layout adds per block, the row alignment supports_op asks for)
 _AMX_TYPES = {
-    "Q4_0": (32, 18, 0, 32),
-    "Q4_1": (32, 20, 0, 32),
-    "Q8_0": (32, 34, 4, 32),
-    "Q4_K": (256, 144, 4, 256),
-    "Q5_K": (256, 176, 4, 256),
-    "Q6_K": (256, 210, 0, 256),
-    "IQ4_XS": (256, 136, 2, 256),
-    "F16": (1, 2, 0, 16),
+    "Q4_0": (0, 32),
+    "Q4_1": (0, 32),
+    "Q8_0": (4, 32),  # an int32 compensation per block (do_compensate)
+    "Q4_K": (4, 256),
+    "Q5_K": (4, 256),
+    "Q6_K": (0, 256),
+    "IQ4_XS": (2, 256),
+    "F16": (0, 16),
 }
 _OUTPUT_ROWS_MULTIPLE = 32  # amx.cpp: op->ne[0] % (TILE_N * 2)
 # matrices llama.cpp reads rows of (GET_ROWS) or convolves, never multiplies by
@@ -53,11 +53,11 @@ def amx_extra_bytes(t: TensorInfo, *, as_output: bool = False) -> int:
         return 0
     if t.name.startswith(_NOT_MULTIPLIED) and not as_output:
         return 0
-    per_block, _, extra, alignment = fmt
+    extra, alignment = fmt
     k, n = t.shape
-    if n % _OUTPUT_ROWS_MULTIPLE or k % alignment:
+    if not extra or n % _OUTPUT_ROWS_MULTIPLE or k % alignment:
         return 0
-    return n * (k // per_block) * extra
+    return n * (k // type_block_size(t.ggml_type)[0]) * extra
 
 
 def amx_padding(spec: ModelSpec) -> tuple[tuple[int, ...], int]:

@@ -34,6 +34,7 @@ from rooflight.hardware.device_order import pci_order_environ
 from rooflight.hardware.profile import HardwareProfile
 from rooflight.units import size_text
 
+from .amx import AMX_BUFFER
 from .noalloc_worker import ANSWER_PREFIX
 from .stress import buffer_device
 
@@ -149,7 +150,7 @@ def ask_llama_cpp(model_path: Path, config: dict, timeout_s: float, *, gpu_bus_i
 def _cpu_extra_buffer(name: str) -> bool:
     """A CPU buffer type llama.cpp converts weights into for its own kernels (AMX, CPU_REPACK,
     CPU_KLEIDIAI...), not a plain or mapped one."""
-    return name == "AMX" or (name.startswith("CPU_") and name != "CPU_Mapped")
+    return name == AMX_BUFFER or (name.startswith("CPU_") and name != "CPU_Mapped")
 
 
 def tied_output_counted_twice(est: Estimate, answer: dict) -> int:

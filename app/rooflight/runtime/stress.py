@@ -33,6 +33,7 @@ from rooflight.estimate.plan import Wishes
 from rooflight.estimate.sweep import STRESS_CONTEXTS, STRESS_GEN_TOKENS, ContextPoint, plan_at
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
+from rooflight.runtime.amx import AMX_BUFFER
 from rooflight.runtime.busy import Watch
 from rooflight.runtime.llama_log import ReportedBuffers
 from rooflight.runtime.measure import Measured, measure
@@ -52,7 +53,7 @@ def default_contexts(spec: ModelSpec) -> list[int]:
 def buffer_device(name: str) -> str:
     """The plan's device for a llama.cpp buffer name: CPU, CPU_Mapped, CPU_REPACK, AMX and
     the pinned host buffers (CUDA_Host...) are RAM; CUDA0 / ROCm1 / Vulkan0 / MTL0 are gpu0..."""
-    if name.upper().startswith("CPU") or name.endswith("_Host") or name == "AMX":
+    if name.upper().startswith("CPU") or name.endswith("_Host") or name == AMX_BUFFER:
         return "cpu"
     m = re.search(r"(\d+)$", name)
     return f"gpu{m.group(1) if m else 0}"
