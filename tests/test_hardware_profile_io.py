@@ -286,6 +286,9 @@ def test_format_profile_text():
 def test_format_profile_without_gpus():
     text = format_profile(profile_from_dict({"cpu": CPU}))
     assert "GPU: none usable" in text and "Backend: cpu" in text
+    assert "AMX" not in text
+    amx = format_profile(profile_from_dict({"cpu": {**CPU, "amx_weights": True}}))
+    assert "AMX: llama.cpp keeps quantized weights in its AMX buffer" in amx
 
 
 def test_a_profile_naming_only_a_gpu_that_shares_system_memory_plans_its_pool():
