@@ -65,6 +65,18 @@ def test_the_backend_row_names_an_fp32_sycl_build(qtbot):
     assert values["Prompts at"] == "12.3 TFLOPS FP32 (this build)"  # gpus.json fp32_tflops
 
 
+def test_the_cpu_card_says_where_llama_cpp_keeps_weights_on_an_amx_cpu(qtbot):
+    from dataclasses import replace
+
+    base = cpu_box()
+    for amx_weights, shown in ((True, "weights packed there"), (False, "not used"), (None, None)):
+        hw = replace(base, cpu=replace(base.cpu, amx_weights=amx_weights))
+        window = make_window(qtbot, hw)
+        cpu_card = window.page("machine").cards()[0]
+        values = {w.accessibleName(): w.text() for w in cpu_card.findChildren(type(cpu_card.heading))}
+        assert (values["AMX buffer"].startswith(shown) if shown else "AMX buffer" not in values)
+
+
 def test_what_if_a_4090_makes_the_top_models_full_gpu(qtbot):
     hw = cpu_box()
     window = make_window(qtbot, hw)
