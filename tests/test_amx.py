@@ -9,12 +9,20 @@ import pytest
 
 from rooflight.runtime import amx
 
+_VERDICTS = (amx.amx_crashes, amx.runs_without_amx, amx.has_amx_kernels)  # kept for the process's life
+
+
+def _new_process() -> None:
+    """What another process would know: only the verdict file."""
+    for f in _VERDICTS:
+        f.cache_clear()
+
 
 @pytest.fixture(autouse=True)
 def _fresh_verdict(monkeypatch):
     """Each test starts with no verdict in the process, and the real one is restored. The
     CPU is one with AMX, whatever this machine's (a CPU without it asks nothing of the build)."""
-    real = (amx.amx_crashes, amx.runs_without_amx)
+    real = _VERDICTS
     for f in real:
         f.cache_clear()
     monkeypatch.setattr(amx, "_cpu", lambda: ("a CPU with AMX|avx512_vnni,amx_int8", ("avx512_vnni", "amx_int8")))
@@ -68,9 +76,9 @@ def test_the_verdict_is_kept_per_build_and_machine(monkeypatch):
     runs = []
     monkeypatch.setattr(amx, "run_check", lambda: runs.append(1) or False)
     assert amx.amx_crashes() is True
-    amx.amx_crashes.cache_clear()  # a new process: the file answers
+    _new_process()  # the file answers
     assert amx.amx_crashes() is True and len(runs) == 1
-    amx.amx_crashes.cache_clear()
+    _new_process()
     monkeypatch.setattr(amx, "_key", lambda: "build B|kernel|cpu")  # a rebuilt llama.cpp asks again
     monkeypatch.setattr(amx, "run_check", lambda: runs.append(1) or True)
     assert amx.amx_crashes() is False and len(runs) == 2
@@ -90,11 +98,11 @@ def test_whether_the_build_has_amx_kernels_is_kept_and_weights_use_them_only_whe
     monkeypatch.setattr(amx, "build_has_amx", lambda: asked.append(1) or True)
     monkeypatch.setattr(amx, "run_check", lambda: True)
     assert amx.amx_weights_here() and amx.has_amx_kernels() and len(asked) == 1  # kept: asked once
-    amx.amx_crashes.cache_clear()  # another build: another process
+    _new_process()  # another build: another process
     monkeypatch.setattr(amx, "_key", lambda: "build2|kernel|cpu")
     monkeypatch.setattr(amx, "run_check", lambda: False)  # they crash: no weights in the AMX buffer
     assert not amx.amx_weights_here()
-    amx.amx_crashes.cache_clear()
+    _new_process()
     monkeypatch.setattr(amx, "_key", lambda: "build3|kernel|cpu")
     monkeypatch.setattr(amx, "build_has_amx", lambda: False)
     assert not amx.amx_weights_here() and not amx.amx_crashes()

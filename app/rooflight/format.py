@@ -61,8 +61,10 @@ def format_estimate(est) -> str:
 
 def amx_layout_sentence(nbytes: int) -> str:
     """Why the RAM weights exceed the file on a CPU whose llama.cpp keeps them in its AMX buffer."""
+    from rooflight.estimate.amx_layout import LAYOUT_COST_WORDS
+
     return (f"RAM weights include {gb(nbytes)} for the packed layout of llama.cpp's AMX buffer "
-            "(Intel AMX: Q8_0 rows 12% larger than in the file).")
+            f"(Intel AMX: {LAYOUT_COST_WORDS}).")
 
 
 BASIS_WORDS = {

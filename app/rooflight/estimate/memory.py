@@ -108,7 +108,7 @@ def _add_by_device(out: dict[str, int], devices: list[str], per_layer: tuple[int
         out[dev] += sum(per_layer[start:end])
 
 
-def _weights_by_device(spec: ModelSpec, devices: list[str], hardware: HardwareProfile) -> dict[str, int]:
+def _weights_by_device(spec: ModelSpec, devices: list[str]) -> dict[str, int]:
     table = layer_table(spec)
     out = {d: 0 for d in set(devices) | {CPU}}
     _add_by_device(out, devices, table.bytes)
@@ -123,7 +123,6 @@ def _weights_by_device(spec: ModelSpec, devices: list[str], hardware: HardwarePr
         # is then page cache of which the lookups use a few rows (runtime/confirm.py)
         output -= table.tied_output_bytes
     out[output_dev] += output
-    out[CPU] += _amx_layout_bytes(spec, devices, hardware)
     return out
 
 
@@ -160,7 +159,9 @@ def _overhead_bytes(hardware: HardwareProfile, device: str) -> int:
 
 def plan_memory(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig) -> MemoryPlan:
     devices = layer_devices(spec.n_layer, cfg.n_gpu_layers, hardware, cfg.tensor_split)
-    weights = _weights_by_device(spec, devices, hardware)
+    weights = _weights_by_device(spec, devices)
+    amx_layout = _amx_layout_bytes(spec, devices, hardware)
+    weights[CPU] += amx_layout
     experts.shift_weights(weights, spec, devices, cfg.n_cpu_moe)  # --n-cpu-moe: exact tensor bytes
 
     kv = {d: 0 for d in weights}
@@ -204,7 +205,7 @@ def plan_memory(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig) -> M
     if fit == Fit.FULL_GPU and experts.handovers(devices, cfg.n_cpu_moe):
         fit = Fit.PARTIAL_GPU  # every block is offloaded, but some experts run from RAM
     return MemoryPlan(fit=fit, devices=tuple(result), layer_devices=tuple(devices), n_cpu_moe=cfg.n_cpu_moe,
-                      amx_layout_bytes=_amx_layout_bytes(spec, devices, hardware))
+                      amx_layout_bytes=amx_layout)
 
 
 def _fit_state(mems: list[DeviceMemory], devices: list[str], n_layer: int) -> Fit:

@@ -54,7 +54,9 @@ def format_profile(profile: HardwareProfile) -> str:
         lines.append("GPU: none usable")
     lines.append(f"Backend: {profile.backend}{build_words(profile)}")
     if c.amx_weights:  # where they crash, the warning below says so
-        lines.append("AMX: llama.cpp keeps quantized weights in its AMX buffer (packed: Q8_0 rows 12% larger; "
+        from rooflight.estimate.amx_layout import LAYOUT_COST_WORDS
+
+        lines.append(f"AMX: llama.cpp keeps quantized weights in its AMX buffer (packed: {LAYOUT_COST_WORDS}; "
                      "estimates count it)")
     lines += [f"warning: {w}" for w in profile.warnings]
     return "\n".join(lines)

@@ -190,6 +190,7 @@ def amx_crashes() -> bool:
     return ok is False
 
 
+@functools.cache
 def has_amx_kernels() -> bool:
     """build_has_amx, kept with the verdicts: asked of the build once, and not at all on a
     CPU whose flags show no AMX (no build runs AMX kernels there)."""
@@ -258,8 +259,9 @@ def drop_amx_buffer() -> bool:
 
     Why not llama.h's switch: use_extra_bufts = false turns off every extra buffer type, the
     CPU repack one too, whose kernels every CPU without AMX runs (on this project's AMX VM,
-    keeping it made a 1B Q4_0 model's prompts x1.58 and decode x1.26 as fast as without it,
-    a 300M Q4_K_M's prompts x0.75 and decode x1.33: bench/amx_cost.py). The array changed is
+    keeping it made a 1B Q4_0 model's prompts x1.53-1.59 and decode x1.21-1.23 as fast as
+    without it, a 300M Q4_K_M's prompts x0.74-0.76 and decode x1.10-1.13: bench/amx_cost.py,
+    README "Intel CPUs with AMX"). The array changed is
     the copy ggml's CPU backend hands llama.cpp's model loader through its registry
     (ggml-cpu.cpp ggml_backend_cpu_device_get_extra_buffers_type: a static, NULL-terminated
     vector, read at each load by make_cpu_buft_list); the backend's own checks use the
@@ -281,14 +283,21 @@ def drop_amx_buffer() -> bool:
 
 def loads_use_extra_buffers() -> bool:
     """Whether loads keep llama.cpp's extra buffer types (the repack one at least): False
-    only where the AMX kernels crash and the second child could not run without them."""
-    return not amx_crashes() or (runs_without_amx() and drop_amx_buffer())
+    only where the AMX kernels crash and the second child could not run without them. Asks
+    the verdicts only; prepare_loads makes it so in this process."""
+    return not amx_crashes() or runs_without_amx()
+
+
+def prepare_loads() -> bool:
+    """Make this process's loads safe (the AMX buffer dropped where its kernels crash and the
+    second child ran without it); whether they keep the extra buffer types."""
+    return loads_use_extra_buffers() and (not amx_crashes() or drop_amx_buffer())
 
 
 def safe_model_params(params) -> None:
     """Set on llama_model_params before a load: keep weights out of the AMX buffer where
     its kernels crash (drop_amx_buffer; use_extra_bufts off where that was not proven safe)."""
-    if not loads_use_extra_buffers():
+    if not prepare_loads():
         params.use_extra_bufts = False
 
 

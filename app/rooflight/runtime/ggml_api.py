@@ -7,6 +7,7 @@ here for tensor placement overrides (tensor_overrides.py) and the AMX guard (amx
 from __future__ import annotations
 
 import ctypes
+import functools
 from pathlib import Path
 
 
@@ -17,14 +18,23 @@ def ggml_function(name: str, restype, argtypes):
     import llama_cpp.llama_cpp as lc
 
     fn = getattr(lc._lib, name, None)
-    if fn is None:
-        for path in sorted((Path(lc.__file__).parent / "lib").glob("*ggml*")):
-            try:
-                fn = getattr(ctypes.CDLL(str(path)), name, None)
-            except OSError:
-                continue
-            if fn is not None:
-                break
+    for lib in () if fn is not None else _ggml_libraries():
+        if (fn := getattr(lib, name, None)) is not None:
+            break
     if fn is not None:
         fn.restype, fn.argtypes = restype, argtypes
     return fn
+
+
+@functools.cache
+def _ggml_libraries() -> tuple[ctypes.CDLL, ...]:
+    """The ggml libraries shipped beside libllama, opened once."""
+    import llama_cpp.llama_cpp as lc
+
+    libs = []
+    for path in sorted((Path(lc.__file__).parent / "lib").glob("*ggml*")):
+        try:
+            libs.append(ctypes.CDLL(str(path)))
+        except OSError:
+            continue
+    return tuple(libs)

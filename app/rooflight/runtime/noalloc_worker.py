@@ -163,7 +163,7 @@ def run(request: dict) -> dict:
     overrides = _expert_overrides(config)  # kept alive until the process ends
     from rooflight.runtime import amx
 
-    amx.loads_use_extra_buffers()  # asked now: its imports, children and cache file are no reads of the load's
+    amx.prepare_loads()  # now: its imports, children and cache file are no reads of the load's
     read_before = _io_read_chars()
     with capture_llama_log() as cap, contextlib.redirect_stderr(io.StringIO()):
         try:

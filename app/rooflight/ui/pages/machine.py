@@ -153,7 +153,9 @@ def cpu_card(profile: HardwareProfile) -> Card:
             ("llama.cpp backend", BACKEND_WORDS.get(profile.backend, profile.backend) + build_words(profile)
              + ("" if profile.backend == "cpu" or not profile.gpus else " (CPU takes what does not fit)"))]
     if c.amx_weights is not None:  # a CPU with AMX: where llama.cpp keeps its weights
-        rows.append(("AMX buffer", "weights packed there (Q8_0 rows 12% larger, in every estimate)"
+        from rooflight.estimate.amx_layout import LAYOUT_COST_WORDS
+
+        rows.append(("AMX buffer", f"weights packed there ({LAYOUT_COST_WORDS}, in every estimate)"
                      if c.amx_weights else "not used (plain and repacked CPU buffers)"))
     card.body.addLayout(_figures(rows))
     return card
