@@ -260,7 +260,7 @@ def _devices(memory) -> dict:
 
 
 def measure_one(name: str, path: str, label: str, fields: dict, hw_plan, hw_run, nvml: NVML,
-                dry_run: bool) -> dict:
+                dry_run: bool, probe=None) -> dict:
     from rooflight.estimate import Wishes, plan
     from rooflight.gguf import load_model_spec
     from rooflight.runtime.confirm import confirm
@@ -309,7 +309,20 @@ def measure_one(name: str, path: str, label: str, fields: dict, hw_plan, hw_run,
     predicted = run_est.performance
     row["ratio"] = {"decode": round(m.decode_tok_s / predicted.decode_tok_s, 3) if predicted.decode_tok_s else None,
                     "prefill": round(m.prefill_tok_s / predicted.prefill_tok_s, 3) if predicted.prefill_tok_s else None}
+    if probe is not None and probe.gpus:
+        # the same plan priced on the GPU constants step 2's probe measured (estimate/probe_gpu.py)
+        from rooflight.estimate import Calibration
+
+        p = plan(spec, hw_run, replace_config(wishes, run_est.config), calibration=Calibration(probe=probe)).performance
+        row["probe_plan"] = {"basis": p.basis, "decode_tok_s": p.decode_tok_s, "prefill_tok_s": p.prefill_tok_s}
+        row["ratio_probe"] = {"decode": round(m.decode_tok_s / p.decode_tok_s, 3),
+                              "prefill": round(m.prefill_tok_s / p.prefill_tok_s, 3)}
     return row
+
+
+def replace_config(wishes, config):
+    """The wishes that plan exactly this config again (its GPU layers, threads)."""
+    return dataclasses.replace(wishes, n_gpu_layers=config.n_gpu_layers, n_threads=config.n_threads)
 
 
 def measure_all(dry_run: bool, folder: Path, budget_s: float) -> dict:
@@ -327,6 +340,9 @@ def measure_all(dry_run: bool, folder: Path, budget_s: float) -> dict:
                                       measure_bandwidth=False).gpus
         hw_plan = dataclasses.replace(hw_run, gpus=table_gpu, backend="cuda")
     nvml = NVML()
+    from rooflight.store.probes import current_probe
+
+    probe = current_probe(hw_run)  # step 2's, where it was stored
     rows = []
     for name, kw in models.items():
         for label, fields in configs_for(name, kw, dry_run):
@@ -334,7 +350,7 @@ def measure_all(dry_run: bool, folder: Path, budget_s: float) -> dict:
                 rows.append({"model": name, "label": label, "skipped": f"time budget of {budget_s:.0f} s spent"})
                 continue
             try:
-                rows.append(measure_one(name, paths[name], label, fields, hw_plan, hw_run, nvml, dry_run))
+                rows.append(measure_one(name, paths[name], label, fields, hw_plan, hw_run, nvml, dry_run, probe))
             except Exception as exc:  # one failed load is a finding, not the end of the run
                 rows.append({"model": name, "label": label, "error": f"{type(exc).__name__}: {exc}"})
             log(f"  {name} {label}: {_short(rows[-1])}")
@@ -356,10 +372,14 @@ def _gb(n) -> str:
     return "-" if n is None else f"{n / GB:.3f}"
 
 
+def _rate(priced: dict | None, key: str) -> str:
+    return "-" if not priced else f"{priced[key]:.0f}"
+
+
 def table(rows: list[dict]) -> str:
     head = (f"{'model':<22} {'config':<15} {'ngl':>4} {'GPU plan':>9} {'GPU llama':>9} {'GPU NVML':>9} "
             f"{'ovh MiB':>8} {'RAM plan':>9} {'RAM llama':>9} {'noalloc%':>8} {'tg pred':>8} {'tg meas':>8} "
-            f"{'pp pred':>8} {'pp meas':>8}")
+            f"{'pp pred':>8} {'pp meas':>8} {'tg probe':>8} {'pp probe':>8}")
     lines = [head, "-" * len(head)]
     for r in rows:
         if "plan" not in r or "measured" not in r:
@@ -377,10 +397,12 @@ def table(rows: list[dict]) -> str:
             f"{'-' if ovh is None else round(ovh / MIB):>8} {_gb(p['devices']['cpu']['buffers_bytes']):>9} "
             f"{_gb(got.get('cpu', {}).get('total_bytes')):>9} {'-' if na is None else na:>8} "
             f"{p['decode_tok_s']:>8.0f} {r['measured']['decode_tok_s']:>8.0f} "
-            f"{p['prefill_tok_s']:>8.0f} {r['measured']['prefill_tok_s']:>8.0f}")
+            f"{p['prefill_tok_s']:>8.0f} {r['measured']['prefill_tok_s']:>8.0f} "
+            f"{_rate(r.get('probe_plan'), 'decode_tok_s'):>8} {_rate(r.get('probe_plan'), 'prefill_tok_s'):>8}")
     lines.append("GPU/RAM plan and llama: weights + KV + compute buffers (GB); GPU NVML: memory the load took "
                  "on GPU 0; ovh: NVML's figure less llama.cpp's GPU buffers (the plan assumes 457 MiB); "
-                 "noalloc%: largest per-device gap between the plan and llama.cpp's no-alloc numbers")
+                 "noalloc%: largest per-device gap between the plan and llama.cpp's no-alloc numbers; "
+                 "tg/pp probe: the same plan on the GPU constants the probe measured (- where it measured none)")
     return "\n".join(lines)
 
 

@@ -75,6 +75,8 @@ def cmd_probe(args) -> int:
 
 
 def format_probe(run) -> str:
+    from rooflight.estimate.backend_constants import BACKENDS
+
     p = run.probe
     lines = [f"Probe of this machine ({p.machine}) with {p.build}, {p.n_threads} threads, "
              f"{p.duration_s:.1f} s", ""]
@@ -105,6 +107,17 @@ def format_probe(run) -> str:
         lines.append(f"image encode ({e.file_type} projector): {e.flops_per_s / 1e9:.1f} GFLOP/s, "
                      f"{e.encode_s * 1e3:.1f} ms for {e.encode_flops / 1e9:.2f} GFLOP (spread {e.spread:.0%})"
                      + ("  (busy)" if e.disturbed else ""))
+    for g in p.gpus:
+        table = BACKENDS[g.backend]
+
+        def eff(measured: float | None, table_value: float) -> str:
+            return f"{table_value:.3f} (table)" if measured is None else f"{measured:.3f} (table {table_value:.3f})"
+
+        lines.append(f"{g.device} {g.name} ({g.backend}): decode efficiency {eff(g.decode_efficiency, table.decode_efficiency)}"
+                     f", {g.layer_overhead_s * 1e6:.1f} us per layer (table {table.layer_overhead_s * 1e6:.1f}), "
+                     f"prompt efficiency F16 {eff(g.prefill_efficiency_float, table.prefill_efficiency_float)}, "
+                     f"quantized {eff(g.prefill_efficiency_quant, table.prefill_efficiency_quant)} (spread {g.spread:.0%})"
+                     + ("  (busy)" if g.disturbed else ""))
     lines += [f"note: {n}" for n in p.notes]
     if run.stored:  # a refusal is said once, with its reason, on stderr (run_probe)
         lines += ["", "Stored: estimates on this machine now stand on these figures."]

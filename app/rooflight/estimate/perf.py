@@ -334,7 +334,12 @@ def _read_bytes_s(hardware: HardwareProfile, device: str) -> float:
 def _device_constants(hardware: HardwareProfile, device: str) -> BackendConstants:
     if is_remote(device):
         return _device_constants(*remote_device(hardware, device).local_view())
-    return _CPU if device == CPU else BACKENDS.get(hardware.backend, _VULKAN)
+    if device == CPU:
+        return _CPU
+    for measured_on, constants in hardware.gpu_constants:  # this machine's probe (probe_gpu.py)
+        if measured_on == device:
+            return constants
+    return BACKENDS.get(hardware.backend, _VULKAN)
 
 
 def _weight_reads_per_token(spec: ModelSpec, devices: tuple[str, ...]) -> dict[str, float]:
@@ -924,11 +929,14 @@ def estimate_performance(
     cal = calibration or Calibration()
     # the probe measured the CPU backend's kernels: it prices the CPU's share of a plan
     # wherever the CPU has one (blocks or the output on the CPU, MoE experts in RAM); the
-    # GPUs' share stands on the table (a mixed plan: its band combines both bands by share)
+    # GPUs' share stands on the table (a mixed plan: its band combines both bands by share),
+    # or on the GPU constants the probe measured on this machine's GPUs (probe_gpu.py)
+    hardware = _with_probed_gpus(hardware, cal.probe)
     cpu_only = all(d == CPU for d in mem.layer_devices)
     probe = cal.probe_for(cfg) if CPU in mem.layer_devices or mem.n_cpu_moe > 0 else None
     mixed = probe is not None and not cpu_only
-    basis = "probe" if probe is not None else "table"
+    gpus_probed = {d for d, _ in hardware.gpu_constants} & set(mem.layer_devices)
+    basis = "probe" if probe is not None or gpus_probed else "table"
     # mean decode rate over gen_tokens after the prompt (llama-bench tg semantics):
     # integrate the per-token time at a few positions (KV reads grow linearly)
     positions = [prompt_start + prompt_tokens + (i + 0.5) * gen_tokens / 4 for i in range(4)]
@@ -941,7 +949,7 @@ def estimate_performance(
     t_prefill, prefill_bound = prefill_time_s(spec, hardware, cfg, mem, max(1, prompt_tokens), probe,
                                               start=max(0, prompt_start), kernels=prefill_kernels)
     kernels = None
-    if basis == "probe":
+    if probe is not None:
         # what the probe priced, per figure: weight kernels, attention, fixed costs; in a
         # mixed plan the GPUs' share too, under a kernel of its own (table_kernel), so that
         # a measurement corrects the CPU's kernels and the GPUs' share apart
@@ -973,10 +981,27 @@ def estimate_performance(
         prefill_bound=prefill_bound,
         calibrated=calibrated,
         basis="calibrated" if calibrated else basis,
-        range_basis=band.basis + _partial_note(basis, calibrated, matched, decode_factor, prefill_factor),
+        range_basis=band.basis + _partial_note(basis, calibrated, matched, decode_factor, prefill_factor)
+        + (GPU_PROBE_RANGE_NOTE if gpus_probed and not calibrated else ""),
         kernels=kernels,
         network=network_summary(spec, hardware, mem, share, decode_factor) if hardware.remotes else None,
     )
+
+
+# A GPU's probed constants have not been checked out of sample on any GPU yet (README, "The GPU
+# half of the probe"): its share keeps the backend's band, and says so.
+GPU_PROBE_RANGE_NOTE = ("; the GPU's constants measured by this machine's probe, its range still the backend's "
+                        "out-of-sample band")
+
+
+def _with_probed_gpus(hardware: HardwareProfile, probe: MachineProbe | None) -> HardwareProfile:
+    """The profile with the GPU constants this machine's probe measured (not those a caller
+    set already: probe_gpu's solves try their own)."""
+    if probe is None or not probe.gpus or hardware.gpu_constants:
+        return hardware
+    from rooflight.estimate.probe_gpu import with_gpu_figures
+
+    return with_gpu_figures(hardware, probe.gpus)
 
 
 def image_first_token_s(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig,

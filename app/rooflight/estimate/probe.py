@@ -22,6 +22,7 @@ import statistics
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 
+from rooflight.estimate.probe_gpu import GpuFigures
 from rooflight.estimate.ranges import max_stored_spread
 
 # A figure's repeats may disagree by this much (max - min over median) and still count as
@@ -284,6 +285,9 @@ class MachineProbe:
     # where runtime/amx.py turned them off: Q4_0 and IQ4_NL prompts then run tinyBLAS, like
     # Q8_0's (probe_roofline.prompt_stand_in). A probe stored before the field: True.
     extra_buffers: bool = True
+    # the GPU half (estimate/probe_gpu.py): each GPU's roofline constants as measured here;
+    # () where the build runs on the CPU only, the machine has no GPU, or a probe predates it
+    gpus: tuple[GpuFigures, ...] = ()
 
     def kernel(self, weight_type: str) -> KernelFigure | None:
         return self._kernels_by_type.get(weight_type.upper())
@@ -324,7 +328,9 @@ class MachineProbe:
         return sum(share * spread(name) for name, share in shares) / total if total > 0 else self.spread
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d["gpus"] = [g.to_dict() for g in self.gpus]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> MachineProbe:
@@ -341,4 +347,5 @@ class MachineProbe:
             encode=EncodeFigure(**d["encode"]) if d.get("encode") else None, method=PROBE_METHOD,
             expert_costs=tuple((str(k), float(v)) for k, v in d.get("expert_costs", ())),
             extra_buffers=bool(d.get("extra_buffers", True)),
+            gpus=tuple(GpuFigures.from_dict(g) for g in d.get("gpus", ())),
         )

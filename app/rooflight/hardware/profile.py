@@ -97,6 +97,9 @@ class HardwareProfile:
     # a SYCL build's GGML_SYCL_F16: False when it was built without it (the CMake default),
     # which multiplies prompts in FP32 (estimate/tensor_rates.py); None: not SYCL, or not known
     sycl_f16: bool | None = None
+    # GPU roofline constants this machine's probe measured (estimate/probe_gpu.py), as
+    # (plan device name, BackendConstants); set for an estimate, never saved with the profile
+    gpu_constants: tuple = ()
 
     @property
     def fp32_gemm(self) -> bool:
@@ -116,4 +119,5 @@ class HardwareProfile:
             del d["remotes"]
         if self.sycl_f16 is None:
             del d["sycl_f16"]
+        del d["gpu_constants"]
         return d

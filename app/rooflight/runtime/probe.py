@@ -229,10 +229,23 @@ class ProbeRun:
                 # llama.cpp's repack/AMX buffers in use (false where runtime/amx.py turned them off)
                 "extra_buffers": p.extra_buffers,
                 "image_encode": _encode_dict(p.encode),
-            }],
+            }, *(_gpu_dict(g) for g in p.gpus)],
             "runs": self.runs,
             "notes": list(p.notes),
         }
+
+
+def _gpu_dict(g) -> dict:
+    """A GPU's entry of `rooflight probe --json`'s devices: the constants it measured."""
+    def eff(x: float | None) -> float | None:
+        return None if x is None else round(x, 4)
+
+    return {"device": g.device, "name": g.name, "backend": g.backend,
+            "decode_efficiency": eff(g.decode_efficiency), "layer_overhead_us": round(g.layer_overhead_s * 1e6, 3),
+            "prefill_efficiency_float": eff(g.prefill_efficiency_float),
+            "prefill_efficiency_quant": eff(g.prefill_efficiency_quant),
+            "weight_types": {wt: {"decode_efficiency": eff(e)} for wt, e in g.decode_by_type},
+            "spread": round(g.spread, 4), "disturbed": g.disturbed}
 
 
 def _encode_dict(e: EncodeFigure | None) -> dict | None:
@@ -286,7 +299,10 @@ def _has_op_offload() -> bool:
 class _Model:
     """A loaded probe model: the Llama object and what its weights are."""
 
-    def __init__(self, path: Path, n_threads: int, n_ctx: int, flash_attn: bool, n_ubatch: int) -> None:
+    def __init__(self, path: Path, n_threads: int, n_ctx: int, flash_attn: bool, n_ubatch: int,
+                 load_kwargs: dict | None = None) -> None:
+        """load_kwargs: Llama() arguments that replace the CPU's (the GPU half: a RunConfig's,
+        all layers on one GPU; runtime/probe_gpu.py)."""
         import contextlib
         import io
 
@@ -300,11 +316,11 @@ class _Model:
         no_offload: dict[str, Any] = {"op_offload": False} if _has_op_offload() else {}
         with contextlib.redirect_stderr(io.StringIO()):
             try:
-                self.llm = amx.llama_class()(
-                    model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
-                    n_batch=n_ubatch, n_ubatch=n_ubatch, n_gpu_layers=0, flash_attn=flash_attn,
-                    verbose=False, seed=0, **no_offload,
-                )
+                args: dict[str, Any] = dict(
+                    n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads, n_batch=n_ubatch,
+                    n_ubatch=n_ubatch, n_gpu_layers=0, flash_attn=flash_attn, **no_offload)
+                args.update(load_kwargs or {})
+                self.llm = amx.llama_class()(model_path=str(path), verbose=False, seed=0, **args)
             except (ValueError, RuntimeError) as exc:
                 raise OperationFailedError(f"llama.cpp could not load the probe model {path.name}: {exc}") from exc
 
@@ -597,13 +613,15 @@ def probe_machine(
     check_cancel: Callable[[], None] | None = None,
     store=None,
     image: bool = True,
+    gpus: bool = True,
 ) -> ProbeRun:
     """Measure, and store the probe (store/probes.py) when it was measured cleanly or
     keep_disturbed is set. weight_types: a subset of ALL_TYPES (a reduced probe);
     repeats: clean runs wanted per figure (at least 2: a spread needs two); store: a
     ProbeStore, None for the user's, False to store nothing. progress(fraction, message,
     seconds left); check_cancel: called between runs, raises to stop (the GUI passes
-    Task.raise_if_cancelled); image: measure the image encode too (a second or two)."""
+    Task.raise_if_cancelled); image: measure the image encode too (a second or two);
+    gpus: measure each GPU too where the build offloads (runtime/probe_gpu.py, its own budget)."""
     from rooflight.gguf.synthetic import write_model
     from rooflight.store.calibration import machine_key
 
@@ -788,6 +806,11 @@ def probe_machine(
         except _OutOfTime:
             skipped[off] = OUT_OF_TIME
 
+        # 5. the GPU half, on a clock of its own (the CPU's 30 s are the CPU's)
+        gpu_figures, gpu_notes = _gpu_half(profile, gpus, write, n_threads, n_ubatch, busy_threshold, runs, skipped,
+                                           clock, progress, check_cancel)
+        notes += gpu_notes
+
     # ---- arithmetic (pure; estimate/probe.py) ----
     per_layers, (vocab_run, huge_run) = fixed_raw[:2], fixed_raw[2:]
     attn_runs = [r for raw in attn_raw for r in raw[3:]]
@@ -854,7 +877,7 @@ def probe_machine(
         machine=machine_key(profile), build=llama_build(), n_threads=n_threads, n_ubatch=n_ubatch,
         kernels=kernels, attention=attention, fixed=fixed, spread=max(spreads),
         disturbed=disturbed, created_at=time.time(), duration_s=clock.elapsed, notes=tuple(notes), encode=encode,
-        expert_costs=expert_costs, extra_buffers=amx.loads_use_extra_buffers(),
+        expert_costs=expert_costs, extra_buffers=amx.loads_use_extra_buffers(), gpus=gpu_figures,
     )
     result = ProbeRun(probe, load_before=load_before, runs=runs, skipped=skipped, image_note=image_note)
     if refused and (no_kernels or not keep_disturbed):
@@ -870,6 +893,36 @@ def probe_machine(
                 s.close()
         result.stored = True
     return _finish(result, progress)
+
+
+# why a GPU has no figures on a build that cannot offload (ProbeRun.skipped["GPU"])
+NO_GPU_BUILD = ("not measured: the installed llama.cpp build runs on the CPU only; with the GPU build "
+                "(This machine, Get the GPU build) the probe measures each GPU too")
+
+
+def _gpu_half(profile, wanted: bool, write, n_threads: int, n_ubatch: int, threshold: float, runs: dict,
+              skipped: dict[str, str], clock: _Clock, progress, check_cancel) -> tuple[tuple, list[str]]:
+    """Each GPU's figures where the build offloads (runtime/probe_gpu.py), on GPU_BUDGET_S of
+    its own; its progress fills what the CPU half left of the bar."""
+    if not wanted or not profile.gpus:
+        return (), []
+    from rooflight.runtime.loader import gpu_offload_supported
+    from rooflight.runtime.probe_gpu import GPU_BUDGET_S, GPU_TYPES, probe_gpus
+
+    if profile.backend == "cpu" or not gpu_offload_supported():
+        skipped["GPU"] = NO_GPU_BUILD
+        return (), []
+    base = clock.done / max(clock.steps, 1)
+
+    def gpu_progress(frac: float, message: str, left: float) -> None:
+        if progress is not None:
+            progress(base + (1 - base) * frac, message, left)
+
+    steps = len(profile.gpus) * (1 + len(GPU_TYPES))
+    gpu_clock = _Clock(GPU_BUDGET_S * len(profile.gpus), steps, gpu_progress, check_cancel)
+    # figures for the budget shares: 2 tiny decodes, and a decode and a prompt per type, per GPU
+    runner = _Runner(gpu_clock, threshold, runs, figures=steps * 2)
+    return probe_gpus(profile, runner, write, n_threads, n_ubatch, skipped)
 
 
 def _finish(result: ProbeRun, progress) -> ProbeRun:

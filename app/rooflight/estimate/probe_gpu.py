@@ -1,0 +1,205 @@
+"""The GPU half of the machine probe: this machine's GPUs' own roofline constants.
+
+The table prices a GPU by its backend's constants (backend_constants.py), fitted on other
+devices: decode efficiency against the GPU's bandwidth figure, a cost per layer per token,
+and prefill efficiencies against the matrix rate llama.cpp's kernels use. The probe
+(runtime/probe_gpu.py) times generated models on each GPU with the installed llama.cpp;
+here those times become the same constants for that GPU, by solving the estimator itself
+for them (perf.estimate_performance with the candidate constants swapped in), so a
+measured constant means exactly what the table's does and one formula prices both:
+
+- the cost per layer: from two tiny models of 1 and many layers (their weights are
+  negligible), the difference of their token times, which cancels every per-token cost;
+- the decode efficiency: from a model of real layer width (an 8B model's) and about 1 GiB,
+  with that layer cost;
+- the prefill efficiencies: one micro-batch prompt on the same models, F16 (the float
+  efficiency) and Q4_K (the quantized one), with the decode constants in place.
+
+Each solve is a bisection on a monotone function of one constant (the estimator has caps and
+maxima, so it is not assumed linear).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from rooflight.estimate.backend_constants import BACKENDS, BackendConstants
+from rooflight.estimate.config import RunConfig
+from rooflight.gguf.spec import ModelSpec
+
+PROBE_SOURCE = "measured by this machine's probe (rooflight probe: generated models on this GPU)"
+# what the solves may return: outside these the measurement says more about the run
+# (a stall, a model that did not reach the GPU) than about the GPU
+LAYER_S_LIMITS = (0.0, 0.05)
+EFFICIENCY_LIMITS = (0.005, 2.0)
+
+
+@dataclass(frozen=True)
+class GpuFigures:
+    """One GPU's constants as the probe measured them (GPUs the plan names "gpu0", "gpu1"...)."""
+
+    device: str  # the plan's device name, "gpu0"
+    name: str  # the GPU's name as detected: the figures apply to that GPU only
+    backend: str  # the llama.cpp backend measured (cuda, rocm, vulkan, sycl, metal)
+    decode_efficiency: float  # of the GPU's bandwidth figure, on the quantized (Q4_K) model
+    layer_overhead_s: float
+    prefill_efficiency_float: float | None  # None: not measured (the table's stands)
+    prefill_efficiency_quant: float | None
+    spread: float  # the largest run-to-run spread of the timings these stand on
+    disturbed: bool = False
+    # every decode efficiency measured, per weight type (the constant takes Q4_K's)
+    decode_by_type: tuple[tuple[str, float], ...] = ()
+
+    def constants(self, table: BackendConstants) -> BackendConstants:
+        """The table's constants with what the probe measured in their place."""
+        return replace(
+            table, decode_efficiency=self.decode_efficiency, layer_overhead_s=self.layer_overhead_s,
+            prefill_efficiency_float=self.prefill_efficiency_float or table.prefill_efficiency_float,
+            prefill_efficiency_quant=self.prefill_efficiency_quant or table.prefill_efficiency_quant,
+            source=PROBE_SOURCE)
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["decode_by_type"] = dict(self.decode_by_type)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> GpuFigures:
+        def opt(key: str) -> float | None:
+            return None if d.get(key) is None else float(d[key])
+
+        return cls(device=str(d["device"]), name=str(d["name"]), backend=str(d["backend"]),
+                   decode_efficiency=float(d["decode_efficiency"]), layer_overhead_s=float(d["layer_overhead_s"]),
+                   prefill_efficiency_float=opt("prefill_efficiency_float"),
+                   prefill_efficiency_quant=opt("prefill_efficiency_quant"),
+                   spread=float(d["spread"]), disturbed=bool(d.get("disturbed", False)),
+                   decode_by_type=tuple((str(k), float(v)) for k, v in dict(d.get("decode_by_type", {})).items()))
+
+
+def with_gpu_figures(hardware, figures: tuple[GpuFigures, ...]):
+    """The profile with the probe's constants on the GPUs they were measured on (same plan
+    name, same detected name, same backend); a what-if GPU, or another backend, keeps the
+    table's."""
+    from rooflight.estimate.placement import gpu_name
+
+    table = BACKENDS.get(hardware.backend)
+    names = {gpu_name(g.index): g.name for g in hardware.gpus}
+    measured = tuple((f.device, f.constants(table)) for f in figures
+                     if table is not None and f.backend == hardware.backend and names.get(f.device) == f.name)
+    return replace(hardware, gpu_constants=measured) if measured else hardware
+
+
+def with_constants(hardware, device: str, constants: BackendConstants):
+    """The profile with these constants on one GPU (what the solves try)."""
+    others = tuple((d, c) for d, c in hardware.gpu_constants if d != device)
+    return replace(hardware, gpu_constants=(*others, (device, constants)))
+
+
+def bisect(f: Callable[[float], float], target: float, lo: float, hi: float, *, increasing: bool,
+           rel_tol: float = 1e-6) -> float | None:
+    """x in [lo, hi] with f(x) = target for a monotone f; None when target is outside f's
+    range there (the measurement cannot be explained by this constant)."""
+    f_lo, f_hi = f(lo), f(hi)
+    if increasing and not f_lo <= target <= f_hi or not increasing and not f_hi <= target <= f_lo:
+        return None
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if (f(mid) < target) == increasing:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= rel_tol * max(abs(hi), 1e-12):
+            break
+    return (lo + hi) / 2
+
+
+@dataclass(frozen=True)
+class Timed:
+    """One measured run of a probe model on the GPU, and what the estimator needs to price it."""
+
+    spec: ModelSpec  # the model run
+    cfg: RunConfig  # the config it was loaded with (all layers on the GPU measured)
+    seconds: float  # per token (decode) or per prompt (prefill)
+    prompt_tokens: int  # decode: tokens before the timed ones; prefill: the prompt's length
+    gen_tokens: int = 0  # decode: tokens timed; 0 for a prompt
+
+
+def priced_s(hardware, run: Timed) -> float:
+    """The estimator's time for one probe run: seconds per token for a decode run (the mean
+    over its positions), seconds for a prompt."""
+    from rooflight.estimate.memory import plan_memory
+    from rooflight.estimate.perf import estimate_performance
+
+    mem = plan_memory(run.spec, hardware, run.cfg)
+    p = estimate_performance(run.spec, hardware, run.cfg, mem, prompt_tokens=max(1, run.prompt_tokens),
+                             gen_tokens=max(1, run.gen_tokens))
+    return 1 / p.decode_tok_s if run.gen_tokens else max(1, run.prompt_tokens) / p.prefill_tok_s
+
+
+def solve_layer_s(hardware, device: str, table: BackendConstants, short: Timed, deep: Timed) -> float | None:
+    """The cost per layer that makes the estimator's token-time difference between the deep and
+    the short tiny model equal the measured one."""
+    def diff(layer_s: float) -> float:
+        hw = with_constants(hardware, device, replace(table, layer_overhead_s=layer_s))
+        return priced_s(hw, deep) - priced_s(hw, short)
+
+    return bisect(diff, deep.seconds - short.seconds, *LAYER_S_LIMITS, increasing=True)
+
+
+def solve_decode_efficiency(hardware, device: str, base: BackendConstants, run: Timed) -> float | None:
+    def t(eff: float) -> float:
+        return priced_s(with_constants(hardware, device, replace(base, decode_efficiency=eff)), run)
+
+    return bisect(t, run.seconds, *EFFICIENCY_LIMITS, increasing=False)
+
+
+def solve_prefill_efficiency(hardware, device: str, base: BackendConstants, run: Timed, *,
+                             quantized: bool) -> float | None:
+    def t(eff: float) -> float:
+        c = (replace(base, prefill_efficiency_quant=eff) if quantized
+             else replace(base, prefill_efficiency_float=eff))
+        return priced_s(with_constants(hardware, device, c), run)
+
+    return bisect(t, run.seconds, *EFFICIENCY_LIMITS, increasing=False)
+
+
+def derive(hardware, device: str, *, short: Timed, deep: Timed, decode: dict[str, Timed],
+           prefill: dict[str, Timed], spread: float, disturbed: bool = False,
+           quant_type: str = "Q4_K") -> tuple[GpuFigures | None, list[str]]:
+    """The GPU's figures from its timed runs (decode and prefill keyed by weight type: F16 is
+    the float figure, quant_type the quantized one and the decode constant), and a note per
+    figure that could not be solved (kept at the table's value)."""
+    from rooflight.estimate.placement import gpu_name
+
+    table = BACKENDS[hardware.backend]
+    gpu = next(g for g in hardware.gpus if gpu_name(g.index) == device)
+    notes: list[str] = []
+    layer_s = solve_layer_s(hardware, device, table, short, deep)
+    if layer_s is None:
+        notes.append(f"{device}: the cost per layer could not be solved from the tiny models "
+                     f"({short.seconds * 1e3:.3f} / {deep.seconds * 1e3:.3f} ms a token): the table's kept")
+        layer_s = table.layer_overhead_s
+    base = replace(table, layer_overhead_s=layer_s)
+    by_type: dict[str, float] = {}
+    for wt, run in decode.items():
+        eff = solve_decode_efficiency(hardware, device, base, run)
+        if eff is None:
+            notes.append(f"{device}: {wt} decode ({run.seconds * 1e3:.3f} ms a token) is outside what any "
+                         "efficiency prices: not used")
+        else:
+            by_type[wt] = eff
+    decode_eff = by_type.get(quant_type, next(iter(by_type.values()), None))
+    if decode_eff is None:
+        return None, [*notes, f"{device}: no decode figure: the GPU keeps the table's constants"]
+    base = replace(base, decode_efficiency=decode_eff)
+    pf = {wt: solve_prefill_efficiency(hardware, device, base, run, quantized=wt != "F16")
+          for wt, run in prefill.items()}
+    for wt, eff in pf.items():
+        if eff is None:
+            notes.append(f"{device}: the {wt} prompt is outside what any efficiency prices: not used")
+    fig = GpuFigures(device=device, name=gpu.name, backend=hardware.backend, decode_efficiency=decode_eff,
+                     layer_overhead_s=layer_s, prefill_efficiency_float=pf.get("F16"),
+                     prefill_efficiency_quant=pf.get(quant_type), spread=spread, disturbed=disturbed,
+                     decode_by_type=tuple(sorted(by_type.items())))
+    return fig, notes

@@ -1,0 +1,132 @@
+"""The GPU half of `rooflight probe`: time generated models on each GPU, all layers offloaded.
+
+On a build that offloads (CUDA, ROCm, Vulkan, SYCL, Metal), for each GPU the plan can name:
+two tiny models of 1 and TINY_DEEP_LAYERS layers (the cost per layer), and per weight type
+of GPU_TYPES a model of an 8B model's layer width and about GPU_MODEL_BYTES (decode, and one
+micro-batch prompt). The models are loaded as a plan loads them (RunConfig.runtime_kwargs
+through runtime/device_map.py: every layer on that GPU) and timed with the CPU half's runner
+(repeats, the busy watch, the time budget: runtime/probe.py). estimate/probe_gpu.py turns the
+times into the GPU's roofline constants by solving the estimator for them.
+
+Not yet run on a real GPU by this project (no GPU was lent to it): bench/gpu_check.py runs it
+first when one is (README, "The GPU half of the probe").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+from rooflight.errors import OperationFailedError
+from rooflight.estimate.config import RunConfig
+from rooflight.estimate.placement import gpu_name
+from rooflight.estimate.probe import Repeats
+from rooflight.estimate.probe_gpu import GpuFigures, Timed, derive
+
+GPU_TYPES = ("Q4_K", "F16")  # the quantized figure first: it is the decode constant
+GPU_BUDGET_S = 30.0  # the GPU half, each GPU alike, beside the CPU half's 30 s
+# An 8B model's layer (Llama 3: 4096 wide, 32 heads on 8 KV heads, 14336 FFN): ~218M weights,
+# 123 MB in Q4_K, 436 MB in F16; big enough that a token's reads outweigh its launches
+_GPU_SHAPE = dict(n_embd=4096, n_head=32, n_head_kv=8, head_dim=128, n_ff=14336)
+# weights per model: at most this, and a quarter of the GPU's free memory (a 4 GB card: 1 GB)
+GPU_MODEL_BYTES = 1 << 30
+TINY_DEEP_LAYERS = 32
+_TINY_SHAPE = dict(n_embd=64, n_head=2, n_head_kv=2, head_dim=32, n_ff=64)
+DECODE_PREFIX = 4  # tokens in the cache before a decode run (runtime/probe.py _decode_run)
+
+
+def gpu_layers(ftype: str, free_bytes: int) -> int:
+    """Layers of a GPU probe model of this type: GPU_MODEL_BYTES or a quarter of free memory."""
+    from rooflight.gguf.synthetic import plan_tensors, tensor_nbytes
+
+    per_layer = sum(tensor_nbytes(p.n_elements, p.qtype)
+                    for p in plan_tensors(arch="llama", ftype=ftype, n_layer=1, n_vocab=260, pure=True, **_GPU_SHAPE)
+                    if p.name.startswith("blk."))
+    target = min(GPU_MODEL_BYTES, free_bytes // 4) if free_bytes else GPU_MODEL_BYTES
+    return max(1, math.floor(target / per_layer))
+
+
+def gpu_config(profile, index: int, n_layer: int, n_threads: int, n_ubatch: int) -> RunConfig:
+    """Every layer and the output on GPU `index` (a one-hot tensor split where there are more)."""
+    split = None
+    if len(profile.gpus) > 1:
+        split = tuple(1.0 if i == index else 0.0 for i in range(len(profile.gpus)))
+    return RunConfig(n_ctx=2048, n_gpu_layers=n_layer + 1, n_threads=n_threads, flash_attn=True,
+                     n_batch=n_ubatch, n_ubatch=n_ubatch, tensor_split=split)
+
+
+def probe_gpus(profile, runner, write: Callable[..., Path], n_threads: int, n_ubatch: int,
+               skipped: dict[str, str]) -> tuple[tuple[GpuFigures, ...], list[str]]:
+    """Each GPU's figures (those the budget reached) and notes on what could not be solved.
+    runner: runtime/probe.py's _Runner on the GPU half's clock; write: write_model into the
+    probe's folder. A GPU that cannot be measured is named in skipped, with why."""
+    from rooflight.runtime.probe import OUT_OF_TIME, _OutOfTime
+
+    figures: list[GpuFigures] = []
+    notes: list[str] = []
+    for gpu in profile.gpus:
+        device = gpu_name(gpu.index)
+        try:
+            tiny, dec, pre, runs = _measure_gpu(profile, gpu, runner, write, n_threads, n_ubatch)
+        except _OutOfTime:
+            skipped[device] = OUT_OF_TIME
+            continue
+        except OperationFailedError as exc:
+            skipped[device] = f"not measured: {exc}"
+            continue
+        fig, why = derive(profile, device, short=tiny[1], deep=tiny[TINY_DEEP_LAYERS], decode=dec, prefill=pre,
+                          spread=max(r.spread for r in runs), disturbed=any(r.disturbed for r in runs))
+        notes += why
+        if fig is None:
+            skipped[device] = "not measured: " + (why[-1] if why else "its figures could not be solved")
+        else:
+            figures.append(fig)
+    return tuple(figures), notes
+
+
+def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: int, n_ubatch: int):
+    """One GPU's timed runs: ({layers: tiny decode}, {type: decode}, {type: prompt}, [Repeats])."""
+    from rooflight.runtime.device_map import plan_load_kwargs
+    from rooflight.runtime.probe import PURE_FTYPE, _decode_run, _Model, _prompt_run, _tokens_for
+
+    device = gpu_name(gpu.index)
+    opened: list[_Model] = []
+
+    def load(path: Path, n_layer: int) -> tuple[_Model, RunConfig]:
+        cfg = gpu_config(profile, gpu.index, n_layer, n_threads, n_ubatch)
+        m = _Model(path, n_threads, cfg.n_ctx, True, n_ubatch, load_kwargs=plan_load_kwargs(cfg, profile))
+        opened.append(m)
+        return m, cfg
+
+    def decode(name: str, m: _Model, cfg: RunConfig) -> tuple[Timed, Repeats]:
+        n = _tokens_for(m)
+        r = runner.measure(f"{device}/{name}/decode", _decode_run(m, n, DECODE_PREFIX))
+        return Timed(m.spec, cfg, r.value, DECODE_PREFIX, n), r
+
+    tiny: dict[int, Timed] = {}
+    dec: dict[str, Timed] = {}
+    pre: dict[str, Timed] = {}
+    runs: list[Repeats] = []
+    try:
+        runner.clock.step(f"{device}: fixed cost per layer")
+        for n_layer in (1, TINY_DEEP_LAYERS):
+            path = write(f"{device}-tiny{n_layer}", ftype="F16", n_layer=n_layer, **_TINY_SHAPE)
+            tiny[n_layer], r = decode(f"tiny{n_layer}", *load(path, n_layer))
+            runs.append(r)
+        for wt in GPU_TYPES:
+            runner.clock.step(f"{device}: {wt} decode and prompt")
+            ftype = PURE_FTYPE.get(wt, wt)
+            n_layer = gpu_layers(ftype, gpu.free_bytes)
+            m, cfg = load(write(f"{device}-{wt}", ftype=ftype, n_layer=n_layer, pure=True, **_GPU_SHAPE), n_layer)
+            dec[wt], r = decode(wt, m, cfg)
+            runs.append(r)
+            m.llm.eval(m.tokens(8))  # warm-up: the first use of the prompt kernels
+            r = runner.measure(f"{device}/{wt}/prefill-{n_ubatch}", _prompt_run(m, n_ubatch))
+            runs.append(r)
+            pre[wt] = Timed(m.spec, cfg, r.value, n_ubatch)
+            m.close()  # ~1 GiB of the GPU's memory, before the next type's
+    finally:
+        for m in opened:
+            m.close()
+    return tiny, dec, pre, runs

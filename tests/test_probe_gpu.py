@@ -1,0 +1,197 @@
+"""The GPU half of the probe: solving the estimator for a GPU's constants, the estimate that
+stands on them (and only on that GPU), their store, and the measuring code run with the real
+llama.cpp of this machine (a CPU build: it runs the "GPU" models on the CPU, so the figures
+are the plumbing's check, not a GPU's)."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from rooflight.estimate import Calibration, Wishes, plan
+from rooflight.estimate.backend_constants import BACKENDS
+from rooflight.estimate.config import RunConfig
+from rooflight.estimate.perf import GPU_PROBE_RANGE_NOTE, _device_constants
+from rooflight.estimate.probe import AttentionCost, FixedCosts, KernelFigure, MachineProbe
+from rooflight.estimate.probe_gpu import (
+    EFFICIENCY_LIMITS,
+    GpuFigures,
+    Timed,
+    derive,
+    priced_s,
+    with_constants,
+    with_gpu_figures,
+)
+from rooflight.gguf.from_hparams import spec_from_hparams
+from rooflight.hardware import profile_from_dict
+
+H200 = {"gpus": [{"name": "NVIDIA H200"}], "backend": "cuda"}
+_TINY = dict(n_embd=64, n_head=2, n_head_kv=2, head_dim=32, n_ff=64, n_vocab=260, context_length=4096)
+_WIDE = dict(n_embd=4096, n_head=32, n_head_kv=8, head_dim=128, n_ff=14336, n_vocab=260, context_length=4096)
+
+
+def _hw(d=H200):
+    return profile_from_dict(d, detect_cpu_if_missing=True, measure_bandwidth=False)
+
+
+def _cfg(spec) -> RunConfig:
+    return RunConfig(n_ctx=2048, n_gpu_layers=spec.n_layer + 1, n_threads=2, flash_attn=True)
+
+
+def _timed(hw, spec, *, decode: bool) -> Timed:
+    run = Timed(spec, _cfg(spec), 0.0, 4 if decode else 512, 16 if decode else 0)
+    return replace(run, seconds=priced_s(hw, run))
+
+
+def test_the_solves_recover_the_constants_the_runs_were_priced_with():
+    """Runs priced by the estimator with known constants come back as those constants: the
+    probe's figures mean what the table's do."""
+    hw = _hw()
+    true = replace(BACKENDS["cuda"], decode_efficiency=0.71, layer_overhead_s=23e-6,
+                   prefill_efficiency_float=0.33, prefill_efficiency_quant=0.41)
+    priced = with_constants(hw, "gpu0", true)
+    tiny1, tiny32 = (spec_from_hparams(name=f"t{n}", ftype="F16", n_layer=n, **_TINY) for n in (1, 32))
+    q4k = spec_from_hparams(name="q", ftype="Q4_K_M", n_layer=8, **_WIDE)
+    f16 = spec_from_hparams(name="f", ftype="F16", n_layer=2, **_WIDE)
+    fig, notes = derive(hw, "gpu0", short=_timed(priced, tiny1, decode=True), deep=_timed(priced, tiny32, decode=True),
+                        decode={"Q4_K": _timed(priced, q4k, decode=True), "F16": _timed(priced, f16, decode=True)},
+                        prefill={"Q4_K": _timed(priced, q4k, decode=False), "F16": _timed(priced, f16, decode=False)},
+                        spread=0.02)
+    assert notes == []
+    assert fig.name == "NVIDIA H200" and fig.backend == "cuda"
+    assert fig.layer_overhead_s == pytest.approx(23e-6, rel=1e-3)
+    assert fig.decode_efficiency == pytest.approx(0.71, rel=1e-3)
+    assert dict(fig.decode_by_type)["F16"] == pytest.approx(0.71, rel=1e-3)
+    assert fig.prefill_efficiency_float == pytest.approx(0.33, rel=1e-3)
+    # a Q4_K_M file's Q6_K tensors and memory-bound steps make the prompt less sensitive to
+    # the quantized efficiency: the solve lands where the estimator prices the prompt alike
+    assert fig.prefill_efficiency_quant == pytest.approx(0.41, rel=0.02)
+
+
+def test_a_time_no_constant_can_price_is_said_and_the_table_kept():
+    hw = _hw()
+    tiny1, tiny32 = (spec_from_hparams(name=f"t{n}", ftype="F16", n_layer=n, **_TINY) for n in (1, 32))
+    q4k = spec_from_hparams(name="q", ftype="Q4_K_M", n_layer=8, **_WIDE)
+    short = _timed(hw, tiny1, decode=True)
+    deep = replace(_timed(hw, tiny32, decode=True), seconds=short.seconds / 2)  # deeper but faster
+    impossible = replace(_timed(hw, q4k, decode=True), seconds=1e-9)
+    fig, notes = derive(hw, "gpu0", short=short, deep=deep, decode={"Q4_K": impossible}, prefill={}, spread=0.0)
+    assert fig is None
+    assert any("cost per layer could not be solved" in n for n in notes)
+    assert any("Q4_K decode" in n and "not used" in n for n in notes)
+
+
+def _probe_with(gpus: tuple[GpuFigures, ...]) -> MachineProbe:
+    return MachineProbe(machine="m", build="b", n_threads=2, n_ubatch=512,
+                        kernels=(KernelFigure("Q4_K", 0.05e-9, 0.02e-9, 21.0, "memory"),),
+                        attention=(AttentionCost(True, 0.3e-9, 0.03e-9),), fixed=FixedCosts(70e-6, 25e-6, 3e-9),
+                        spread=0.1, disturbed=False, gpus=gpus)
+
+
+FIG = GpuFigures(device="gpu0", name="NVIDIA H200", backend="cuda", decode_efficiency=0.5, layer_overhead_s=80e-6,
+                 prefill_efficiency_float=0.3, prefill_efficiency_quant=0.2, spread=0.03,
+                 decode_by_type=(("F16", 0.55), ("Q4_K", 0.5)))
+
+
+def test_an_estimate_on_a_probed_gpu_stands_on_its_figures_and_says_so():
+    hw = _hw()
+    spec = spec_from_hparams(name="m", ftype="Q4_K_M", n_layer=32, **{**_WIDE, "n_vocab": 128256})
+    table = plan(spec, hw, Wishes(n_ctx=4096))
+    probed = plan(spec, hw, Wishes(n_ctx=4096), calibration=Calibration(probe=_probe_with((FIG,))))
+    assert table.performance.basis == "table" and probed.performance.basis == "probe"
+    assert probed.performance.range_basis.endswith(GPU_PROBE_RANGE_NOTE)
+    # lower efficiencies and a dearer layer than the table's: slower on both counts
+    assert probed.performance.decode_tok_s < table.performance.decode_tok_s
+    assert probed.performance.prefill_tok_s < table.performance.prefill_tok_s
+    c = _device_constants(with_gpu_figures(hw, (FIG,)), "gpu0")
+    assert (c.decode_efficiency, c.layer_overhead_s, c.prefill_efficiency_quant) == (0.5, 80e-6, 0.2)
+    assert c.decode_band == BACKENDS["cuda"].decode_band  # not checked out of sample: the backend's band
+
+
+def test_a_probe_of_another_gpu_or_backend_leaves_the_table():
+    """A what-if GPU swapped in, or the same GPU on another backend, is not what was measured."""
+    spec = spec_from_hparams(name="m", ftype="Q4_K_M", n_layer=32, **{**_WIDE, "n_vocab": 128256})
+    cal = Calibration(probe=_probe_with((FIG,)))
+    for other in ({"gpus": [{"name": "NVIDIA H100 SXM"}], "backend": "cuda"},
+                  {"gpus": [{"name": "NVIDIA H200"}], "backend": "vulkan"}):
+        hw = _hw(other)
+        assert with_gpu_figures(hw, (FIG,)).gpu_constants == ()
+        assert plan(spec, hw, Wishes(n_ctx=4096), calibration=cal).performance.basis == "table"
+
+
+def test_gpu_figures_are_stored_with_the_probe():
+    p = _probe_with((FIG,))
+    back = MachineProbe.from_dict(p.to_dict())
+    assert back.gpus == (FIG,)
+    d = p.to_dict()
+    del d["gpus"]  # a probe stored before the GPU half
+    assert MachineProbe.from_dict(d).gpus == ()
+    assert "gpu_constants" not in with_gpu_figures(_hw(), (FIG,)).to_dict()  # never saved with a profile
+
+
+def test_a_cpu_only_build_says_why_no_gpu_was_measured():
+    from rooflight.runtime import probe as rp
+    from rooflight.runtime.loader import gpu_offload_supported
+
+    if gpu_offload_supported():
+        pytest.skip("this llama.cpp build offloads")
+    skipped: dict[str, str] = {}
+    clock = rp._Clock(1.0, 1, None, None)
+    assert rp._gpu_half(_hw(), True, None, 2, 512, 0.1, {}, skipped, clock, None, None) == ((), [])
+    assert skipped == {"GPU": rp.NO_GPU_BUILD}
+    skipped.clear()
+    assert rp._gpu_half(_hw(), False, None, 2, 512, 0.1, {}, skipped, clock, None, None) == ((), [])
+    assert skipped == {}
+
+
+@pytest.mark.slow
+def test_the_measuring_code_times_real_loads_and_solves_them(monkeypatch):
+    """runtime/probe_gpu.py end to end with this machine's llama.cpp: models written, loaded
+    as a plan loads them (every layer on "GPU 0"), timed, solved. This build has no GPU, so
+    llama.cpp runs them on the CPU, and the GPU is a table entry with this CPU's bandwidth
+    and arithmetic; what is checked is that the solved constants price the measured runs."""
+    from rooflight.gguf.synthetic import write_model
+    from rooflight.runtime import probe as rp
+    from rooflight.runtime import probe_gpu as pg
+
+    monkeypatch.setattr(pg, "_GPU_SHAPE", dict(n_embd=512, n_head=8, n_head_kv=2, head_dim=64, n_ff=1536))
+    monkeypatch.setattr(pg, "GPU_MODEL_BYTES", 24 << 20)
+    monkeypatch.setattr(pg, "TINY_DEEP_LAYERS", 8)
+    hw = _hw({"gpus": [{"name": "Probe Test GPU", "vendor": "nvidia", "vram_total_bytes": 8 << 30,
+                        "bandwidth_gbs": 20.0, "fp16_tflops": 0.5}], "backend": "cuda"})
+    skipped: dict[str, str] = {}
+    runs: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        def write(name, **kw):
+            return write_model(Path(tmp) / f"{name}.gguf", tiled=True, context_length=4096, **kw)
+
+        runner = rp._Runner(rp._Clock(20.0, 3, None, None), 0.5, runs, figures=6)
+        figures, notes = pg.probe_gpus(hw, runner, write, 2, 128, skipped)
+    assert skipped == {}, skipped
+    assert set(runs) == {"gpu0/tiny1/decode", "gpu0/tiny8/decode", "gpu0/Q4_K/decode", "gpu0/Q4_K/prefill-128",
+                         "gpu0/F16/decode", "gpu0/F16/prefill-128"}
+    (fig,) = figures
+    assert fig.device == "gpu0" and fig.name == "Probe Test GPU" and fig.layer_overhead_s > 0
+    assert {wt for wt, _ in fig.decode_by_type} == {"Q4_K", "F16"}
+    # each solved inside its limits (a time no constant prices is left out with a note instead)
+    lo, hi = EFFICIENCY_LIMITS
+    assert notes == [], notes
+    for eff in (fig.decode_efficiency, fig.prefill_efficiency_float, fig.prefill_efficiency_quant):
+        assert eff is not None and lo < eff < hi
+
+
+def test_the_probe_report_names_each_gpus_figures_beside_the_tables():
+    from rooflight.commands.probe import format_probe
+    from rooflight.runtime.probe import ProbeRun
+
+    text = format_probe(ProbeRun(_probe_with((FIG,)), stored=True))
+    cuda = BACKENDS["cuda"]
+    assert (f"gpu0 NVIDIA H200 (cuda): decode efficiency 0.500 (table {cuda.decode_efficiency:.3f}), 80.0 us per "
+            f"layer (table {cuda.layer_overhead_s * 1e6:.1f}), prompt efficiency F16 0.300 (table "
+            f"{cuda.prefill_efficiency_float:.3f}), quantized 0.200 (table {cuda.prefill_efficiency_quant:.3f})") in text
+    devices = ProbeRun(_probe_with((FIG,))).to_dict()["devices"]
+    assert [d["device"] for d in devices] == ["cpu", "gpu0"]
+    assert devices[1]["weight_types"] == {"F16": {"decode_efficiency": 0.55}, "Q4_K": {"decode_efficiency": 0.5}}
