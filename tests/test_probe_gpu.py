@@ -195,3 +195,10 @@ def test_the_probe_report_names_each_gpus_figures_beside_the_tables():
     devices = ProbeRun(_probe_with((FIG,))).to_dict()["devices"]
     assert [d["device"] for d in devices] == ["cpu", "gpu0"]
     assert devices[1]["weight_types"] == {"F16": {"decode_efficiency": 0.55}, "Q4_K": {"decode_efficiency": 0.5}}
+
+
+def test_this_machine_shows_each_probed_gpus_line():
+    from rooflight.ui.probe_panel import summary
+
+    assert ("GPU 0 (NVIDIA H200): decode at 50% of its bandwidth figure, 80 us per layer, prompts at 20% "
+            "(quantized) / 30% (F16) of its matrix rate; estimates on it use these") in summary(_probe_with((FIG,)))

@@ -56,6 +56,22 @@ def gpu_config(profile, index: int, n_layer: int, n_threads: int, n_ubatch: int)
                      n_batch=n_ubatch, n_ubatch=n_ubatch, tensor_split=split)
 
 
+def _prompts_run(model, n_tokens: int) -> Callable[[], float]:
+    """Seconds per prompt of n_tokens from an empty cache, averaged over as many prompts as
+    make a run last MIN_RUN_S (after a warm-up): a GPU takes a micro-batch in milliseconds,
+    shorter than the busy watch's ticks (runtime/probe.py MIN_RUN_S)."""
+    from rooflight.runtime.probe import MIN_RUN_S, _prompt_run
+
+    one = _prompt_run(model, n_tokens)
+    one()  # warm-up: the first use of the prompt kernels
+    count = max(1, math.ceil(MIN_RUN_S / max(one(), 1e-6)))
+
+    def run() -> float:
+        return sum(one() for _ in range(count)) / count
+
+    return run
+
+
 def probe_gpus(profile, runner, write: Callable[..., Path], n_threads: int, n_ubatch: int,
                skipped: dict[str, str]) -> tuple[tuple[GpuFigures, ...], list[str]]:
     """Each GPU's figures (those the budget reached) and notes on what could not be solved.
@@ -88,7 +104,7 @@ def probe_gpus(profile, runner, write: Callable[..., Path], n_threads: int, n_ub
 def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: int, n_ubatch: int):
     """One GPU's timed runs: ({layers: tiny decode}, {type: decode}, {type: prompt}, [Repeats])."""
     from rooflight.runtime.device_map import plan_load_kwargs
-    from rooflight.runtime.probe import PURE_FTYPE, _decode_run, _Model, _prompt_run, _tokens_for
+    from rooflight.runtime.probe import PURE_FTYPE, _decode_run, _Model, _tokens_for
 
     device = gpu_name(gpu.index)
     opened: list[_Model] = []
@@ -121,8 +137,7 @@ def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: in
             m, cfg = load(write(f"{device}-{wt}", ftype=ftype, n_layer=n_layer, pure=True, **_GPU_SHAPE), n_layer)
             dec[wt], r = decode(wt, m, cfg)
             runs.append(r)
-            m.llm.eval(m.tokens(8))  # warm-up: the first use of the prompt kernels
-            r = runner.measure(f"{device}/{wt}/prefill-{n_ubatch}", _prompt_run(m, n_ubatch))
+            r = runner.measure(f"{device}/{wt}/prefill-{n_ubatch}", _prompts_run(m, n_ubatch))
             runs.append(r)
             pre[wt] = Timed(m.spec, cfg, r.value, n_ubatch)
             m.close()  # ~1 GiB of the GPU's memory, before the next type's

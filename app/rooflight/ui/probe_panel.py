@@ -64,7 +64,17 @@ def summary(probe, ratios=()) -> str:
     missing = unmeasured_line(probe)
     return "\n".join(["; ".join(parts), *([learnt] if learnt else []), experts_line(probe.expert_costs),
                       *([missing] if missing else []), *([] if image_note else [encode_line(probe.encode)]),
-                      *probe.notes])
+                      *(gpu_line(g) for g in probe.gpus), *probe.notes])
+
+
+def gpu_line(g) -> str:
+    """One GPU's constants from the GPU half (estimate/probe_gpu.GpuFigures), in one line."""
+    def pct(x: float | None) -> str:
+        return "table" if x is None else f"{x:.0%}"
+
+    return (f"GPU {g.device[3:]} ({g.name}): decode at {g.decode_efficiency:.0%} of its bandwidth figure, "
+            f"{g.layer_overhead_s * 1e6:.0f} us per layer, prompts at {pct(g.prefill_efficiency_quant)} "
+            f"(quantized) / {pct(g.prefill_efficiency_float)} (F16) of its matrix rate; estimates on it use these")
 
 
 def unmeasured_line(probe) -> str:
