@@ -152,7 +152,7 @@ def test_on_a_gpu_machine_the_card_says_the_probe_prices_cpu_plans_only():
     gpu = {"name": "NVIDIA GeForce RTX 4090", "memory_bytes": 24 * 2**30, "free_bytes": 23 * 2**30}
     assert scope_line(profile_from_dict({"cpu": cpu, "gpus": [], "backend": "cpu"})) == ""
     line = scope_line(profile_from_dict({"cpu": cpu, "gpus": [gpu], "backend": "cuda"}))
-    assert "measures the CPU" in line and "CPU's share of every plan" in line and "GPU tables" in line
+    assert "CPU's kernels and each GPU's roofline constants" in line and "CPU's share of every plan" in line
 
 
 def test_an_older_probe_status_arriving_last_is_not_shown(qtbot):

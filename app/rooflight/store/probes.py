@@ -96,15 +96,15 @@ class ProbeStore:
 
 
 def probe_scope(profile) -> str:
-    """What the probe's figures price on a machine with a GPU llama.cpp offloads to (the
-    probe measures the CPU): one sentence for This machine and `rooflight probe`, or "" on
-    a CPU-only machine."""
+    """What the probe's figures price on a machine with a GPU llama.cpp offloads to: one
+    sentence for This machine and `rooflight probe`, or "" on a CPU-only machine."""
     from rooflight.estimate.placement import has_offload_devices
 
     if profile is None or not has_offload_devices(profile):
         return ""
-    return ("The probe measures the CPU: the CPU's share of every plan stands on it (a plan that runs on the CPU"
-            " alone, all of it); what runs on the GPU stays on the GPU tables (the probe does not measure GPUs yet).")
+    return ("The probe measures the CPU's kernels and each GPU's roofline constants: the "
+            "CPU's share of every plan stands on the first, what runs on a measured GPU on the second (its range "
+            "still the GPU backend's table band, until probed GPUs have been checked against measurements).")
 
 
 def probe_status(profile, path: Path | None = None) -> ProbeStatus:
