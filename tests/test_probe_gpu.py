@@ -18,6 +18,7 @@ from rooflight.estimate.perf import GPU_PROBE_RANGE_NOTE, _device_constants
 from rooflight.estimate.probe import AttentionCost, FixedCosts, KernelFigure, MachineProbe
 from rooflight.estimate.probe_gpu import (
     EFFICIENCY_LIMITS,
+    H2D_GBS_LIMITS,
     GpuFigures,
     Timed,
     derive,
@@ -69,6 +70,21 @@ def test_the_solves_recover_the_constants_the_runs_were_priced_with():
     # a Q4_K_M file's Q6_K tensors and memory-bound steps make the prompt less sensitive to
     # the quantized efficiency: the solve lands where the estimator prices the prompt alike
     assert fig.prefill_efficiency_quant == pytest.approx(0.41, rel=0.02)
+    assert fig.h2d_gbs is None  # no op_offload prompt given
+
+
+def test_the_copy_rate_is_solved_from_a_prompt_with_the_weights_in_ram():
+    hw = _hw()
+    q4k = spec_from_hparams(name="q", ftype="Q4_K_M", n_layer=8, **_WIDE)
+    tiny1, tiny32 = (spec_from_hparams(name=f"t{n}", ftype="F16", n_layer=n, **_TINY) for n in (1, 32))
+    true = replace(BACKENDS["cuda"], decode_efficiency=0.71, layer_overhead_s=23e-6)
+    priced = with_constants(replace(hw, gpus=(replace(hw.gpus[0], pcie_gbs=11.0),)), "gpu0", true)
+    in_ram = Timed(q4k, RunConfig(n_ctx=2048, n_gpu_layers=0, n_threads=2, flash_attn=True), 0.0, 128)
+    in_ram = replace(in_ram, seconds=priced_s(priced, in_ram))
+    fig, notes = derive(hw, "gpu0", short=_timed(priced, tiny1, decode=True), deep=_timed(priced, tiny32, decode=True),
+                        decode={"Q4_K": _timed(priced, q4k, decode=True)}, prefill={}, spread=0.0, offload=in_ram)
+    assert notes == [] and fig.h2d_gbs == pytest.approx(11.0, rel=1e-3)
+    assert with_gpu_figures(hw, (fig,)).gpus[0].pcie_gbs == pytest.approx(11.0, rel=1e-3)
 
 
 def test_a_time_no_constant_can_price_is_said_and_the_table_kept():
@@ -168,17 +184,23 @@ def test_the_measuring_code_times_real_loads_and_solves_them(monkeypatch):
         def write(name, **kw):
             return write_model(Path(tmp) / f"{name}.gguf", tiled=True, context_length=4096, **kw)
 
-        runner = rp._Runner(rp._Clock(20.0, 3, None, None), 0.5, runs, figures=6)
+        runner = rp._Runner(rp._Clock(20.0, 4, None, None), 0.5, runs, figures=7)
         figures, notes = pg.probe_gpus(hw, runner, write, 2, 128, skipped)
     assert skipped == {}, skipped
     assert set(runs) == {"gpu0/tiny1/decode", "gpu0/tiny8/decode", "gpu0/Q4_K/decode", "gpu0/Q4_K/prefill-128",
-                         "gpu0/F16/decode", "gpu0/F16/prefill-128"}
+                         "gpu0/F16/decode", "gpu0/F16/prefill-128", "gpu0/Q4_K/offload-prefill-128"}
     (fig,) = figures
     assert fig.device == "gpu0" and fig.name == "Probe Test GPU" and fig.layer_overhead_s > 0
     assert {wt for wt, _ in fig.decode_by_type} == {"Q4_K", "F16"}
     # each solved inside its limits (a time no constant prices is left out with a note instead)
     lo, hi = EFFICIENCY_LIMITS
-    assert notes == [], notes
+    # the copy rate: this build ran the weights-in-RAM prompt on the CPU, copying nothing, which
+    # no rate may price (the table prices that prompt's CPU work and a copy): said, not stored
+    if fig.h2d_gbs is None:
+        assert len(notes) == 1 and notes[0].startswith("gpu0: the prompt with its weights in RAM"), notes
+        assert "outside what any copy rate prices" in notes[0]
+    else:
+        assert notes == [] and H2D_GBS_LIMITS[0] < fig.h2d_gbs < H2D_GBS_LIMITS[1]
     for eff in (fig.decode_efficiency, fig.prefill_efficiency_float, fig.prefill_efficiency_quant):
         assert eff is not None and lo < eff < hi
 
@@ -202,3 +224,22 @@ def test_this_machine_shows_each_probed_gpus_line():
 
     assert ("GPU 0 (NVIDIA H200): decode at 50% of its bandwidth figure, 80 us per layer, prompts at 20% "
             "(quantized) / 30% (F16) of its matrix rate; estimates on it use these") in summary(_probe_with((FIG,)))
+
+
+def test_a_measured_copy_rate_is_reported_and_priced():
+    from rooflight.commands.probe import format_probe
+    from rooflight.runtime.probe import ProbeRun
+    from rooflight.ui.probe_panel import summary
+
+    fig = replace(FIG, h2d_gbs=24.5)
+    run = ProbeRun(_probe_with((fig,)), stored=True)
+    assert ", copies to it at 24.5 GB/s (spread 3%)" in format_probe(run)
+    assert run.to_dict()["devices"][1]["h2d_gbs"] == 24.5
+    assert ", weights copied to it at 24.5 GB/s; estimates on it use these" in summary(run.probe)
+    # a prompt with layers in RAM pays the measured copy rate: faster than the link's 12 GB/s
+    hw = _hw({"gpus": [{"name": "NVIDIA H200", "pcie_gbs": 12.0}], "backend": "cuda"})
+    spec = spec_from_hparams(name="m", ftype="Q4_K_M", n_layer=32, **{**_WIDE, "n_vocab": 128256})
+    w = Wishes(n_ctx=4096, n_gpu_layers=8)
+    slow = plan(spec, hw, w, calibration=Calibration(probe=_probe_with((FIG,)))).performance.prefill_tok_s
+    fast = plan(spec, hw, w, calibration=Calibration(probe=_probe_with((fig,)))).performance.prefill_tok_s
+    assert fast > slow

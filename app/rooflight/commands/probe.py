@@ -116,8 +116,9 @@ def format_probe(run) -> str:
         lines.append(f"{g.device} {g.name} ({g.backend}): decode efficiency {eff(g.decode_efficiency, table.decode_efficiency)}"
                      f", {g.layer_overhead_s * 1e6:.1f} us per layer (table {table.layer_overhead_s * 1e6:.1f}), "
                      f"prompt efficiency F16 {eff(g.prefill_efficiency_float, table.prefill_efficiency_float)}, "
-                     f"quantized {eff(g.prefill_efficiency_quant, table.prefill_efficiency_quant)} (spread {g.spread:.0%})"
-                     + ("  (busy)" if g.disturbed else ""))
+                     f"quantized {eff(g.prefill_efficiency_quant, table.prefill_efficiency_quant)}"
+                     + (f", copies to it at {g.h2d_gbs:.1f} GB/s" if g.h2d_gbs else "")
+                     + f" (spread {g.spread:.0%})" + ("  (busy)" if g.disturbed else ""))
     lines += [f"note: {n}" for n in p.notes]
     if run.stored:  # a refusal is said once, with its reason, on stderr (run_probe)
         lines += ["", "Stored: estimates on this machine now stand on these figures."]

@@ -13,7 +13,10 @@ measured constant means exactly what the table's does and one formula prices bot
 - the decode efficiency: from a model of real layer width (an 8B model's) and about 1 GiB,
   with that layer cost;
 - the prefill efficiencies: one micro-batch prompt on the same models, F16 (the float
-  efficiency) and Q4_K (the quantized one), with the decode constants in place.
+  efficiency) and Q4_K (the quantized one), with the decode constants in place;
+- the host-to-device copy rate partial offload pays for prompts: a short prompt on the Q4_K
+  model with no layer on the GPU, which llama.cpp's op_offload runs on the GPU by copying
+  every weight matrix over (GPU 0, the one op_offload uses), with the other constants in place.
 
 Each solve is a bisection on a monotone function of one constant (the estimator has caps and
 maxima, so it is not assumed linear).
@@ -33,6 +36,7 @@ PROBE_SOURCE = "measured by this machine's probe (rooflight probe: generated mod
 # (a stall, a model that did not reach the GPU) than about the GPU
 LAYER_S_LIMITS = (0.0, 0.05)
 EFFICIENCY_LIMITS = (0.005, 2.0)
+H2D_GBS_LIMITS = (0.05, 1000.0)
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,8 @@ class GpuFigures:
     disturbed: bool = False
     # every decode efficiency measured, per weight type (the constant takes Q4_K's)
     decode_by_type: tuple[tuple[str, float], ...] = ()
+    # host-to-device copy rate (GB/s) of op_offload's prompts; None: not measured (the link's figure)
+    h2d_gbs: float | None = None
 
     def constants(self, table: BackendConstants) -> BackendConstants:
         """The table's constants with what the probe measured in their place."""
@@ -74,7 +80,8 @@ class GpuFigures:
                    prefill_efficiency_float=opt("prefill_efficiency_float"),
                    prefill_efficiency_quant=opt("prefill_efficiency_quant"),
                    spread=float(d["spread"]), disturbed=bool(d.get("disturbed", False)),
-                   decode_by_type=tuple((str(k), float(v)) for k, v in dict(d.get("decode_by_type", {})).items()))
+                   decode_by_type=tuple((str(k), float(v)) for k, v in dict(d.get("decode_by_type", {})).items()),
+                   h2d_gbs=opt("h2d_gbs"))
 
 
 def with_gpu_figures(hardware, figures: tuple[GpuFigures, ...]):
@@ -85,9 +92,13 @@ def with_gpu_figures(hardware, figures: tuple[GpuFigures, ...]):
 
     table = BACKENDS.get(hardware.backend)
     names = {gpu_name(g.index): g.name for g in hardware.gpus}
-    measured = tuple((f.device, f.constants(table)) for f in figures
-                     if table is not None and f.backend == hardware.backend and names.get(f.device) == f.name)
-    return replace(hardware, gpu_constants=measured) if measured else hardware
+    same = [f for f in figures if f.backend == hardware.backend and names.get(f.device) == f.name]
+    if table is None or not same:
+        return hardware
+    copy_rate = {f.device: f.h2d_gbs for f in same if f.h2d_gbs}
+    gpus = tuple(replace(g, pcie_gbs=copy_rate[gpu_name(g.index)]) if gpu_name(g.index) in copy_rate else g
+                 for g in hardware.gpus)
+    return replace(hardware, gpus=gpus, gpu_constants=tuple((f.device, f.constants(table)) for f in same))
 
 
 def with_constants(hardware, device: str, constants: BackendConstants):
@@ -164,12 +175,27 @@ def solve_prefill_efficiency(hardware, device: str, base: BackendConstants, run:
     return bisect(t, run.seconds, *EFFICIENCY_LIMITS, increasing=False)
 
 
+def solve_h2d_gbs(hardware, device: str, constants: BackendConstants, run: Timed) -> float | None:
+    """The copy rate that makes the estimator's op_offload prompt (no layer on the GPU) take
+    the measured time, the GPU's other constants in place."""
+    from rooflight.estimate.placement import gpu_name
+
+    base = with_constants(hardware, device, constants)
+
+    def t(gbs: float) -> float:
+        gpus = tuple(replace(g, pcie_gbs=gbs) if gpu_name(g.index) == device else g for g in base.gpus)
+        return priced_s(replace(base, gpus=gpus), run)
+
+    return bisect(t, run.seconds, *H2D_GBS_LIMITS, increasing=False)
+
+
 def derive(hardware, device: str, *, short: Timed, deep: Timed, decode: dict[str, Timed],
            prefill: dict[str, Timed], spread: float, disturbed: bool = False,
-           quant_type: str = "Q4_K") -> tuple[GpuFigures | None, list[str]]:
+           quant_type: str = "Q4_K", offload: Timed | None = None) -> tuple[GpuFigures | None, list[str]]:
     """The GPU's figures from its timed runs (decode and prefill keyed by weight type: F16 is
-    the float figure, quant_type the quantized one and the decode constant), and a note per
-    figure that could not be solved (kept at the table's value)."""
+    the float figure, quant_type the quantized one and the decode constant; offload: the
+    op_offload prompt, for the copy rate), and a note per figure that could not be solved
+    (kept at the table's value)."""
     from rooflight.estimate.placement import gpu_name
 
     table = BACKENDS[hardware.backend]
@@ -202,4 +228,10 @@ def derive(hardware, device: str, *, short: Timed, deep: Timed, decode: dict[str
                      layer_overhead_s=layer_s, prefill_efficiency_float=pf.get("F16"),
                      prefill_efficiency_quant=pf.get(quant_type), spread=spread, disturbed=disturbed,
                      decode_by_type=tuple(sorted(by_type.items())))
+    if offload is not None:
+        h2d = solve_h2d_gbs(hardware, device, fig.constants(table), offload)
+        if h2d is None:
+            notes.append(f"{device}: the prompt with its weights in RAM ({offload.seconds * 1e3:.1f} ms) is outside "
+                         "what any copy rate prices: the link's figure kept")
+        fig = replace(fig, h2d_gbs=h2d)
     return fig, notes

@@ -245,6 +245,7 @@ def _gpu_dict(g) -> dict:
             "prefill_efficiency_float": eff(g.prefill_efficiency_float),
             "prefill_efficiency_quant": eff(g.prefill_efficiency_quant),
             "weight_types": {wt: {"decode_efficiency": eff(e)} for wt, e in g.decode_by_type},
+            "h2d_gbs": None if g.h2d_gbs is None else round(g.h2d_gbs, 2),
             "spread": round(g.spread, 4), "disturbed": g.disturbed}
 
 
@@ -918,10 +919,10 @@ def _gpu_half(profile, wanted: bool, write, n_threads: int, n_ubatch: int, thres
         if progress is not None:
             progress(base + (1 - base) * frac, message, left)
 
-    steps = len(profile.gpus) * (1 + len(GPU_TYPES))
+    steps = len(profile.gpus) * (1 + len(GPU_TYPES)) + 1  # and the copy rate, on the first GPU
     gpu_clock = _Clock(GPU_BUDGET_S * len(profile.gpus), steps, gpu_progress, check_cancel)
     # figures for the budget shares: 2 tiny decodes, and a decode and a prompt per type, per GPU
-    runner = _Runner(gpu_clock, threshold, runs, figures=steps * 2)
+    runner = _Runner(gpu_clock, threshold, runs, figures=len(profile.gpus) * (2 + 2 * len(GPU_TYPES)) + 1)
     return probe_gpus(profile, runner, write, n_threads, n_ubatch, skipped)
 
 

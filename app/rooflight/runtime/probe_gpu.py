@@ -34,6 +34,11 @@ GPU_MODEL_BYTES = 1 << 30
 TINY_DEEP_LAYERS = 32
 _TINY_SHAPE = dict(n_embd=64, n_head=2, n_head_kv=2, head_dim=32, n_ff=64)
 DECODE_PREFIX = 4  # tokens in the cache before a decode run (runtime/probe.py _decode_run)
+# The copy rate: a prompt this long on the Q4_K model with no layer on the GPU. Past
+# op_offload's 32 tokens every weight matrix is copied to the GPU once per micro-batch, and at
+# 128 tokens the copy (1 GiB at PCIe speeds: ~40 ms) outweighs the attention and the other
+# work that stays on the CPU, which the table prices there
+H2D_PROMPT = 128
 
 
 def gpu_layers(ftype: str, free_bytes: int) -> int:
@@ -84,7 +89,7 @@ def probe_gpus(profile, runner, write: Callable[..., Path], n_threads: int, n_ub
     for gpu in profile.gpus:
         device = gpu_name(gpu.index)
         try:
-            tiny, dec, pre, runs = _measure_gpu(profile, gpu, runner, write, n_threads, n_ubatch)
+            tiny, dec, pre, offload, runs = _measure_gpu(profile, gpu, runner, write, n_threads, n_ubatch)
         except _OutOfTime:
             skipped[device] = OUT_OF_TIME
             continue
@@ -92,7 +97,8 @@ def probe_gpus(profile, runner, write: Callable[..., Path], n_threads: int, n_ub
             skipped[device] = f"not measured: {exc}"
             continue
         fig, why = derive(profile, device, short=tiny[1], deep=tiny[TINY_DEEP_LAYERS], decode=dec, prefill=pre,
-                          spread=max(r.spread for r in runs), disturbed=any(r.disturbed for r in runs))
+                          spread=max(r.spread for r in runs), disturbed=any(r.disturbed for r in runs),
+                          offload=offload)
         notes += why
         if fig is None:
             skipped[device] = "not measured: " + (why[-1] if why else "its figures could not be solved")
@@ -102,9 +108,16 @@ def probe_gpus(profile, runner, write: Callable[..., Path], n_threads: int, n_ub
 
 
 def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: int, n_ubatch: int):
-    """One GPU's timed runs: ({layers: tiny decode}, {type: decode}, {type: prompt}, [Repeats])."""
+    """One GPU's timed runs: ({layers: tiny decode}, {type: decode}, {type: prompt}, the
+    op_offload prompt (the first GPU only, None elsewhere), [Repeats])."""
     from rooflight.runtime.device_map import plan_load_kwargs
-    from rooflight.runtime.probe import PURE_FTYPE, _decode_run, _Model, _tokens_for
+    from rooflight.runtime.probe import (
+        PURE_FTYPE,
+        _decode_run,
+        _has_op_offload,
+        _Model,
+        _tokens_for,
+    )
 
     device = gpu_name(gpu.index)
     opened: list[_Model] = []
@@ -124,6 +137,8 @@ def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: in
     dec: dict[str, Timed] = {}
     pre: dict[str, Timed] = {}
     runs: list[Repeats] = []
+    offload: Timed | None = None
+    files: dict[str, Path] = {}
     try:
         runner.clock.step(f"{device}: fixed cost per layer")
         for n_layer in (1, TINY_DEEP_LAYERS):
@@ -134,14 +149,25 @@ def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: in
             runner.clock.step(f"{device}: {wt} decode and prompt")
             ftype = PURE_FTYPE.get(wt, wt)
             n_layer = gpu_layers(ftype, gpu.free_bytes)
-            m, cfg = load(write(f"{device}-{wt}", ftype=ftype, n_layer=n_layer, pure=True, **_GPU_SHAPE), n_layer)
+            files[wt] = write(f"{device}-{wt}", ftype=ftype, n_layer=n_layer, pure=True, **_GPU_SHAPE)
+            m, cfg = load(files[wt], n_layer)
             dec[wt], r = decode(wt, m, cfg)
             runs.append(r)
             r = runner.measure(f"{device}/{wt}/prefill-{n_ubatch}", _prompts_run(m, n_ubatch))
             runs.append(r)
             pre[wt] = Timed(m.spec, cfg, r.value, n_ubatch)
             m.close()  # ~1 GiB of the GPU's memory, before the next type's
+        if gpu.index == profile.gpus[0].index and _has_op_offload() and GPU_TYPES[0] in files:
+            runner.clock.step(f"{device}: copy rate of prompts with the weights in RAM")
+            cfg = RunConfig(n_ctx=2048, n_gpu_layers=0, n_threads=n_threads, flash_attn=True, n_batch=n_ubatch,
+                            n_ubatch=n_ubatch)
+            m = _Model(files[GPU_TYPES[0]], n_threads, cfg.n_ctx, True, n_ubatch,
+                       load_kwargs={**plan_load_kwargs(cfg, profile), "op_offload": True})
+            opened.append(m)
+            r = runner.measure(f"{device}/{GPU_TYPES[0]}/offload-prefill-{H2D_PROMPT}", _prompts_run(m, H2D_PROMPT))
+            runs.append(r)
+            offload = Timed(m.spec, cfg, r.value, H2D_PROMPT)
     finally:
         for m in opened:
             m.close()
-    return tiny, dec, pre, runs
+    return tiny, dec, pre, offload, runs
