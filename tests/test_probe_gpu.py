@@ -60,7 +60,7 @@ def test_the_solves_recover_the_constants_the_runs_were_priced_with():
     fig, notes = derive(hw, "gpu0", short=_timed(priced, tiny1, decode=True), deep=_timed(priced, tiny32, decode=True),
                         decode={"Q4_K": _timed(priced, q4k, decode=True), "F16": _timed(priced, f16, decode=True)},
                         prefill={"Q4_K": _timed(priced, q4k, decode=False), "F16": _timed(priced, f16, decode=False)},
-                        spread=0.02)
+                        spread=0.02, short_prompt=_timed(priced, tiny1, decode=False))
     assert notes == []
     assert fig.name == "NVIDIA H200" and fig.backend == "cuda"
     assert fig.layer_overhead_s == pytest.approx(23e-6, rel=1e-3)
@@ -184,11 +184,12 @@ def test_the_measuring_code_times_real_loads_and_solves_them(monkeypatch):
         def write(name, **kw):
             return write_model(Path(tmp) / f"{name}.gguf", tiled=True, context_length=4096, **kw)
 
-        runner = rp._Runner(rp._Clock(20.0, 4, None, None), 0.5, runs, figures=7)
+        runner = rp._Runner(rp._Clock(20.0, 4, None, None), 0.5, runs, figures=8)
         figures, notes = pg.probe_gpus(hw, runner, write, 2, 128, skipped)
     assert skipped == {}, skipped
     assert set(runs) == {"gpu0/tiny1/decode", "gpu0/tiny8/decode", "gpu0/Q4_K/decode", "gpu0/Q4_K/prefill-128",
-                         "gpu0/F16/decode", "gpu0/F16/prefill-128", "gpu0/Q4_K/offload-prefill-128"}
+                         "gpu0/F16/decode", "gpu0/F16/prefill-128", "gpu0/Q4_K/offload-prefill-128",
+                         "gpu0/tiny1/prefill-128"}
     (fig,) = figures
     assert fig.device == "gpu0" and fig.name == "Probe Test GPU" and fig.layer_overhead_s > 0
     assert {wt for wt, _ in fig.decode_by_type} == {"Q4_K", "F16"}

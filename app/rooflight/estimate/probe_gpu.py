@@ -11,7 +11,8 @@ measured constant means exactly what the table's does and one formula prices bot
 - the cost per layer: from two tiny models of 1 and many layers (their weights are
   negligible), the difference of their token times, which cancels every per-token cost;
 - the decode efficiency: from a model of real layer width (an 8B model's) and about 1 GiB,
-  with that layer cost;
+  with that layer cost, against the 1-layer tiny model (the difference cancels what every
+  token pays besides layers and weights, as the cost per layer's does);
 - the prefill efficiencies: one micro-batch prompt on the same models, F16 (the float
   efficiency) and Q4_K (the quantized one), with the decode constants in place;
 - the host-to-device copy rate partial offload pays for prompts: a short prompt on the Q4_K
@@ -158,21 +159,30 @@ def solve_layer_s(hardware, device: str, table: BackendConstants, short: Timed, 
     return bisect(diff, deep.seconds - short.seconds, *LAYER_S_LIMITS, increasing=True)
 
 
-def solve_decode_efficiency(hardware, device: str, base: BackendConstants, run: Timed) -> float | None:
+def solve_decode_efficiency(hardware, device: str, base: BackendConstants, run: Timed, short: Timed) -> float | None:
+    """The efficiency that makes the estimator's token-time difference between this model and
+    the 1-layer tiny one equal the measured one: what every token pays besides its layers and
+    weights (llama-cpp-python's eval and sampling, the graph's launch) cancels, as it is not in
+    the table's constants either (they were fitted on llama-bench, which has no Python)."""
     def t(eff: float) -> float:
-        return priced_s(with_constants(hardware, device, replace(base, decode_efficiency=eff)), run)
+        hw = with_constants(hardware, device, replace(base, decode_efficiency=eff))
+        return priced_s(hw, run) - priced_s(hw, short)
 
-    return bisect(t, run.seconds, *EFFICIENCY_LIMITS, increasing=False)
+    return bisect(t, run.seconds - short.seconds, *EFFICIENCY_LIMITS, increasing=False)
 
 
 def solve_prefill_efficiency(hardware, device: str, base: BackendConstants, run: Timed, *,
-                             quantized: bool) -> float | None:
+                             quantized: bool, short: Timed | None = None) -> float | None:
+    """The prompt efficiency (quantized or float) that prices this prompt as measured; short:
+    the same prompt on the 1-layer tiny model, whose time is taken off both sides (what a
+    prompt pays besides its layers and weights, as for decode)."""
     def t(eff: float) -> float:
         c = (replace(base, prefill_efficiency_quant=eff) if quantized
              else replace(base, prefill_efficiency_float=eff))
-        return priced_s(with_constants(hardware, device, c), run)
+        hw = with_constants(hardware, device, c)
+        return priced_s(hw, run) - (priced_s(hw, short) if short else 0.0)
 
-    return bisect(t, run.seconds, *EFFICIENCY_LIMITS, increasing=False)
+    return bisect(t, run.seconds - (short.seconds if short else 0.0), *EFFICIENCY_LIMITS, increasing=False)
 
 
 def solve_h2d_gbs(hardware, device: str, constants: BackendConstants, run: Timed) -> float | None:
@@ -191,11 +201,12 @@ def solve_h2d_gbs(hardware, device: str, constants: BackendConstants, run: Timed
 
 def derive(hardware, device: str, *, short: Timed, deep: Timed, decode: dict[str, Timed],
            prefill: dict[str, Timed], spread: float, disturbed: bool = False,
-           quant_type: str = "Q4_K", offload: Timed | None = None) -> tuple[GpuFigures | None, list[str]]:
+           quant_type: str = "Q4_K", offload: Timed | None = None,
+           short_prompt: Timed | None = None) -> tuple[GpuFigures | None, list[str]]:
     """The GPU's figures from its timed runs (decode and prefill keyed by weight type: F16 is
     the float figure, quant_type the quantized one and the decode constant; offload: the
-    op_offload prompt, for the copy rate), and a note per figure that could not be solved
-    (kept at the table's value)."""
+    op_offload prompt, for the copy rate; short_prompt: the tiny 1-layer model's prompt, taken
+    off the prompts'), and a note per figure that could not be solved (kept at the table's value)."""
     from rooflight.estimate.placement import gpu_name
 
     table = BACKENDS[hardware.backend]
@@ -209,7 +220,7 @@ def derive(hardware, device: str, *, short: Timed, deep: Timed, decode: dict[str
     base = replace(table, layer_overhead_s=layer_s)
     by_type: dict[str, float] = {}
     for wt, run in decode.items():
-        eff = solve_decode_efficiency(hardware, device, base, run)
+        eff = solve_decode_efficiency(hardware, device, base, run, short)
         if eff is None:
             notes.append(f"{device}: {wt} decode ({run.seconds * 1e3:.3f} ms a token) is outside what any "
                          "efficiency prices: not used")
@@ -219,7 +230,7 @@ def derive(hardware, device: str, *, short: Timed, deep: Timed, decode: dict[str
     if decode_eff is None:
         return None, [*notes, f"{device}: no decode figure: the GPU keeps the table's constants"]
     base = replace(base, decode_efficiency=decode_eff)
-    pf = {wt: solve_prefill_efficiency(hardware, device, base, run, quantized=wt != "F16")
+    pf = {wt: solve_prefill_efficiency(hardware, device, base, run, quantized=wt != "F16", short=short_prompt)
           for wt, run in prefill.items()}
     for wt, eff in pf.items():
         if eff is None:

@@ -89,7 +89,8 @@ def probe_gpus(profile, runner, write: Callable[..., Path], n_threads: int, n_ub
     for gpu in profile.gpus:
         device = gpu_name(gpu.index)
         try:
-            tiny, dec, pre, offload, runs = _measure_gpu(profile, gpu, runner, write, n_threads, n_ubatch)
+            tiny, dec, pre, offload, short_prompt, runs = _measure_gpu(profile, gpu, runner, write, n_threads,
+                                                                       n_ubatch)
         except _OutOfTime:
             skipped[device] = OUT_OF_TIME
             continue
@@ -98,7 +99,7 @@ def probe_gpus(profile, runner, write: Callable[..., Path], n_threads: int, n_ub
             continue
         fig, why = derive(profile, device, short=tiny[1], deep=tiny[TINY_DEEP_LAYERS], decode=dec, prefill=pre,
                           spread=max(r.spread for r in runs), disturbed=any(r.disturbed for r in runs),
-                          offload=offload)
+                          offload=offload, short_prompt=short_prompt)
         notes += why
         if fig is None:
             skipped[device] = "not measured: " + (why[-1] if why else "its figures could not be solved")
@@ -109,7 +110,7 @@ def probe_gpus(profile, runner, write: Callable[..., Path], n_threads: int, n_ub
 
 def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: int, n_ubatch: int):
     """One GPU's timed runs: ({layers: tiny decode}, {type: decode}, {type: prompt}, the
-    op_offload prompt (the first GPU only, None elsewhere), [Repeats])."""
+    op_offload prompt (the first GPU only, None elsewhere), the tiny model's prompt, [Repeats])."""
     from rooflight.runtime.device_map import plan_load_kwargs
     from rooflight.runtime.probe import (
         PURE_FTYPE,
@@ -138,13 +139,19 @@ def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: in
     pre: dict[str, Timed] = {}
     runs: list[Repeats] = []
     offload: Timed | None = None
+    short_prompt: Timed | None = None
     files: dict[str, Path] = {}
     try:
         runner.clock.step(f"{device}: fixed cost per layer")
         for n_layer in (1, TINY_DEEP_LAYERS):
             path = write(f"{device}-tiny{n_layer}", ftype="F16", n_layer=n_layer, **_TINY_SHAPE)
-            tiny[n_layer], r = decode(f"tiny{n_layer}", *load(path, n_layer))
+            m, cfg = load(path, n_layer)
+            tiny[n_layer], r = decode(f"tiny{n_layer}", m, cfg)
             runs.append(r)
+            if n_layer == 1:  # its prompt: what a prompt pays besides layers and weights
+                r = runner.measure(f"{device}/tiny1/prefill-{n_ubatch}", _prompts_run(m, n_ubatch))
+                runs.append(r)
+                short_prompt = Timed(m.spec, cfg, r.value, n_ubatch)
         for wt in GPU_TYPES:
             runner.clock.step(f"{device}: {wt} decode and prompt")
             ftype = PURE_FTYPE.get(wt, wt)
@@ -170,4 +177,4 @@ def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: in
     finally:
         for m in opened:
             m.close()
-    return tiny, dec, pre, offload, runs
+    return tiny, dec, pre, offload, short_prompt, runs
