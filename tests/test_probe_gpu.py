@@ -156,10 +156,10 @@ def test_a_cpu_only_build_says_why_no_gpu_was_measured():
         pytest.skip("this llama.cpp build offloads")
     skipped: dict[str, str] = {}
     clock = rp._Clock(1.0, 1, None, None)
-    assert rp._gpu_half(_hw(), True, None, 2, 512, 0.1, {}, skipped, clock, None, None) == ((), [])
+    assert rp._gpu_half(_hw(), True, None, 2, 512, 0.1, {}, skipped, clock, None, None) == ((), None)
     assert skipped == {"GPU": rp.NO_GPU_BUILD}
     skipped.clear()
-    assert rp._gpu_half(_hw(), False, None, 2, 512, 0.1, {}, skipped, clock, None, None) == ((), [])
+    assert rp._gpu_half(_hw(), False, None, 2, 512, 0.1, {}, skipped, clock, None, None) == ((), None)
     assert skipped == {}
 
 
@@ -244,3 +244,26 @@ def test_a_measured_copy_rate_is_reported_and_priced():
     slow = plan(spec, hw, w, calibration=Calibration(probe=_probe_with((FIG,)))).performance.prefill_tok_s
     fast = plan(spec, hw, w, calibration=Calibration(probe=_probe_with((fig,)))).performance.prefill_tok_s
     assert fast > slow
+
+
+def test_a_probe_from_before_the_gpu_half_asks_for_one_where_the_build_offloads(tmp_path, monkeypatch):
+    """Still current for the CPU; the message says a new probe adds the GPU's figures. The
+    build's ability to offload is the boundary faked here: this machine's build cannot."""
+    from rooflight.runtime import build, loader
+    from rooflight.store.calibration import machine_key
+    from rooflight.store.probes import ProbeStore, probe_status
+
+    db = tmp_path / "c.sqlite3"
+    hw = _hw({"gpus": [{"name": "NVIDIA H200", "vram_total_bytes": 141 * 10**9}], "backend": "cuda"})
+    monkeypatch.setattr(build, "llama_build", lambda: "llama-cpp-python 0.3.36 [cuda]")
+    monkeypatch.setattr(loader, "gpu_offload_supported", lambda: True)
+    for gpu_half, asks in ((False, True), (True, False)):
+        store = ProbeStore(db)
+        try:
+            store.put(replace(_probe_with(()), machine=machine_key(hw), build="llama-cpp-python 0.3.36 [cuda]",
+                              gpu_half=gpu_half))
+        finally:
+            store.close()
+        status = probe_status(hw, db)
+        assert status.state == "current" and status.probe is not None
+        assert ("predates the probe's GPU half: measure again" in status.message) is asks

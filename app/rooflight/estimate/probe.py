@@ -288,6 +288,9 @@ class MachineProbe:
     # the GPU half (estimate/probe_gpu.py): each GPU's roofline constants as measured here;
     # () where the build runs on the CPU only, the machine has no GPU, or a probe predates it
     gpus: tuple[GpuFigures, ...] = ()
+    # whether the GPU half ran (on a build that offloads to a GPU): a probe stored before it
+    # existed, on such a machine, asks to be measured again (store/probes.probe_status)
+    gpu_half: bool = False
 
     def kernel(self, weight_type: str) -> KernelFigure | None:
         return self._kernels_by_type.get(weight_type.upper())
@@ -348,4 +351,5 @@ class MachineProbe:
             expert_costs=tuple((str(k), float(v)) for k, v in d.get("expert_costs", ())),
             extra_buffers=bool(d.get("extra_buffers", True)),
             gpus=tuple(GpuFigures.from_dict(g) for g in d.get("gpus", ())),
+            gpu_half=bool(d.get("gpu_half", False)),
         )

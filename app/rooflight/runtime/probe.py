@@ -810,7 +810,8 @@ def probe_machine(
         # 5. the GPU half, on a clock of its own (the CPU's 30 s are the CPU's)
         gpu_figures, gpu_notes = _gpu_half(profile, gpus, write, n_threads, n_ubatch, busy_threshold, runs, skipped,
                                            clock, progress, check_cancel)
-        notes += gpu_notes
+        notes += gpu_notes or []
+        gpu_half = gpu_notes is not None
 
     # ---- arithmetic (pure; estimate/probe.py) ----
     per_layers, (vocab_run, huge_run) = fixed_raw[:2], fixed_raw[2:]
@@ -878,7 +879,7 @@ def probe_machine(
         machine=machine_key(profile), build=llama_build(), n_threads=n_threads, n_ubatch=n_ubatch,
         kernels=kernels, attention=attention, fixed=fixed, spread=max(spreads),
         disturbed=disturbed, created_at=time.time(), duration_s=clock.elapsed, notes=tuple(notes), encode=encode,
-        expert_costs=expert_costs, extra_buffers=amx.loads_use_extra_buffers(), gpus=gpu_figures,
+        expert_costs=expert_costs, extra_buffers=amx.loads_use_extra_buffers(), gpus=gpu_figures, gpu_half=gpu_half,
     )
     result = ProbeRun(probe, load_before=load_before, runs=runs, skipped=skipped, image_note=image_note)
     if refused and (no_kernels or not keep_disturbed):
@@ -902,17 +903,18 @@ NO_GPU_BUILD = ("not measured: the installed llama.cpp build runs on the CPU onl
 
 
 def _gpu_half(profile, wanted: bool, write, n_threads: int, n_ubatch: int, threshold: float, runs: dict,
-              skipped: dict[str, str], clock: _Clock, progress, check_cancel) -> tuple[tuple, list[str]]:
+              skipped: dict[str, str], clock: _Clock, progress, check_cancel) -> tuple[tuple, list[str] | None]:
     """Each GPU's figures where the build offloads (runtime/probe_gpu.py), on GPU_BUDGET_S of
-    its own; its progress fills what the CPU half left of the bar."""
+    its own, and its notes (None: the GPU half did not run); its progress fills what the CPU
+    half left of the bar."""
     if not wanted or not profile.gpus:
-        return (), []
+        return (), None
     from rooflight.runtime.loader import gpu_offload_supported
     from rooflight.runtime.probe_gpu import GPU_BUDGET_S, GPU_TYPES, probe_gpus
 
     if profile.backend == "cpu" or not gpu_offload_supported():
         skipped["GPU"] = NO_GPU_BUILD
-        return (), []
+        return (), None
     base = clock.done / max(clock.steps, 1)
 
     def gpu_progress(frac: float, message: str, left: float) -> None:

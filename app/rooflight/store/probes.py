@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rooflight.estimate.probe import MachineProbe
@@ -121,7 +121,18 @@ def probe_status(profile, path: Path | None = None) -> ProbeStatus:
         # the same build now places weights otherwise (runtime/amx.py): other kernels run
         return ProbeStatus(None, "outdated", "The stored probe measured other llama.cpp CPU kernels than loads "
                                              "now use on this machine: measure it again.")
+    if status.probe is not None and not status.probe.gpu_half and _gpu_half_would_run(profile):
+        # still valid for the CPU; its GPUs stand on the table until a probe measures them
+        return replace(status, message=status.message + " It predates the probe's GPU half: measure again to "
+                                                        "add each GPU's figures.")
     return status
+
+
+def _gpu_half_would_run(profile) -> bool:
+    from rooflight.estimate.placement import has_offload_devices
+    from rooflight.runtime.loader import gpu_offload_supported
+
+    return has_offload_devices(profile) and profile.backend != "cpu" and gpu_offload_supported()
 
 
 def _loads_use_extra_buffers() -> bool:
