@@ -834,3 +834,17 @@ def test_a_slow_machine_s_later_prompt_models_have_two_layers():
     assert prefill_layers((0.11, 0.1, 0.12)) == 3  # the Zen 4/5 VMs
     assert prefill_layers((1.02, 1.03)) == PREFILL_LAYERS_SLOW == 2
     assert prefill_layers((1.0, 0.3)) == 3  # one fast run: the machine can be fast
+
+
+def test_the_next_weight_type_is_begun_by_the_median_type_and_the_image_goes_first_when_tight():
+    from rooflight.runtime.probe import next_step
+
+    assert next_step(0.5, 2.0, []) == "type"  # the first type, whatever is left
+    # one stalled type (10 s) does not end the types while a typical one (2 s) still fits
+    assert next_step(10.0, 2.0, [2.0, 10.0, 2.2]) == "image first"
+    assert next_step(20.0, 2.0, [2.0, 10.0, 2.2]) == "type"
+    assert next_step(4.0, 2.0, [2.0, 10.0, 2.2]) == "skip"
+    assert next_step(3.0, 0.0, [2.0, 10.0, 2.2]) == "type"  # the image measured: no reserve
+    assert next_step(1.5, 0.0, [2.0, 10.0, 2.2]) == "skip"
+    # two types, one stalled: the typical one decides
+    assert next_step(8.3, 2.0, [2.0, 11.5]) == "image first"

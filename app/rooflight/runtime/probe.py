@@ -491,6 +491,37 @@ def probe_image_encode(
 FLASH_OFF_SLOWDOWN = 2.0
 
 
+def next_step(left_s: float, reserve_s: float, type_s: list[float]) -> str:
+    """Whether the next weight type is begun ("type"), left out ("skip"), or begun after the
+    image part ("image first"), with left_s of the budget left, reserve_s held for the image
+    part (0 once it is measured or not wanted) and type_s the measured types' durations.
+
+    A type takes about what the measured ones took, their lower median (with two, the
+    faster: one stall is not the typical type): it is begun only if that much is left before
+    the reserve (on a 260 MiB-L3 Xeon a type took 2-4 s, and one begun
+    with 2.1 s left ate the image part's slot). The median, not the last type's time: on the
+    AMX Xeon VM (2026-12-06) Q4_K's repacked decode model took 5-8 s to load (the VM's first
+    touch of fresh memory), its type 10 s against F16's 2, and by the last type's time every
+    later type was skipped with 5 s of the budget unused (two types of eleven measured; with
+    the plain median of those two, 6.7 s, still two).
+    A type may still take what the slowest one took: once that much would reach into the
+    reserve, the image part comes first and the types go on with what is left (MXFP4's load
+    once stalled 4.3 s there with 4.8 s left, and the image went unmeasured). The first type
+    is always begun: a probe without one is not stored."""
+    if not type_s:
+        return "type"
+    if left_s <= reserve_s + statistics.median_low(type_s):
+        return "skip"
+    if reserve_s and left_s <= reserve_s + max(type_s):
+        return "image first"
+    return "type"
+
+
+def _image_part(runner: _Runner, clock: _Clock, folder: Path, n_threads: int, n_ubatch: int):
+    clock.step("image encode (vision projector)")
+    return _measure_encode(runner, folder, n_threads, n_ubatch)
+
+
 def _measure_attention(runner: _Runner, clock: _Clock, path: Path, fa: bool, n_threads: int, n_ubatch: int,
                        repeats: int | None = None, like: list | None = None) -> tuple[list, list, _Model]:
     """The attention model's decode at a short and a long cache and its ATTN_PROMPT-token
@@ -707,12 +738,13 @@ def probe_machine(
         # runner measures on until the runs that agree are the undisturbed ones.
         kernel_raw: list[list] = []  # [type, decode spec, decode Repeats, tokens, prompt spec, prompt Repeats]
         reserve = IMAGE_RESERVE_S if image else 0.0
+        encode_raw = None  # the image part's result, once measured
         deferred: list[_Deferred] = []
         expert_raw: list[tuple] | None = None
         # 3b. the MoE prompts come as soon as the dense kernels of their types are measured,
         # before the types that follow them in ALL_TYPES (fewer files use those)
         experts_after = max((types.index(t) for t in expert_types), default=-1)
-        last_type_s = 0.0  # how long the last measured type took (its slot: models, runs)
+        type_s: list[float] = []  # how long each measured type took (its slot: models, runs)
         first_prompt: tuple[float, ...] | None = None  # the first measured type's prompt runs
 
         def experts() -> list[tuple]:
@@ -723,14 +755,14 @@ def probe_machine(
                 if expert_raw is None and i > experts_after:
                     expert_raw = experts()
                 ftype = PURE_FTYPE.get(wt, wt)
-                # (the reserve waits for one measured type: a probe without any is not stored);
-                # a type takes about what the last one took, so it is begun only if that much
-                # is left before the reserve (on a 260 MiB-L3 Xeon a type took 2-4 s, and one
-                # begun with 2.1 s left ate the image part's slot)
-                if clock.left <= (reserve + last_type_s if kernel_raw else 0.0):
+                step = next_step(clock.left, reserve if encode_raw is None else 0.0, type_s)
+                if step == "skip":
                     skipped[wt] = OUT_OF_TIME
                     clock.done += 2
                     continue
+                if step == "image first":
+                    encode_raw = _image_part(runner, clock, d, n_threads, n_ubatch)
+                    reserve = 0.0
                 type_began = clock.elapsed
                 clock.step(f"{wt} matrix-vector (decode)")
                 try:
@@ -764,7 +796,7 @@ def probe_machine(
                     skipped[wt] = OUT_OF_TIME
                     clock.done += 2 - len(open_models)  # the prompt step, if it was not reached
                     continue
-                last_type_s = clock.elapsed - type_began
+                type_s.append(clock.elapsed - type_began)
                 first_prompt = first_prompt or pp.seconds
                 entry = [wt, dec_model.spec, dec, n, pp_model.spec, pp]
                 kernel_raw.append(entry)
@@ -778,12 +810,11 @@ def probe_machine(
             for part in deferred:
                 part.model.close()
 
-        # 4. image encode through a generated projector (last: the estimates of text
-        # models, which every user has, come first when time is short)
-        encode_raw = None
-        if image and clock.left >= IMAGE_MIN_LEFT_S:
-            clock.step("image encode (vision projector)")
-            encode_raw = _measure_encode(runner, d, n_threads, n_ubatch)
+        # 4. image encode through a generated projector (last, unless the types' durations
+        # made it come earlier: the estimates of text models, which every user has, come
+        # first when time is short)
+        if image and encode_raw is None and clock.left >= IMAGE_MIN_LEFT_S:
+            encode_raw = _image_part(runner, clock, d, n_threads, n_ubatch)
 
         # 4b. attention with flash attention off: only plans told "off" use it (the table
         # prices their attention when the budget ran out first). Its figure is kept only if
