@@ -753,6 +753,7 @@ def probe_machine(
         try:
             for i, wt in enumerate(types):
                 if expert_raw is None and i > experts_after:
+                    deferred = _finish_decode_part(runner, deferred)  # their models' memory, as below
                     expert_raw = experts()
                 ftype = PURE_FTYPE.get(wt, wt)
                 step = next_step(clock.left, reserve if encode_raw is None else 0.0, type_s)
@@ -765,9 +766,17 @@ def probe_machine(
                     reserve = 0.0
                 type_began = clock.elapsed
                 clock.step(f"{wt} matrix-vector (decode)")
+                # The previous type's last runs (_Deferred) come before this type's model is
+                # written (decode: its prompt's runs came between) and loaded (prompt: the write
+                # comes between), and each closes its model: this type's write and load then
+                # take the memory those held. On the AMX Xeon VM (2026-12-06) touching fresh
+                # memory cost 5-8 s for a repacked 533 MiB decode model, its load after a close
+                # 0.4 s, and a 533 MiB write after one 0.3-0.9 s instead of 1.3-3.2
+                deferred = _finish_decode_part(runner, deferred)
                 try:
                     dec_path = write(f"decode-{wt}", n_layer=decode_layers(ftype, llc), ftype=ftype, pure=True,
                                      **_DECODE_SHAPE)
+                    _finish_deferred(runner, deferred)
                     dec_model = _Model(dec_path, n_threads, 512, True, n_ubatch)
                 except (OperationFailedError, ValueError, OSError) as exc:
                     skipped[wt] = f"not measured: its model could not be written or loaded (the build or the writer may not support the type): {exc}"
@@ -779,7 +788,6 @@ def probe_machine(
                     n = _tokens_for(dec_model)
                     dec_run = _decode_run(dec_model, n)
                     dec = runner.measure(f"kernel/{wt}/decode", dec_run, repeats=runner.repeats - 1, continued=True)
-                    _finish_deferred(runner, deferred)  # the previous type's, a slot after its own runs
                     clock.step(f"{wt} matrix-matrix (prompt)")
                     pp_path = write(f"prefill-{wt}", n_layer=prefill_layers(first_prompt), ftype=ftype, pure=True,
                                     **_PREFILL_SHAPE)
@@ -800,10 +808,11 @@ def probe_machine(
                 first_prompt = first_prompt or pp.seconds
                 entry = [wt, dec_model.spec, dec, n, pp_model.spec, pp]
                 kernel_raw.append(entry)
-                deferred = [_Deferred(entry, 2, f"kernel/{wt}/decode", dec_run, dec_model),
+                deferred = [_Deferred(entry, _DECODE_SLOT, f"kernel/{wt}/decode", dec_run, dec_model),
                             _Deferred(entry, 5, f"kernel/{wt}/prefill-{n_ubatch}", pp_run, pp_model)]
 
             if expert_raw is None:  # the expert types were the last ones
+                deferred = _finish_decode_part(runner, deferred)
                 expert_raw = experts()
             _finish_deferred(runner, deferred)  # the last type's, a slot later
         finally:
@@ -1043,6 +1052,16 @@ class _Deferred:
     name: str
     run: Callable[[], float]
     model: _Model
+
+
+_DECODE_SLOT = 2  # a weight type's decode Repeats in its kernel_raw entry
+
+
+def _finish_decode_part(runner: _Runner, parts: list[_Deferred]) -> list[_Deferred]:
+    """The deferred decode part's runs (its model closed: its memory goes to what is loaded
+    next); the other parts, still to be finished."""
+    _finish_deferred(runner, [p for p in parts if p.slot == _DECODE_SLOT])
+    return [p for p in parts if p.slot != _DECODE_SLOT]
 
 
 def _finish_deferred(runner: _Runner, parts: list[_Deferred]) -> None:
