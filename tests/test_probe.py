@@ -841,10 +841,13 @@ def test_the_next_weight_type_is_begun_by_the_median_type_and_the_image_goes_fir
 
     assert next_step(0.5, 2.0, []) == "type"  # the first type, whatever is left
     # one stalled type (10 s) does not end the types while a typical one (2 s) still fits
-    assert next_step(10.0, 2.0, [2.0, 10.0, 2.2]) == "image first"
     assert next_step(20.0, 2.0, [2.0, 10.0, 2.2]) == "type"
-    assert next_step(4.0, 2.0, [2.0, 10.0, 2.2]) == "skip"
-    assert next_step(3.0, 0.0, [2.0, 10.0, 2.2]) == "type"  # the image measured: no reserve
+    # the slowest type's time would reach into the image's reserve: the image first, then
+    # the caller asks again without the reserve
+    assert next_step(10.0, 2.0, [2.0, 10.0, 2.2]) == "image first"
+    assert next_step(4.0, 2.0, [2.0, 10.0, 2.2]) == "image first"
+    assert next_step(3.0, 0.0, [2.0, 10.0, 2.2]) == "type"
     assert next_step(1.5, 0.0, [2.0, 10.0, 2.2]) == "skip"
     # two types, one stalled: the typical one decides
-    assert next_step(8.3, 2.0, [2.0, 11.5]) == "image first"
+    assert next_step(8.3, 0.0, [2.0, 11.5]) == "type"
+    assert next_step(1.9, 0.0, [2.0, 11.5]) == "skip"

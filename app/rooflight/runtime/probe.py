@@ -505,15 +505,16 @@ def next_step(left_s: float, reserve_s: float, type_s: list[float]) -> str:
     later type was skipped with 5 s of the budget unused (two types of eleven measured; with
     the plain median of those two, 6.7 s, still two).
     A type may still take what the slowest one took: once that much would reach into the
-    reserve, the image part comes first and the types go on with what is left (MXFP4's load
-    once stalled 4.3 s there with 4.8 s left, and the image went unmeasured). The first type
-    is always begun: a probe without one is not stored."""
+    reserve, the image part comes first (the caller then asks again with no reserve) and the
+    types go on with what is left (MXFP4's load once stalled 4.3 s there with 4.8 s left, and
+    the image went unmeasured). The first type is always begun: a probe without one is not
+    stored."""
     if not type_s:
         return "type"
-    if left_s <= reserve_s + statistics.median_low(type_s):
-        return "skip"
     if reserve_s and left_s <= reserve_s + max(type_s):
         return "image first"
+    if left_s <= reserve_s + statistics.median_low(type_s):
+        return "skip"
     return "type"
 
 
@@ -737,7 +738,7 @@ def probe_machine(
         # 2x slow with its three runs agreeing. Runs a slot apart disagree instead, and the
         # runner measures on until the runs that agree are the undisturbed ones.
         kernel_raw: list[list] = []  # [type, decode spec, decode Repeats, tokens, prompt spec, prompt Repeats]
-        reserve = IMAGE_RESERVE_S if image else 0.0
+        reserve = IMAGE_RESERVE_S if image else 0.0  # 0 once the image part is measured
         encode_raw = None  # the image part's result, once measured
         deferred: list[_Deferred] = []
         expert_raw: list[tuple] | None = None
@@ -756,14 +757,15 @@ def probe_machine(
                     deferred = _finish_decode_part(runner, deferred)  # their models' memory, as below
                     expert_raw = experts()
                 ftype = PURE_FTYPE.get(wt, wt)
-                step = next_step(clock.left, reserve if encode_raw is None else 0.0, type_s)
+                step = next_step(clock.left, reserve, type_s)
+                if step == "image first":
+                    encode_raw = _image_part(runner, clock, d, n_threads, n_ubatch)
+                    reserve = 0.0
+                    step = next_step(clock.left, reserve, type_s)
                 if step == "skip":
                     skipped[wt] = OUT_OF_TIME
                     clock.done += 2
                     continue
-                if step == "image first":
-                    encode_raw = _image_part(runner, clock, d, n_threads, n_ubatch)
-                    reserve = 0.0
                 type_began = clock.elapsed
                 clock.step(f"{wt} matrix-vector (decode)")
                 # The previous type's last runs (_Deferred) come before this type's model is
