@@ -14,7 +14,8 @@ measured constant means exactly what the table's does and one formula prices bot
   with that layer cost, against the 1-layer tiny model (the difference cancels what every
   token pays besides layers and weights, as the cost per layer's does);
 - the prefill efficiencies: one micro-batch prompt on the same models, F16 (the float
-  efficiency) and Q4_K (the quantized one), with the decode constants in place;
+  efficiency) and Q4_K (the quantized one), with the decode constants in place, less the
+  same prompt on the 1-layer tiny model;
 - the host-to-device copy rate partial offload pays for prompts: a short prompt on the Q4_K
   model with no layer on the GPU, which llama.cpp's op_offload runs on the GPU by copying
   every weight matrix over (GPU 0, the one op_offload uses), with the other constants in place.

@@ -68,6 +68,7 @@ MIN_RUN_S = 0.15  # shorter runs are dominated by the 10 ms ticks of the busy wa
 # for; alternated whole probes there (2026-12-03) measured 7-9 weight types at 4 tokens, 6 at
 # 8 (BF16, Q4_0, Q5_0 left to the table), decode spreads 2-24% against 0.2-6%
 DECODE_MIN_TOKENS = 4
+DECODE_WINDOW = 256  # a decode run's positions stay within this many of its start (_Model.decode)
 REPEATS = 3  # clean runs wanted per figure
 VOCAB_LARGE = VOCAB_KNEE  # the second vocabulary: the slope of small ones ends there
 ATTN_PROMPT = 1024  # cached positions for the long-cache decode and the attention prompt
@@ -342,7 +343,7 @@ class _Model:
         positions stay within a window of the start."""
         llm = self.llm
         base = llm.n_tokens
-        limit = min(llm.n_ctx() - 1, base + 256)
+        limit = min(llm.n_ctx() - 1, base + DECODE_WINDOW)
         token = 3
         t0 = time.perf_counter()
         done = 0

@@ -43,10 +43,11 @@ H2D_PROMPT = 128
 
 def gpu_layers(ftype: str, free_bytes: int) -> int:
     """Layers of a GPU probe model of this type: GPU_MODEL_BYTES or a quarter of free memory."""
-    from rooflight.gguf.synthetic import plan_tensors, tensor_nbytes
+    from rooflight.gguf.synthetic import MINIMAL_VOCAB_SIZE, plan_tensors, tensor_nbytes
 
     per_layer = sum(tensor_nbytes(p.n_elements, p.qtype)
-                    for p in plan_tensors(arch="llama", ftype=ftype, n_layer=1, n_vocab=260, pure=True, **_GPU_SHAPE)
+                    for p in plan_tensors(arch="llama", ftype=ftype, n_layer=1, n_vocab=MINIMAL_VOCAB_SIZE, pure=True,
+                                          **_GPU_SHAPE)
                     if p.name.startswith("blk."))
     target = min(GPU_MODEL_BYTES, free_bytes // 4) if free_bytes else GPU_MODEL_BYTES
     return max(1, math.floor(target / per_layer))
@@ -55,8 +56,8 @@ def gpu_layers(ftype: str, free_bytes: int) -> int:
 def gpu_config(profile, index: int, n_layer: int, n_threads: int, n_ubatch: int) -> RunConfig:
     """Every layer and the output on GPU `index` (a one-hot tensor split where there are more)."""
     split = None
-    if len(profile.gpus) > 1:
-        split = tuple(1.0 if i == index else 0.0 for i in range(len(profile.gpus)))
+    if len(profile.gpus) > 1:  # in the plan's GPU order (runtime/device_map.py maps it to llama.cpp's)
+        split = tuple(1.0 if g.index == index else 0.0 for g in profile.gpus)
     return RunConfig(n_ctx=2048, n_gpu_layers=n_layer + 1, n_threads=n_threads, flash_attn=True,
                      n_batch=n_ubatch, n_ubatch=n_ubatch, tensor_split=split)
 
@@ -113,6 +114,7 @@ def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: in
     op_offload prompt (the first GPU only, None elsewhere), the tiny model's prompt, [Repeats])."""
     from rooflight.runtime.device_map import plan_load_kwargs
     from rooflight.runtime.probe import (
+        DECODE_WINDOW,
         PURE_FTYPE,
         _decode_run,
         _has_op_offload,
@@ -132,7 +134,8 @@ def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: in
     def decode(name: str, m: _Model, cfg: RunConfig) -> tuple[Timed, Repeats]:
         n = _tokens_for(m)
         r = runner.measure(f"{device}/{name}/decode", _decode_run(m, n, DECODE_PREFIX))
-        return Timed(m.spec, cfg, r.value, DECODE_PREFIX, n), r
+        # priced over the positions the run went through (it rolls back past DECODE_WINDOW)
+        return Timed(m.spec, cfg, r.value, DECODE_PREFIX, min(n, DECODE_WINDOW)), r
 
     tiny: dict[int, Timed] = {}
     dec: dict[str, Timed] = {}
