@@ -19,6 +19,7 @@ from rooflight.estimate.probe import AttentionCost, FixedCosts, KernelFigure, Ma
 from rooflight.estimate.probe_gpu import (
     EFFICIENCY_LIMITS,
     H2D_GBS_LIMITS,
+    LAYER_S_LIMITS,
     GpuFigures,
     Timed,
     derive,
@@ -186,24 +187,28 @@ def test_the_measuring_code_times_real_loads_and_solves_them(monkeypatch):
 
         runner = rp._Runner(rp._Clock(20.0, 4, None, None), 0.5, runs, figures=8)
         figures, notes = pg.probe_gpus(hw, runner, write, 2, 128, skipped)
-    assert skipped == {}, skipped
     assert set(runs) == {"gpu0/tiny1/decode", "gpu0/tiny8/decode", "gpu0/Q4_K/decode", "gpu0/Q4_K/prefill-128",
                          "gpu0/F16/decode", "gpu0/F16/prefill-128", "gpu0/Q4_K/offload-prefill-128",
                          "gpu0/tiny1/prefill-128"}
+    # What the code promises whatever the timings (here the CPU's, under whatever else runs):
+    # each constant solved inside its limits, or a note that names it and the table's kept;
+    # no figures at all only with the GPU named in skipped, and why
+    if not figures:
+        assert skipped["gpu0"].startswith("not measured: ") and notes, (skipped, notes)
+        return
+    assert skipped == {}, skipped
     (fig,) = figures
-    assert fig.device == "gpu0" and fig.name == "Probe Test GPU" and fig.layer_overhead_s > 0
-    assert {wt for wt, _ in fig.decode_by_type} == {"Q4_K", "F16"}
-    # each solved inside its limits (a time no constant prices is left out with a note instead)
+    assert fig.device == "gpu0" and fig.name == "Probe Test GPU"
+    said = " ".join(notes)
     lo, hi = EFFICIENCY_LIMITS
+    assert LAYER_S_LIMITS[0] <= fig.layer_overhead_s <= LAYER_S_LIMITS[1]
+    assert lo < fig.decode_efficiency < hi
+    for wt, eff in (("F16", fig.prefill_efficiency_float), ("Q4_K", fig.prefill_efficiency_quant)):
+        assert (eff is not None and lo < eff < hi) or f"the {wt} prompt is outside" in said, (wt, notes)
     # the copy rate: this build ran the weights-in-RAM prompt on the CPU, copying nothing, which
     # no rate may price (the table prices that prompt's CPU work and a copy): said, not stored
-    if fig.h2d_gbs is None:
-        assert len(notes) == 1 and notes[0].startswith("gpu0: the prompt with its weights in RAM"), notes
-        assert "outside what any copy rate prices" in notes[0]
-    else:
-        assert notes == [] and H2D_GBS_LIMITS[0] < fig.h2d_gbs < H2D_GBS_LIMITS[1]
-    for eff in (fig.decode_efficiency, fig.prefill_efficiency_float, fig.prefill_efficiency_quant):
-        assert eff is not None and lo < eff < hi
+    assert (fig.h2d_gbs is not None and H2D_GBS_LIMITS[0] < fig.h2d_gbs < H2D_GBS_LIMITS[1]) or (
+        "the prompt with its weights in RAM" in said), notes
 
 
 def test_the_probe_report_names_each_gpus_figures_beside_the_tables():
@@ -267,3 +272,16 @@ def test_a_probe_from_before_the_gpu_half_asks_for_one_where_the_build_offloads(
         status = probe_status(hw, db)
         assert status.state == "current" and status.probe is not None
         assert ("predates the probe's GPU half: measure again" in status.message) is asks
+
+
+def test_a_gpu_whose_models_cannot_be_written_is_named_with_why():
+    from rooflight.runtime import probe as rp
+    from rooflight.runtime import probe_gpu as pg
+
+    def full_disk(name, **kw):
+        raise OSError("No space left on device")
+
+    skipped: dict[str, str] = {}
+    runner = rp._Runner(rp._Clock(5.0, 4, None, None), 0.5, {}, figures=8)
+    assert pg.probe_gpus(_hw(), runner, full_disk, 2, 512, skipped) == ((), [])
+    assert skipped == {"gpu0": "not measured: No space left on device"}

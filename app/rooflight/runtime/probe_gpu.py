@@ -95,7 +95,7 @@ def probe_gpus(profile, runner, write: Callable[..., Path], n_threads: int, n_ub
         except _OutOfTime:
             skipped[device] = OUT_OF_TIME
             continue
-        except OperationFailedError as exc:
+        except (OperationFailedError, ValueError, OSError) as exc:  # a load llama.cpp refused, a write that failed
             skipped[device] = f"not measured: {exc}"
             continue
         fig, why = derive(profile, device, short=tiny[1], deep=tiny[TINY_DEEP_LAYERS], decode=dec, prefill=pre,
