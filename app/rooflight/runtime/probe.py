@@ -774,7 +774,7 @@ def probe_machine(
                 # comes between), and each closes its model: this type's write and load then
                 # take the memory those held. On the AMX Xeon VM (2026-12-06) touching fresh
                 # memory cost 5-8 s for a repacked 533 MiB decode model, its load after a close
-                # 0.4 s, and a 533 MiB write after one 0.3-0.9 s instead of 1.3-3.2
+                # 0.4 s; a 533 MiB write after one 0.3-1.3 s, beside the open models up to 3.2
                 deferred = _finish_decode_part(runner, deferred)
                 try:
                     dec_path = write(f"decode-{wt}", n_layer=decode_layers(ftype, llc), ftype=ftype, pure=True,
