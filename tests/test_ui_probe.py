@@ -187,3 +187,20 @@ def test_the_card_names_what_the_probe_left_to_the_table():
     assert set(named[:-1]) == set(ALL_TYPES) - {k.weight_type for k in probe.kernels}
     full = replace(probe, kernels=tuple(replace(probe.kernels[0], weight_type=t) for t in ALL_TYPES))
     assert unmeasured_line(full) == ""
+
+
+def test_on_a_gpu_machine_the_offer_says_each_gpu_is_measured_too(qtbot):
+    """A machine whose llama.cpp offloads to a GPU (a profile with a table GPU on CUDA: this
+    machine has none) is offered the probe with the GPU half's time."""
+    from dataclasses import replace
+
+    from rooflight.hardware import profile_from_dict
+
+    gpu = profile_from_dict({"gpus": [{"name": "NVIDIA GeForce RTX 4090"}], "backend": "cuda"},
+                            detect_cpu_if_missing=True, measure_bandwidth=False)
+    hw = replace(_detected(), gpus=gpu.gpus, backend="cuda")
+    window = make_window(qtbot, hw)
+    panel = window.page("machine").probe_panel
+    qtbot.waitUntil(lambda: panel.status is not None, timeout=10000)
+    assert panel.offer.isVisibleTo(panel)
+    assert "up to 30 more for each GPU" in panel.offer.text.text()

@@ -29,14 +29,15 @@ def register(subparsers) -> None:
     from rooflight.runtime.probe_defaults import ALL_TYPES, BUDGET_S, DEFAULT_BUSY_THRESHOLD
 
     p = subparsers.add_parser("probe", help="measure this machine's llama.cpp kernels, MoE experts and image encode "
-                                            "(about 30 s); estimates use them")
+                                            "(about 30 s), and each GPU a GPU build offloads to (up to 30 s more "
+                                            "each); estimates use them")
     p.add_argument("--types", metavar="T[,T...]",
                    help=f"weight types to measure (default all this build supports: {','.join(ALL_TYPES)})")
     p.add_argument("--threads", type=positive_int, help="thread count (default: the one plans use)")
     p.add_argument("--busy-threshold", type=_fraction, default=DEFAULT_BUSY_THRESHOLD, metavar="SHARE",
                    help=f"share of the CPU other programs may use during a run (default {DEFAULT_BUSY_THRESHOLD})")
     p.add_argument("--budget", type=float, default=BUDGET_S, metavar="SECONDS",
-                   help=f"time the probe may take (default {BUDGET_S:g})")
+                   help=f"time the CPU half may take (default {BUDGET_S:g}; the GPU half has 30 s a GPU of its own)")
     p.add_argument("--keep-disturbed", action="store_true",
                    help="store figures measured on a busy machine too (marked disturbed; estimates say so)")
     p.add_argument("--json", action="store_true", help="print one JSON document")

@@ -188,10 +188,10 @@ class ProbePanel(Card):
         self.measure_button.setText("Measure again" if status.probe else "Measure this machine")
         if status.probe is None and not getattr(self.ctx.settings, "probe_offered", True) and self.task is None:
             # first start: offer once, and remember that it was offered
-            if scope:  # a GPU machine: what the probe fits
-                self.offer.text.setText("Measure this machine? For about 30 seconds Rooflight times llama.cpp's CPU "
-                                        "kernels here, so that what runs on the CPU is estimated for this machine "
-                                        "rather than the ones its tables came from.")
+            if scope:  # a GPU machine: the GPU half measures each GPU too, on a budget of its own
+                self.offer.text.setText("Measure this machine? For about 30 seconds, and up to 30 more for each GPU, "
+                                        "Rooflight times llama.cpp's CPU kernels and each GPU here, so that estimates "
+                                        "fit this machine rather than the ones its tables came from.")
             self.offer.show()
             self.not_now.show()
             self.ctx.update_settings(probe_offered=True)
