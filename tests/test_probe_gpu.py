@@ -285,3 +285,47 @@ def test_a_gpu_whose_models_cannot_be_written_is_named_with_why():
     runner = rp._Runner(rp._Clock(5.0, 4, None, None), 0.5, {}, figures=8)
     assert pg.probe_gpus(_hw(), runner, full_disk, 2, 512, skipped) == ((), [])
     assert skipped == {"gpu0": "not measured: No space left on device"}
+
+
+@pytest.mark.slow
+def test_the_probe_runs_its_gpu_half_after_the_cpus_and_stores_it(monkeypatch, tmp_path):
+    """probe_machine end to end with the GPU half wired in: a reduced CPU half, then the GPU
+    half on its own clock (its progress continues the bar to 100%), the figures stored with
+    the probe and read back. The build's ability to offload is the faked boundary, and the
+    "GPU" a table entry with this CPU's bandwidth (the models run on the CPU here)."""
+    from rooflight.runtime import loader
+    from rooflight.runtime import probe as rp
+    from rooflight.runtime import probe_gpu as pg
+    from rooflight.store.probes import ProbeStore
+
+    monkeypatch.setattr(pg, "_GPU_SHAPE", dict(n_embd=512, n_head=8, n_head_kv=2, head_dim=64, n_ff=1536))
+    monkeypatch.setattr(pg, "GPU_MODEL_BYTES", 24 << 20)
+    monkeypatch.setattr(pg, "TINY_DEEP_LAYERS", 8)
+    monkeypatch.setattr(pg, "GPU_BUDGET_S", 15.0)
+    monkeypatch.setattr(loader, "gpu_offload_supported", lambda: True)
+    from rooflight.hardware import detect
+
+    here = detect(measure_bandwidth=False)
+    hw = replace(here, backend="cuda", gpus=_hw({"gpus": [{"name": "Probe Test GPU", "vendor": "nvidia",
+                                                             "vram_total_bytes": 8 << 30, "bandwidth_gbs": 20.0,
+                                                             "fp16_tflops": 0.5}], "backend": "cuda"}).gpus)
+    seen: list[tuple[float, str]] = []
+    store = ProbeStore(tmp_path / "probes.sqlite3")
+    try:
+        run = rp.probe_machine(hw, weight_types=("F16",), budget_s=20.0, repeats=2, busy_threshold=0.5,
+                               keep_disturbed=True, image=False, store=store,
+                               progress=lambda f, m, s: seen.append((f, m)))
+        assert run.probe.gpu_half
+        gpu_steps = [f for f, m in seen if m.startswith("gpu0:")]
+        assert gpu_steps and gpu_steps == sorted(gpu_steps) and seen[-1][0] == 1.0
+        assert min(gpu_steps) >= max(f for f, m in seen if not m.startswith("gpu0:") and f < 1.0)
+        if run.probe.gpus:
+            (fig,) = run.probe.gpus
+            assert fig.name == "Probe Test GPU" and fig.backend == "cuda"
+            assert [d["device"] for d in run.to_dict()["devices"]] == ["cpu", "gpu0"]
+        else:  # the CPU's timings as a "GPU" could not be solved: said
+            assert run.skipped["gpu0"].startswith("not measured: ")
+        if run.stored:
+            assert store.get(run.probe.machine, run.probe.build).gpus == run.probe.gpus
+    finally:
+        store.close()
