@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 
 from rooflight.estimate.backend_constants import BACKENDS, BackendConstants
 from rooflight.estimate.config import RunConfig
+from rooflight.estimate.placement import gpu_name
 from rooflight.gguf.spec import ModelSpec
 
 PROBE_SOURCE = "measured by this machine's probe (rooflight probe: generated models on this GPU)"
@@ -90,8 +91,6 @@ def with_gpu_figures(hardware, figures: tuple[GpuFigures, ...]):
     """The profile with the probe's constants on the GPUs they were measured on (same plan
     name, same detected name, same backend); a what-if GPU, or another backend, keeps the
     table's."""
-    from rooflight.estimate.placement import gpu_name
-
     table = BACKENDS.get(hardware.backend)
     names = {gpu_name(g.index): g.name for g in hardware.gpus}
     same = [f for f in figures if f.backend == hardware.backend and names.get(f.device) == f.name]
@@ -189,8 +188,6 @@ def solve_prefill_efficiency(hardware, device: str, base: BackendConstants, run:
 def solve_h2d_gbs(hardware, device: str, constants: BackendConstants, run: Timed) -> float | None:
     """The copy rate that makes the estimator's op_offload prompt (no layer on the GPU) take
     the measured time, the GPU's other constants in place."""
-    from rooflight.estimate.placement import gpu_name
-
     base = with_constants(hardware, device, constants)
 
     def t(gbs: float) -> float:
@@ -208,8 +205,6 @@ def derive(hardware, device: str, *, short: Timed, deep: Timed, decode: dict[str
     the float figure, quant_type the quantized one and the decode constant; offload: the
     op_offload prompt, for the copy rate; short_prompt: the tiny 1-layer model's prompt, taken
     off the prompts'), and a note per figure that could not be solved (kept at the table's value)."""
-    from rooflight.estimate.placement import gpu_name
-
     table = BACKENDS[hardware.backend]
     gpu = next(g for g in hardware.gpus if gpu_name(g.index) == device)
     notes: list[str] = []

@@ -108,7 +108,19 @@ def probe_scope(profile) -> str:
 
 
 def probe_status(profile, path: Path | None = None) -> ProbeStatus:
-    """The probe state of this machine (profile as detected here) and build."""
+    """The probe state of this machine (profile as detected here) and build, with what a
+    user is told about it."""
+    status = _valid_status(profile, path)
+    if status.probe is not None and not status.probe.gpu_half and _gpu_half_would_run(profile):
+        # still valid for the CPU; its GPUs stand on the table until a probe measures them
+        return replace(status, message=status.message + " It predates the probe's GPU half: measure again to "
+                                                        "add each GPU's figures.")
+    return status
+
+
+def _valid_status(profile, path: Path | None) -> ProbeStatus:
+    """The stored probe's state for this machine and build, without the advice on its GPU
+    half (which asks llama.cpp whether the build offloads: current_probe need not)."""
     from rooflight.runtime.build import llama_build
     from rooflight.store.calibration import machine_key
 
@@ -121,10 +133,6 @@ def probe_status(profile, path: Path | None = None) -> ProbeStatus:
         # the same build now places weights otherwise (runtime/amx.py): other kernels run
         return ProbeStatus(None, "outdated", "The stored probe measured other llama.cpp CPU kernels than loads "
                                              "now use on this machine: measure it again.")
-    if status.probe is not None and not status.probe.gpu_half and _gpu_half_would_run(profile):
-        # still valid for the CPU; its GPUs stand on the table until a probe measures them
-        return replace(status, message=status.message + " It predates the probe's GPU half: measure again to "
-                                                        "add each GPU's figures.")
     return status
 
 
@@ -143,4 +151,4 @@ def _loads_use_extra_buffers() -> bool:
 
 def current_probe(profile, path: Path | None = None) -> MachineProbe | None:
     """The probe valid for this machine and llama.cpp build, or None."""
-    return probe_status(profile, path).probe
+    return _valid_status(profile, path).probe
