@@ -123,7 +123,7 @@ BACKENDS = {"cuda": CUDA, "metal": METAL, "rocm": ROCM, "vulkan": VULKAN, "sycl"
 # each family, each CPU weighted alike; leave-one-CPU-out error in README. The families read
 # memory differently: x86 desktops, laptops and servers reach 0.53-0.83 of the datasheet
 # peak, the ARM chips in the set (Apple M1/M2/M4 Max CPU clusters, a Raspberry Pi 4, Grace,
-# Graviton3/3E) differ among themselves: one ARM share is a compromise (README, CPU bullet).
+# Graviton3/3E) differ among themselves: one ARM share is a compromise (README "Accuracy": CPUs known by their datasheet).
 
 
 @dataclass(frozen=True)

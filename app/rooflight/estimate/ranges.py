@@ -33,7 +33,7 @@ MIN_RESIDUALS = 5
 # positions) on the project's 2-core EPYC VM, quiet (others used 0-2% of the CPU), right
 # after a probe with its decode models at 8x the last-level cache (2026-12-01 11:19 UTC):
 # decode ratios 0.72-1.37, prompt 0.66-0.96 (quantile_band of the nine of each). Checked
-# on a later run with a new probe (README "This machine after a probe"). The prompt band is
+# on a later run with a new probe (docs/ACCURACY_NOTES.md, "This machine after a probe"). The prompt band is
 # from the 14:11 run after prompts stopped counting the last block's FFN for every token
 # (estimate/output_rows.py): ratios 0.84-1.23, checked on the 14:13 run (7 of 9 inside).
 PROBE_DECODE_BAND = (0.80, 1.30)
