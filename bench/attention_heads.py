@@ -13,7 +13,7 @@ Prints the attention time per unit, per cached cell and query head, and per byte
 llama.cpp keeps a head's cached cells n_head_kv x head_dim x 2 bytes apart
 (llama-kv-cache.cpp: one row per cell holds every KV head), so an MHA cache is read in
 page-sized strides while a narrow GQA cache is nearly contiguous and shared by the query
-heads that use it: see README, "Machine probe", attention.
+heads that use it: see docs/PROBE_NOTES.md, attention.
 """
 
 from __future__ import annotations
