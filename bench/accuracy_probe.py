@@ -20,6 +20,11 @@ with the table-based ones, on shapes the probe never ran (issue 14's targets).
 4. --bench-with SHAPE: what one bench of that shape would then do to the others'
    estimates, its ratio applied per kernel (estimate/kernel_calibration.py) and per file
    type, on the same measurements.
+5. --save: writes the run as one JSON record under bench/results/accuracy/ (the machine's
+   hardware profile, the probe as stored, every row's predictions, ranges and measured runs),
+   so a figure README quotes can be checked, and rules that need probes of several machines
+   (bench/probe_type_transfer.py --results) can be tried on them. Commit the records a README
+   figure comes from.
 Exit 1 when a target is missed. Nothing here is stored for calibration.
 """
 
@@ -27,9 +32,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
+import os
+import re
 import statistics
 import sys
 import tempfile
+from datetime import UTC, datetime
+from importlib.metadata import version
 from pathlib import Path
 
 from rooflight.estimate import Calibration, Wishes, matmul_shape, plan
@@ -38,6 +48,7 @@ from rooflight.gguf.synthetic import write_model
 from rooflight.hardware import detect
 from rooflight.runtime.busy import Watch
 from rooflight.runtime.measure import measure
+from rooflight.runtime.probe import last_level_cache_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from gemma_model import gemma_270m_path  # noqa: E402 - the test suite's Gemma-3-270M
@@ -60,6 +71,7 @@ SHAPES = [
 ]
 GEN_TOKENS = 64
 DECODE_TARGET, PREFILL_TARGET, COVERAGE_TARGET = 0.10, 0.15, 0.80
+RESULTS_DIR = Path(__file__).resolve().parent / "results" / "accuracy"
 
 
 @contextlib.contextmanager
@@ -140,7 +152,8 @@ def run(models, hw, probe, repeats: int) -> tuple[list[dict], list[str]]:
                    prefill=(e.prefill_tok_s, t.prefill_tok_s, p), d_in=d_in, p_in=p_in,
                    flat=flat.performance.prefill_tok_s, spec=spec, wishes=w, kernels=e.kernels,
                    threads=est.config.n_threads, best=best, moved=moved,
-                   busy=statistics.median(shares[(name, prompt)]))
+                   busy=statistics.median(shares[(name, prompt)]), runs=runs,
+                   ranges=(e.decode_tok_s_range, e.prefill_tok_s_range))
         rows.append(row)
         if abs(e.decode_tok_s / d - 1) > DECODE_TARGET:
             failures.append(f"decode {name} @{prompt}: {pct(e.decode_tok_s, d)}")
@@ -225,6 +238,57 @@ def report(rows: list[dict], failures: list[str]) -> list[str]:
     return failures
 
 
+def record(hw, probe, rows: list[dict], *, repeats: int, load_before: float, when: datetime) -> dict:
+    """One run as JSON: enough to recompute every figure the report printed, and to price the
+    same shapes again with other rules (the hardware profile and the probe reload:
+    profile_from_dict, MachineProbe.from_dict)."""
+    def kind(r: dict, i: int) -> dict:
+        probe_s, table_s, measured = r["decode" if i == 0 else "prefill"]
+        return {"probe": round(probe_s, 3), "table": round(table_s, 3), "measured": round(measured, 3),
+                "runs": [round(x[i], 3) for x in r["runs"]], "range": [round(x, 3) for x in r["ranges"][i]],
+                "inside": r["d_in" if i == 0 else "p_in"]}
+
+    errs = {k: [abs(r[k][0] / r[k][2] - 1) for r in rows] for k in ("decode", "prefill")}
+    return {
+        "script": "bench/accuracy_probe.py",
+        "utc": when.isoformat(timespec="seconds"),
+        "repeats": repeats,
+        "load_1min_before": round(load_before, 2),
+        "hardware": hw.to_dict(),
+        "cpu_id": cpu_id(),
+        "last_level_cache_bytes": last_level_cache_bytes(),
+        "llama_cpp_python": version("llama-cpp-python"),
+        "probe": probe.to_dict(),
+        "rows": [{"name": r["name"], "prompt_tokens": r["prompt"], "gen_tokens": GEN_TOKENS, "basis": r["basis"],
+                  "n_threads": r["threads"], "others_cpu_share": round(r["busy"], 4),
+                  "decode_tok_s": kind(r, 0), "prefill_tok_s": kind(r, 1)} for r in rows],
+        "summary": {"decode_median_error": round(statistics.median(errs["decode"]), 4) if rows else None,
+                    "prefill_median_error": round(statistics.median(errs["prefill"]), 4) if rows else None,
+                    "inside": sum(r["d_in"] + r["p_in"] for r in rows), "of": 2 * len(rows)},
+    }
+
+
+def cpu_id() -> str | None:
+    """'family F model M stepping S' from /proc/cpuinfo: a VM's CPU name is often generic
+    ("Intel(R) Xeon(R) Processor"), its family and model are not. None where there is none."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    fields = dict(re.findall(r"^(cpu family|model|stepping)\s*:\s*(\S+)", text, re.M)[:3])
+    return " ".join(f"{k.split()[-1]} {fields[k]}" for k in ("cpu family", "model", "stepping") if k in fields) or None
+
+
+def save(rec: dict, folder: Path = RESULTS_DIR) -> Path:
+    """Write a record as accuracy_probe-<cpu>-<UTC time>.json in folder; its path."""
+    cpu = re.sub(r"[^a-z0-9]+", "-", rec["hardware"]["cpu"]["name"].lower()).strip("-") or "cpu"
+    stamp = datetime.fromisoformat(rec["utc"]).strftime("%Y%m%dT%H%MZ")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"accuracy_probe-{cpu}-{stamp}.json"
+    path.write_text(json.dumps(rec, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="three shapes and Gemma at 512 only, one repeat")
@@ -234,7 +298,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="probe now even if a stored probe is current (this VM drifts within the hour)")
     ap.add_argument("--bench-with", metavar="SHAPE",
                     help="also show what one bench of this shape (at 512 positions) does to the others' estimates")
+    ap.add_argument("--save", action="store_true", help=f"write the run as JSON under {RESULTS_DIR}")
     args = ap.parse_args(argv)
+    load_before, started = os.getloadavg()[0], datetime.now(UTC)
     hw = detect()
     print(f"machine: {hw.cpu.name}, {hw.cpu.cores} cores, RAM bandwidth {hw.cpu.ram_bandwidth_gbs:.1f} GB/s")
     probe = the_probe(hw, args.keep_disturbed, args.fresh_probe)
@@ -246,8 +312,12 @@ def main(argv: list[str] | None = None) -> int:
         models = [(n, write_model(Path(tmp) / f"{n}.gguf", context_length=8192, tiled=True, **kw), (512,))
                   for n, kw in shapes]
         models.append(("gemma-3-270m-Q4_K_M", gemma_270m_path(), (512,) if args.quick else (512, 4096)))
-        rows, failures = run(models, hw, probe, 1 if args.quick else args.repeats)
+        repeats = 1 if args.quick else args.repeats
+        rows, failures = run(models, hw, probe, repeats)
     failures = report(rows, failures)
+    if args.save:
+        path = save(record(hw, probe, rows, repeats=repeats, load_before=load_before, when=started))
+        print(f"\nsaved: {path}")
     if args.bench_with:
         one_bench(rows, hw, probe, args.bench_with)
     print()

@@ -1,0 +1,86 @@
+"""bench/accuracy_probe.py --save writes a run as a JSON record that reloads exactly (hardware
+profile, probe, every row's figures), and bench/probe_type_transfer.py --results prices the
+weight types of every saved probe with its own machine's profile."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import statistics
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rooflight.estimate.probe import AttentionCost, FixedCosts, KernelFigure, MachineProbe
+from rooflight.hardware import profile_from_dict
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _bench(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+accuracy_probe = _bench("accuracy_probe")
+probe_type_transfer = _bench("probe_type_transfer")
+
+HW = profile_from_dict({"cpu": {"name": "Test CPU (R) 9000", "cores": 2, "threads": 2, "isa": ["avx2"],
+                                "ram_total_bytes": 16 * 10**9, "ram_available_bytes": 12 * 10**9,
+                                "ram_bandwidth_gbs": 20.0, "max_freq_mhz": 3000},
+                        "gpus": [], "backend": "cpu"}, measure_bandwidth=False)
+PROBE = MachineProbe(machine="m", build="b", n_threads=2, n_ubatch=512,
+                     kernels=(KernelFigure("Q8_0", 0.05e-9, 0.02e-9, 21.0, "memory"),
+                              KernelFigure("F16", 0.08e-9, 0.025e-9, 25.0, "memory"),
+                              KernelFigure("Q6_K", 0.06e-9, 0.03e-9, 14.0, "compute")),
+                     attention=(AttentionCost(True, 0.3e-9, 0.03e-9),), fixed=FixedCosts(70e-6, 25e-6, 3e-9),
+                     spread=0.1, disturbed=False, created_at=1.0)
+
+
+def _row(name: str, decode: tuple[float, float, float], prefill: tuple[float, float, float],
+         runs: list[tuple[float, float]], d_in: bool, p_in: bool) -> dict:
+    """A row as accuracy_probe.run() builds it: (probe, table, measured median) per kind."""
+    return dict(name=name, prompt=512, basis="probe", decode=decode, prefill=prefill, d_in=d_in, p_in=p_in,
+                threads=2, busy=0.01, runs=runs, ranges=((decode[0] * 0.8, decode[0] * 1.3),
+                                                         (prefill[0] * 0.88, prefill[0] * 1.21)))
+
+
+def test_save_writes_a_record_that_reloads_exactly(tmp_path):
+    rows = [_row("a", (110.0, 150.0, 100.0), (1000.0, 2000.0, 900.0), [(99.0, 880.0), (100.0, 900.0)], True, False),
+            _row("b", (50.0, 70.0, 52.0), (400.0, 300.0, 410.0), [(52.0, 410.0), (53.0, 400.0)], True, True)]
+    when = datetime(2026, 12, 6, 4, 30, 12, tzinfo=UTC)
+    rec = accuracy_probe.record(HW, PROBE, rows, repeats=2, load_before=0.42, when=when)
+    path = accuracy_probe.save(rec, tmp_path)
+    assert path.name == "accuracy_probe-test-cpu-r-9000-20261206T0430Z.json"
+    back = json.loads(path.read_text(encoding="utf-8"))
+    assert back["utc"] == "2026-12-06T04:30:12+00:00" and back["repeats"] == 2 and back["load_1min_before"] == 0.42
+    assert back["llama_cpp_python"] and back["last_level_cache_bytes"] > 0  # which build, what cache
+    first = back["rows"][0]
+    assert first["decode_tok_s"] == {"probe": 110.0, "table": 150.0, "measured": 100.0, "runs": [99.0, 100.0],
+                                     "range": [88.0, 143.0], "inside": True}
+    assert first["prefill_tok_s"]["runs"] == [880.0, 900.0] and first["prefill_tok_s"]["inside"] is False
+    assert back["summary"] == {
+        "decode_median_error": round(statistics.median([0.10, abs(50 / 52 - 1)]), 4),
+        "prefill_median_error": round(statistics.median([abs(1000 / 900 - 1), abs(400 / 410 - 1)]), 4),
+        "inside": 3, "of": 4}
+    # the hardware profile and the probe come back as they were: the record can be priced again
+    (name, hw, probe), = probe_type_transfer.saved_probes([str(tmp_path)])
+    assert name == path.name and hw == HW and probe == PROBE
+
+
+def test_type_transfer_prices_every_saved_probe(tmp_path, capsys):
+    for minute in (1, 2):
+        rec = accuracy_probe.record(HW, PROBE, [], repeats=1, load_before=0.0,
+                                    when=datetime(2026, 12, 6, 4, minute, tzinfo=UTC))
+        accuracy_probe.save(rec, tmp_path)
+    (tmp_path / "notes.txt").write_text("not a record")  # other files in the folder are left alone
+    assert probe_type_transfer.main(["--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("probe of 3 types (Q8_0, F16, Q6_K)") == 2
+    assert "all 2 probes, 6 types:" in out
+
+
+def test_type_transfer_without_records_says_what_to_run(tmp_path, capsys):
+    assert probe_type_transfer.main(["--results", str(tmp_path / "none")]) == 1
+    assert "run bench/accuracy_probe.py --save" in capsys.readouterr().out
