@@ -2,7 +2,7 @@
 with the table-based ones, on shapes the probe never ran (issue 14's targets).
 
     python bench/accuracy_probe.py [--quick] [--keep-disturbed] [--repeats N] [--fresh-probe]
-                                   [--bench-with SHAPE]
+                                   [--probe-budget SECONDS] [--bench-with SHAPE] [--save]
     (also: python bench/accuracy.py --probe)
 
 1. Uses the stored probe of this machine and llama.cpp build, or runs one (30 s; always
@@ -88,8 +88,8 @@ def pct(pred: float, real: float) -> str:
     return f"{(pred / real - 1) * 100:+6.1f}%"
 
 
-def the_probe(hw, keep_disturbed: bool, fresh: bool = False):
-    from rooflight.runtime.probe import probe_machine
+def the_probe(hw, keep_disturbed: bool, fresh: bool = False, budget_s: float | None = None):
+    from rooflight.runtime.probe import BUDGET_S, probe_machine
     from rooflight.store.probes import probe_status
 
     status = probe_status(hw)
@@ -98,7 +98,7 @@ def the_probe(hw, keep_disturbed: bool, fresh: bool = False):
         print_figures(status.probe)
         return status.probe
     print(f"probe: {'a fresh one asked for.' if fresh else status.message} Running `rooflight probe`...")
-    run = probe_machine(hw, keep_disturbed=keep_disturbed,
+    run = probe_machine(hw, keep_disturbed=keep_disturbed, budget_s=budget_s or BUDGET_S,
                         progress=lambda f, m, s: print(f"  {f:4.0%} {m}", flush=True))
     if not run.stored:
         print(f"probe: {run.refused}")
@@ -299,11 +299,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bench-with", metavar="SHAPE",
                     help="also show what one bench of this shape (at 512 positions) does to the others' estimates")
     ap.add_argument("--save", action="store_true", help=f"write the run as JSON under {RESULTS_DIR}")
+    ap.add_argument("--probe-budget", type=float, metavar="SECONDS",
+                    help="the fresh probe's budget (default rooflight probe's 30 s): a longer one measures every "
+                         "weight type, which tells the budget's misses from the estimate's")
     args = ap.parse_args(argv)
     load_before, started = os.getloadavg()[0], datetime.now(UTC)
     hw = detect()
     print(f"machine: {hw.cpu.name}, {hw.cpu.cores} cores, RAM bandwidth {hw.cpu.ram_bandwidth_gbs:.1f} GB/s")
-    probe = the_probe(hw, args.keep_disturbed, args.fresh_probe)
+    if args.probe_budget is not None and args.probe_budget <= 0:
+        ap.error("--probe-budget must be more than 0 seconds")
+    probe = the_probe(hw, args.keep_disturbed, args.fresh_probe or args.probe_budget is not None, args.probe_budget)
     if probe is None:
         print("no probe: nothing to check (it was not stored: the reason is above)")
         return 1
