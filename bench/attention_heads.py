@@ -57,8 +57,8 @@ def main() -> int:
                                n_head=n_head, n_head_kv=n_kv, head_dim=width, n_ff=256)
             spec = load_model_spec(str(path))
             cfg = plan(spec, hw, Wishes(n_ctx=args.long + 256, n_gpu_layers=0, flash_attn="on")).config
-            units = (cpu_attention_units(spec, cfg, args.long + SHORT + GEN / 2)
-                     - cpu_attention_units(spec, cfg, SHORT + GEN / 2))
+            units = (cpu_attention_units(spec, cfg, args.long + SHORT + GEN / 2, hw.cpu.isa)
+                     - cpu_attention_units(spec, cfg, SHORT + GEN / 2, hw.cpu.isa))
             models.append(((n_head, n_kv, width, n_layer), _Model(path, cfg.n_threads, args.long + 256, True, 512),
                            units))
         best: dict[tuple, list[float]] = {}

@@ -102,7 +102,8 @@ def main() -> int:
     ap.add_argument("--multiples", type=_multiples, help="comma-separated weights / cache points (default: "
                     + ",".join(f"{m:g}" for m in CACHE_MULTIPLES) + "); past 8x: do large models pay the probe's figure?")
     args = ap.parse_args()
-    probe = current_probe(detect())
+    hw = detect()
+    probe = current_probe(hw)
     if probe is None:
         print("No probe of this machine and build is stored: run `rooflight probe` first.", file=sys.stderr)
         return 2
@@ -136,7 +137,7 @@ def main() -> int:
             _, nbytes = _weights_of(model.spec, wt, prompt=False)
             other = fixed_s(probe, n_layer, model.spec.n_vocab)
             if att is not None:
-                other += att.decode_s_per_unit * cpu_attention_units(model.spec, cfg, 4 + min(tokens, 256) / 2)
+                other += att.decode_s_per_unit * cpu_attention_units(model.spec, cfg, 4 + min(tokens, 256) / 2, hw.cpu.isa)
             spread = (max(runs[n_layer]) - min(runs[n_layer])) / t
             rows.append((nbytes / llc, (t - other) / nbytes, spread))
             model.close()

@@ -84,7 +84,8 @@ def main() -> int:
     figures = []
     for i, (_, _, spec, cfg) in enumerate(models):
         t_short, t_long = 1 / best[(i, SHORT)], 1 / best[(i, args.long)]
-        units = (cpu_attention_units(spec, cfg, args.long + GEN / 2) - cpu_attention_units(spec, cfg, SHORT + GEN / 2))
+        units = (cpu_attention_units(spec, cfg, args.long + GEN / 2, hw.cpu.isa)
+                 - cpu_attention_units(spec, cfg, SHORT + GEN / 2, hw.cpu.isa))
         figures.append((t_long - t_short) / units)
     old, new = figures[0], figures[1]
     print(f"{'model':40} {'ns/unit':>8} {'/ before':>9} {'/ now':>7}")

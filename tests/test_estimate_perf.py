@@ -267,3 +267,38 @@ def test_a_prompt_fed_a_token_at_a_time_reads_the_whole_cache_each_step():
     wide = plan(spec, hw, Wishes(**wishes, n_batch=512, n_ubatch=512))
     t_wide, _ = prefill_time_s(spec, hw, wide.config, wide.memory, 64, start=32768)
     assert t_wide < t_prompt / 10
+
+
+def test_narrow_heads_accumulate_v_in_scalar_code_past_the_f16_simd_block():
+    """ggml_vec_mad_f16 takes a head's V row GGML_F16_STEP elements at a time and the rest
+    one by one (vec.h): a 64-wide head runs all of it scalar on AVX512-FP16 (blocks of 128),
+    none on AVX-512 without FP16 (64), AVX2 (32) or SVE; measured on an AMX Xeon VM, the
+    attention of the 25M and 100M accuracy shapes (64 wide) took 1.55 and 4.91 ms a token more
+    at 512 positions than at 16, which the unit model alone priced at 0.80 and 0.96."""
+    from rooflight.estimate.perf import SCALAR_V_CYCLES, cpu_attention_units, f16_simd_block
+
+    assert [f16_simd_block(isa) for isa in (("avx2", "avx512f", "avx512_fp16"), ("avx2", "avx512f"), ("avx2",),
+                                            ("neon", "fp16_va"), ("neon",), ("neon", "sve"), ())] == \
+        [128, 64, 32, 32, 16, None, None]
+    narrow = llama(n_embd=1024, n_head=16, n_head_kv=4, head_dim=64, n_layer=4)
+    wide = llama(n_embd=2048, n_head=16, n_head_kv=4, head_dim=128, n_layer=4)
+    cfg = RunConfig(n_ctx=4096, n_gpu_layers=0, n_threads=2, flash_attn=True)
+    fp16, avx512 = ("avx2", "avx512f", "avx512_fp16"), ("avx2", "avx512f")
+
+    def units(spec, isa, c=cfg):
+        return cpu_attention_units(spec, c, 1000, isa)
+
+    # every V element of every query head and cell, scalar: n_head x 64 x the cycles each
+    extra = units(narrow, fp16) - units(narrow, avx512)
+    assert extra == pytest.approx(4 * 1000 * 16 * 64 * SCALAR_V_CYCLES, rel=0.01)
+    assert units(narrow, avx512) == units(narrow, ("avx2",)) == units(narrow, ())
+    assert units(wide, fp16) == units(wide, avx512)  # 128 wide: whole blocks everywhere
+    # only the flash-attention decode path with an F16 cache accumulates in F16
+    assert units(narrow, fp16, replace(cfg, flash_attn=False)) == units(narrow, (), replace(cfg, flash_attn=False))
+    assert units(narrow, fp16, replace(cfg, kv_type="q8_0")) == units(narrow, (), replace(cfg, kv_type="q8_0"))
+    # and the estimate follows: a long context decodes slower on the AVX512-FP16 CPU
+    hw = machine(ram=64 * GiB, backend="cpu")
+    on = {isa: plan(narrow, replace(hw, cpu=replace(hw.cpu, isa=isa)),
+                    Wishes(n_ctx=8192, n_threads=2, prompt_tokens=4096, flash_attn="on")).performance.decode_tok_s
+          for isa in (fp16, avx512)}
+    assert on[fp16] < 0.9 * on[avx512]

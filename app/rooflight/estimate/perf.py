@@ -462,7 +462,7 @@ def decode_parts_s(
             # the probe measured attention as time per modelled cycle (cache reads included)
             assert probe is not None  # cpu_weights come from a probe
             att = probe.attention_for(cfg.flash_attn)
-            cyc = _cpu_attention_cycles(spec, cfg, position, start, end)
+            cyc = _cpu_attention_cycles(spec, cfg, position, start, end, hardware.cpu.isa)
             if att is not None:
                 parts["compute"] += cyc * att.decode_s_per_unit
                 tally(kernels, ATTENTION_KERNEL, cyc * att.decode_s_per_unit)
@@ -471,7 +471,7 @@ def decode_parts_s(
             continue
         reads[dev] = sum(kv_reads[start:end], reads.get(dev, 0.0))
         if dev == CPU:
-            attention_cycles += _cpu_attention_cycles(spec, cfg, position, start, end)
+            attention_cycles += _cpu_attention_cycles(spec, cfg, position, start, end, hardware.cpu.isa)
     if fixed.cpu_weights is not None:
         parts["memory"] += fixed.cpu_weights["memory"]
         parts["compute"] += fixed.cpu_weights["compute"]
@@ -499,10 +499,10 @@ def decode_time_s(
     return sum(parts.values()), parts["overhead"]
 
 
-def cpu_attention_units(spec: ModelSpec, cfg: RunConfig, position: float) -> float:
+def cpu_attention_units(spec: ModelSpec, cfg: RunConfig, position: float, isa: Iterable[str] = ()) -> float:
     """The decode attention model's cycles for one token at `position`, all layers (what a
-    probe's attention figure is seconds per)."""
-    return _cpu_attention_cycles(spec, cfg, int(position), 0, spec.n_layer)
+    probe's attention figure is seconds per), on a CPU with these ISA flags (f16_simd_block)."""
+    return _cpu_attention_cycles(spec, cfg, int(position), 0, spec.n_layer, isa)
 
 
 # CPU cycles for decode attention (one query row against the cache), by flash attention
@@ -516,18 +516,54 @@ def cpu_attention_units(spec: ModelSpec, cfg: RunConfig, position: float) -> flo
 # multiply-add without GQA, split the same way.
 _ATTENTION_CYCLES = {True: (0.9, 0.1), False: (0.5, 0.05)}  # (per KV element, per MAC)
 
+# With flash attention, each query head adds every cached V row into an F16 accumulator with
+# ggml_vec_mad_f16 (ggml-cpu/ops.cpp flash_attn_ext_f16_one_chunk, the decode path, F16
+# cache; vec.h), whose SIMD loop covers the head width in blocks of GGML_F16_STEP elements and
+# leaves the rest to a scalar loop converting each element F16 -> F32 -> F16
+# (simd-mappings.h): blocks of 128 with AVX512-FP16 (a native build on Sapphire Rapids and
+# later), 64 with AVX-512 otherwise, 32 with AVX/AVX2 and with NEON's FP16 arithmetic, 16
+# with NEON without it; SVE's loop is predicated. So a 64-wide head (gpt-oss, Llama 3.2 1B,
+# Qwen2.5 0.5B...) on an AVX512-FP16 CPU accumulates V entirely in scalar code. A scalar
+# element costs this many of the cycles above: fitted on one attention-only shape (MHA 16/16,
+# 64 against 128 wide: bench/attention_heads.py on an AMX Xeon VM, 2026-12-06: 2.95); the
+# other 64-wide shapes, held out, came within -6% to +37% where the unit model alone was
+# 55-85% low (README, "Machine probe").
+SCALAR_V_CYCLES = 3.0
 
-def _cpu_attention_cycles(spec: ModelSpec, cfg: RunConfig, position: int, start: int, end: int) -> float:
+
+def f16_simd_block(isa: Iterable[str]) -> int | None:
+    """GGML_F16_STEP of a native llama.cpp build on a CPU with these flags: the elements
+    ggml_vec_mad_f16's SIMD loop takes at a time; None where no remainder is left scalar
+    (SVE) or the flags say nothing."""
+    flags = set(isa)
+    if "sve" in flags:
+        return None
+    if "avx512_fp16" in flags:
+        return 128
+    if "avx512f" in flags:
+        return 64
+    if flags & {"avx", "avx2"}:
+        return 32
+    if "neon" in flags:
+        return 32 if "fp16_va" in flags else 16
+    return None
+
+
+def _cpu_attention_cycles(spec: ModelSpec, cfg: RunConfig, position: int, start: int, end: int,
+                          isa: Iterable[str] = ()) -> float:
     """Cycles for attention over the cached positions of layers [start, end) for one token."""
     # the kernel skips masked cells (padding, positions not yet written) before any work
     seen = kv_cells_seen(spec, cfg, position, padded=False)
     per_element, per_mac = _ATTENTION_CYCLES[bool(cfg.flash_attn)]
+    block = f16_simd_block(isa) if cfg.flash_attn and cfg.kv_type == "f16" else None
     cycles = 0.0
     for il in range(start, end):
         if seen[il]:
             n_kv = spec.n_head_kv[il] or spec.n_head[il]
-            per_position = sum(spec.head_dims(il))
-            cycles += seen[il] * per_position * (n_kv * per_element + spec.n_head[il] * per_mac)
+            dk, dv = spec.head_dims(il)
+            scalar = dv % block if block else 0  # V elements past the SIMD loop's last block
+            cycles += seen[il] * ((dk + dv) * (n_kv * per_element + spec.n_head[il] * per_mac)
+                                  + spec.n_head[il] * scalar * SCALAR_V_CYCLES)
     return cycles
 
 

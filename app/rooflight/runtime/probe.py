@@ -870,11 +870,11 @@ def probe_machine(
             huge=(VOCAB_HUGE, huge_run.value, s_per_weight * (VOCAB_HUGE - VOCAB_LARGE) * _TINY_SHAPE["n_embd"]))
 
     fixed = fixed_with(0.0)
-    kernels, attention = _derive(fixed, attn_raw, kernel_raw, n_ubatch, n_threads)
+    kernels, attention = _derive(fixed, attn_raw, kernel_raw, n_ubatch, n_threads, profile.cpu.isa)
     f16 = next((k for k in kernels if k.weight_type == "F16"), None)
     if f16 is not None:
         fixed = fixed_with(f16.decode_s_per_weight)
-        kernels, attention = _derive(fixed, attn_raw, kernel_raw, n_ubatch, n_threads)
+        kernels, attention = _derive(fixed, attn_raw, kernel_raw, n_ubatch, n_threads, profile.cpu.isa)
 
     fixed_disturbed = any(r.disturbed for r in fixed_raw)
     attn_disturbed = any(r.disturbed for r in attn_runs)
@@ -1140,7 +1140,7 @@ def _expert_costs(expert_raw, profile, kernels, attention, fixed, n_threads: int
     return tuple(costs)
 
 
-def _derive(fixed: FixedCosts, attn_raw, kernel_raw, n_ubatch: int, n_threads: int):
+def _derive(fixed: FixedCosts, attn_raw, kernel_raw, n_ubatch: int, n_threads: int, isa: tuple[str, ...] = ()):
     """Figures from the raw runs: attention needs the F16 prompt kernel to subtract the
     attention model's weights, the kernels need attention and fixed costs to subtract theirs;
     one pass with attention taken as zero for the kernels' tiny share, then the real one."""
@@ -1152,7 +1152,7 @@ def _derive(fixed: FixedCosts, attn_raw, kernel_raw, n_ubatch: int, n_threads: i
                          n_batch=n_ubatch, n_ubatch=n_ubatch)
 
     def other_decode(spec, n_tokens_before: float, att: AttentionCost | None) -> float:
-        units = cpu_attention_units(spec, cfg(True), n_tokens_before)
+        units = cpu_attention_units(spec, cfg(True), n_tokens_before, isa)
         return (fixed.token_s + fixed.layer_s * spec.n_layer + fixed.vocab_cost_s(spec.n_vocab)
                 + (att.decode_s_per_unit * units if att else 0.0))
 
@@ -1179,8 +1179,8 @@ def _derive(fixed: FixedCosts, attn_raw, kernel_raw, n_ubatch: int, n_threads: i
         n_ub = -(-ATTN_PROMPT // n_ubatch)
         costs.append(attention_cost(
             fa, decode_short_s=short.value, decode_long_s=long.value,
-            units_short=cpu_attention_units(spec, cfg(fa), 4 + min(n, 256) / 2),
-            units_long=cpu_attention_units(spec, cfg(fa), 16 + ATTN_PROMPT + min(n, 256) / 2),
+            units_short=cpu_attention_units(spec, cfg(fa), 4 + min(n, 256) / 2, isa),
+            units_long=cpu_attention_units(spec, cfg(fa), 16 + ATTN_PROMPT + min(n, 256) / 2, isa),
             prefill_s=pp.value, prefill_other_s=weights_s + fixed.layer_s * spec.n_layer * n_ub,
             prefill_flops=prefill_attention_flops(spec, 16, ATTN_PROMPT, n_ubatch),
             spread=max(short.spread, long.spread, pp.spread)))

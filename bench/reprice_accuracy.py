@@ -1,0 +1,96 @@
+"""Price the runs bench/accuracy_probe.py --save kept again, with the estimator as it is now:
+what an estimator change does to every saved measurement, without measuring anything.
+
+    python bench/reprice_accuracy.py [PATH ...]   (files or folders; default bench/results/accuracy/)
+
+Each record holds the machine's hardware profile, the probe its run stood on, and every row's
+measured runs. The shapes are generated again (bench/accuracy_probe.py SHAPES, random weights:
+only their header matters here), each row is planned as the run planned it (the record's
+profile and probe, the same wishes), and its new estimate is printed beside the one the run
+printed and the measured median, as predicted / measured - 1, with the median errors and the
+count inside the printed range, old and new. A change that helps one shape and hurts others
+shows here first; the saved runs are measurements no constant of the change was fitted on
+unless the change says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from rooflight.estimate import Calibration, Wishes, plan
+from rooflight.estimate.probe import MachineProbe
+from rooflight.gguf import load_model_spec
+from rooflight.gguf.synthetic import write_model
+from rooflight.hardware import profile_from_dict
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from accuracy_probe import GEN_TOKENS, RESULTS_DIR, SHAPES  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from gemma_model import gemma_270m_path  # noqa: E402 - the test suite's Gemma-3-270M
+
+KINDS = (("decode_tok_s", "decode"), ("prefill_tok_s", "prefill"))
+
+
+def records(paths: list[str]) -> list[Path]:
+    return sorted(f for p in (paths or [str(RESULTS_DIR)]) for f in
+                  (Path(p).glob("accuracy_probe-*.json") if Path(p).is_dir() else [Path(p)]) if f.is_file())
+
+
+def reprice(rec: dict, specs: dict) -> list[dict]:
+    """Every row of a record with its new estimate: {name, prompt, KIND: (old, new, measured,
+    old inside, new inside)}."""
+    hw = profile_from_dict(rec["hardware"], detect_cpu_if_missing=False, measure_bandwidth=False)
+    cal = Calibration(probe=MachineProbe.from_dict(rec["probe"]))
+    out = []
+    for row in rec["rows"]:
+        prompt = row["prompt_tokens"]
+        w = Wishes(n_ctx=max(2048, 2 * prompt), n_gpu_layers=0, prompt_tokens=prompt,
+                   gen_tokens=row.get("gen_tokens", GEN_TOKENS))
+        perf = plan(specs[row["name"]], hw, w, calibration=cal).performance
+        new = {"decode_tok_s": (perf.decode_tok_s, perf.decode_tok_s_range),
+               "prefill_tok_s": (perf.prefill_tok_s, perf.prefill_tok_s_range)}
+        entry = {"name": row["name"], "prompt": prompt}
+        for key, _ in KINDS:
+            got, (value, (low, high)) = row[key], new[key]
+            entry[key] = (got["probe"], value, got["measured"], got["inside"], low <= got["measured"] <= high)
+        out.append(entry)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("paths", nargs="*", metavar="PATH")
+    args = ap.parse_args(argv)
+    files = records(args.paths)
+    if not files:
+        print(f"no saved record: run bench/accuracy_probe.py --save (they go to {RESULTS_DIR})")
+        return 1
+    with tempfile.TemporaryDirectory() as tmp:
+        specs = {n: load_model_spec(str(write_model(Path(tmp) / f"{n}.gguf", context_length=8192, tiled=True, **kw)))
+                 for n, kw in SHAPES}
+        specs["gemma-3-270m-Q4_K_M"] = load_model_spec(str(gemma_270m_path()))
+        for f in files:
+            rows = reprice(json.loads(f.read_text(encoding="utf-8")), specs)
+            print(f"\n{f.name}")
+            print(f"{'model':24}{'pos':>6} | {'decode: run / now':>20} | {'prefill: run / now':>20}")
+            for r in rows:
+                cells = [f"{o / m - 1:+8.1%}{'' if oi else '*'} {n / m - 1:+8.1%}{'' if ni else '*'}"
+                         for o, n, m, oi, ni in (r[k] for k, _ in KINDS)]
+                print(f"{r['name']:24}{r['prompt']:6} | {cells[0]:>20} | {cells[1]:>20}")
+            for key, label in KINDS:
+                old = statistics.median(abs(r[key][0] / r[key][2] - 1) for r in rows)
+                new = statistics.median(abs(r[key][1] / r[key][2] - 1) for r in rows)
+                print(f"{label}: median error {old:.1%} -> {new:.1%}")
+            inside = [sum(r[k][i] for r in rows for k, _ in KINDS) for i in (3, 4)]
+            print(f"inside the printed range: {inside[0]} -> {inside[1]} of {2 * len(rows)} (* outside)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
