@@ -525,9 +525,10 @@ _ATTENTION_CYCLES = {True: (0.9, 0.1), False: (0.5, 0.05)}  # (per KV element, p
 # with NEON without it; SVE's loop is predicated. So a 64-wide head (gpt-oss, Llama 3.2 1B,
 # Qwen2.5 0.5B...) on an AVX512-FP16 CPU accumulates V entirely in scalar code. A scalar
 # element costs this many of the cycles above: fitted on one attention-only shape (MHA 16/16,
-# 64 against 128 wide: bench/attention_heads.py on an AMX Xeon VM, 2026-12-06: 2.95); the
-# other 64-wide shapes, held out, came within -6% to +37% where the unit model alone was
-# 55-85% low (README, "Machine probe").
+# 64 against 128 wide: bench/attention_heads.py on an AMX Xeon VM, 2026-12-06: 2.95). Held
+# out on that VM: thirteen shapes of 64-192 wide heads at x0.73-1.34 of the probe shape's cost
+# per unit (x1.3-6.5 without it), the attention of three 64-wide models, gpt-oss-20b's layout
+# among them, measured x0.69-1.08 of the estimate (x1.9-5.5) (docs/DECISIONS.md, "Narrow heads").
 SCALAR_V_CYCLES = 3.0
 
 
