@@ -42,6 +42,24 @@ def records(paths: list[str]) -> list[Path]:
                   (Path(p).glob("accuracy_probe-*.json") if Path(p).is_dir() else [Path(p)]) if f.is_file())
 
 
+class Specs(dict):
+    """Each shape's ModelSpec, generated the first time a record names it (in folder)."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__()
+        self.folder, self.shapes = folder, dict(SHAPES)
+
+    def __missing__(self, name: str):
+        if name in self.shapes:
+            path = write_model(self.folder / f"{name}.gguf", context_length=8192, tiled=True, **self.shapes[name])
+        elif name.startswith("gemma-3-270m"):
+            path = gemma_270m_path()
+        else:
+            raise KeyError(f"{name}: not a shape of bench/accuracy_probe.py")
+        self[name] = load_model_spec(str(path))
+        return self[name]
+
+
 def reprice(rec: dict, specs: dict) -> list[dict]:
     """Every row of a record with its new estimate: {name, prompt, KIND: (old, new, measured,
     old inside, new inside)}."""
@@ -72,9 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no saved record: run bench/accuracy_probe.py --save (they go to {RESULTS_DIR})")
         return 1
     with tempfile.TemporaryDirectory() as tmp:
-        specs = {n: load_model_spec(str(write_model(Path(tmp) / f"{n}.gguf", context_length=8192, tiled=True, **kw)))
-                 for n, kw in SHAPES}
-        specs["gemma-3-270m-Q4_K_M"] = load_model_spec(str(gemma_270m_path()))
+        specs = Specs(Path(tmp))
         for f in files:
             rows = reprice(json.loads(f.read_text(encoding="utf-8")), specs)
             print(f"\n{f.name}")

@@ -10,6 +10,8 @@ import statistics
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from rooflight.estimate.probe import AttentionCost, FixedCosts, KernelFigure, MachineProbe
 from rooflight.hardware import profile_from_dict
 
@@ -84,3 +86,27 @@ def test_type_transfer_prices_every_saved_probe(tmp_path, capsys):
 def test_type_transfer_without_records_says_what_to_run(tmp_path, capsys):
     assert probe_type_transfer.main(["--results", str(tmp_path / "none")]) == 1
     assert "run bench/accuracy_probe.py --save" in capsys.readouterr().out
+
+
+def test_reprice_plans_a_saved_row_again_as_the_run_planned_it(tmp_path, capsys):
+    """A record of the 25M shape whose 'probe' column is what plan() gives now: priced again,
+    the old and the new estimate agree to the digit, and the range check is redone."""
+    reprice = _bench("reprice_accuracy")
+    from rooflight.estimate import Calibration, Wishes, plan
+
+    specs = reprice.Specs(tmp_path)
+    name = "llama-25M-F16-mha"
+    w = Wishes(n_ctx=2048, n_gpu_layers=0, prompt_tokens=512, gen_tokens=accuracy_probe.GEN_TOKENS)
+    perf = plan(specs[name], HW, w, calibration=Calibration(probe=PROBE)).performance
+    measured = (perf.decode_tok_s * 0.9, perf.prefill_tok_s * 2.0)  # inside, and far outside, the ranges
+    row = _row(name, (perf.decode_tok_s, 1.0, measured[0]), (perf.prefill_tok_s, 1.0, measured[1]),
+               [measured], True, False)
+    row["ranges"] = (perf.decode_tok_s_range, perf.prefill_tok_s_range)
+    path = accuracy_probe.save(accuracy_probe.record(HW, PROBE, [row], repeats=1, load_before=0.0,
+                                                     when=datetime(2026, 12, 6, 5, 0, tzinfo=UTC)), tmp_path)
+    (again,) = reprice.reprice(json.loads(path.read_text(encoding="utf-8")), specs)
+    old, new, got, old_in, new_in = again["decode_tok_s"]
+    assert new == pytest.approx(old, rel=1e-3) and got == round(measured[0], 3) and old_in and new_in
+    assert again["prefill_tok_s"][3:] == (False, False)
+    assert reprice.main([str(path)]) == 0
+    assert "inside the printed range: 1 -> 1 of 2" in capsys.readouterr().out
