@@ -43,9 +43,10 @@ from importlib.metadata import version
 from pathlib import Path
 
 from rooflight.estimate import Calibration, Wishes, matmul_shape, plan
+from rooflight.estimate.probe import MachineProbe
 from rooflight.gguf import load_model_spec
 from rooflight.gguf.synthetic import write_model
-from rooflight.hardware import detect
+from rooflight.hardware import HardwareProfile, detect, profile_from_dict
 from rooflight.runtime.busy import Watch
 from rooflight.runtime.measure import measure
 from rooflight.runtime.probe import last_level_cache_bytes
@@ -277,6 +278,19 @@ def cpu_id() -> str | None:
         return None
     fields = dict(re.findall(r"^(cpu family|model|stepping)\s*:\s*(\S+)", text, re.M)[:3])
     return " ".join(f"{k.split()[-1]} {fields[k]}" for k in ("cpu family", "model", "stepping") if k in fields) or None
+
+
+def record_files(paths: list[str] | None = None) -> list[Path]:
+    """The saved records in these files and folders (default RESULTS_DIR), sorted."""
+    return sorted(f for p in (paths or [str(RESULTS_DIR)]) for f in
+                  (Path(p).glob("accuracy_probe-*.json") if Path(p).is_dir() else [Path(p)]) if f.is_file())
+
+
+def load_record(path: Path) -> tuple[dict, HardwareProfile, MachineProbe]:
+    """A saved record, its machine's hardware profile and the probe its run stood on."""
+    rec = json.loads(path.read_text(encoding="utf-8"))
+    hw = profile_from_dict(rec["hardware"], detect_cpu_if_missing=False, measure_bandwidth=False, origin=str(path))
+    return rec, hw, MachineProbe.from_dict(rec["probe"])
 
 
 def save(rec: dict, folder: Path = RESULTS_DIR) -> Path:

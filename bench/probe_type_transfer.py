@@ -25,8 +25,8 @@ is adopted (docs/DECISIONS.md: "probes of more machines where it helps every tim
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
+import sys
 from pathlib import Path
 
 from rooflight.estimate import RunConfig
@@ -34,10 +34,12 @@ from rooflight.estimate.backend_constants import CPU
 from rooflight.estimate.perf import cpu_table_matmul_s, cpu_table_matvec_s
 from rooflight.estimate.probe import MachineProbe
 from rooflight.estimate.probe_roofline import table_anchor, table_level
-from rooflight.hardware import detect, profile_from_dict
+from rooflight.hardware import detect
 from rooflight.store.probes import current_probe
 
-RESULTS = Path(__file__).resolve().parent / "results" / "accuracy"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from accuracy_probe import RESULTS_DIR, load_record, record_files  # noqa: E402 - the records' own module
+
 KEYS = ("dt", "da", "dr", "pt", "pa", "pr")
 
 
@@ -79,15 +81,7 @@ def medians(errors: dict[str, list[float]]) -> None:
 
 def saved_probes(paths: list[str]) -> list[tuple[str, object, MachineProbe]]:
     """(record file, hardware profile, probe) of each bench/accuracy_probe.py --save record."""
-    files = sorted(f for p in (paths or [str(RESULTS)]) for f in
-                   (Path(p).glob("accuracy_probe-*.json") if Path(p).is_dir() else [Path(p)]) if f.is_file())
-    out = []
-    for f in files:
-        rec = json.loads(f.read_text(encoding="utf-8"))
-        hw = profile_from_dict(rec["hardware"], detect_cpu_if_missing=False, measure_bandwidth=False,
-                               origin=str(f))
-        out.append((f.name, hw, MachineProbe.from_dict(rec["probe"])))
-    return out
+    return [(f.name, *load_record(f)[1:]) for f in record_files(paths)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh-probe", action="store_true", help="run `rooflight probe` first (30 s)")
     ap.add_argument("--threads", type=int, help="a fresh probe at this thread count, not stored")
     ap.add_argument("--results", nargs="*", metavar="PATH",
-                    help=f"the probes of saved accuracy records (files or folders; default {RESULTS})")
+                    help=f"the probes of saved accuracy records (files or folders; default {RESULTS_DIR})")
     args = ap.parse_args(argv)
     if args.results is not None:
         probes = [(name, hw, p) for name, hw, p in saved_probes(args.results) if len(p.kernels) >= 3]

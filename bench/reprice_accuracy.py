@@ -16,30 +16,22 @@ unless the change says so.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 from rooflight.estimate import Calibration, Wishes, plan
-from rooflight.estimate.probe import MachineProbe
 from rooflight.gguf import load_model_spec
 from rooflight.gguf.synthetic import write_model
-from rooflight.hardware import profile_from_dict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from accuracy_probe import GEN_TOKENS, RESULTS_DIR, SHAPES  # noqa: E402
+from accuracy_probe import GEN_TOKENS, RESULTS_DIR, SHAPES, load_record, record_files  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from gemma_model import gemma_270m_path  # noqa: E402 - the test suite's Gemma-3-270M
 
 KINDS = (("decode_tok_s", "decode"), ("prefill_tok_s", "prefill"))
-
-
-def records(paths: list[str]) -> list[Path]:
-    return sorted(f for p in (paths or [str(RESULTS_DIR)]) for f in
-                  (Path(p).glob("accuracy_probe-*.json") if Path(p).is_dir() else [Path(p)]) if f.is_file())
 
 
 class Specs(dict):
@@ -60,11 +52,11 @@ class Specs(dict):
         return self[name]
 
 
-def reprice(rec: dict, specs: dict) -> list[dict]:
-    """Every row of a record with its new estimate: {name, prompt, KIND: (old, new, measured,
-    old inside, new inside)}."""
-    hw = profile_from_dict(rec["hardware"], detect_cpu_if_missing=False, measure_bandwidth=False)
-    cal = Calibration(probe=MachineProbe.from_dict(rec["probe"]))
+def reprice(path: Path, specs: dict) -> list[dict]:
+    """Every row of a saved record with its new estimate: {name, prompt, KIND: (old, new,
+    measured, old inside, new inside)}."""
+    rec, hw, probe = load_record(path)
+    cal = Calibration(probe=probe)
     out = []
     for row in rec["rows"]:
         prompt = row["prompt_tokens"]
@@ -85,14 +77,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("paths", nargs="*", metavar="PATH")
     args = ap.parse_args(argv)
-    files = records(args.paths)
+    files = record_files(args.paths)
     if not files:
         print(f"no saved record: run bench/accuracy_probe.py --save (they go to {RESULTS_DIR})")
         return 1
     with tempfile.TemporaryDirectory() as tmp:
         specs = Specs(Path(tmp))
         for f in files:
-            rows = reprice(json.loads(f.read_text(encoding="utf-8")), specs)
+            rows = reprice(f, specs)
             print(f"\n{f.name}")
             print(f"{'model':24}{'pos':>6} | {'decode: run / now':>20} | {'prefill: run / now':>20}")
             for r in rows:

@@ -104,7 +104,7 @@ def test_reprice_plans_a_saved_row_again_as_the_run_planned_it(tmp_path, capsys)
     row["ranges"] = (perf.decode_tok_s_range, perf.prefill_tok_s_range)
     path = accuracy_probe.save(accuracy_probe.record(HW, PROBE, [row], repeats=1, load_before=0.0,
                                                      when=datetime(2026, 12, 6, 5, 0, tzinfo=UTC)), tmp_path)
-    (again,) = reprice.reprice(json.loads(path.read_text(encoding="utf-8")), specs)
+    (again,) = reprice.reprice(path, specs)
     old, new, got, old_in, new_in = again["decode_tok_s"]
     assert new == pytest.approx(old, rel=1e-3) and got == round(measured[0], 3) and old_in and new_in
     assert again["prefill_tok_s"][3:] == (False, False)
