@@ -296,7 +296,7 @@ def load_record(path: Path) -> tuple[dict, HardwareProfile, MachineProbe]:
 def save(rec: dict, folder: Path = RESULTS_DIR) -> Path:
     """Write a record as accuracy_probe-<cpu>-<UTC time>.json in folder; its path."""
     cpu = re.sub(r"[^a-z0-9]+", "-", rec["hardware"]["cpu"]["name"].lower()).strip("-") or "cpu"
-    stamp = datetime.fromisoformat(rec["utc"]).strftime("%Y%m%dT%H%MZ")
+    stamp = datetime.fromisoformat(rec["utc"]).strftime("%Y%m%dT%H%M%SZ")  # two runs begun in one minute keep both
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"accuracy_probe-{cpu}-{stamp}.json"
     path.write_text(json.dumps(rec, indent=1) + "\n", encoding="utf-8")

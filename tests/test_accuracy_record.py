@@ -54,7 +54,7 @@ def test_save_writes_a_record_that_reloads_exactly(tmp_path):
     when = datetime(2026, 12, 6, 4, 30, 12, tzinfo=UTC)
     rec = accuracy_probe.record(HW, PROBE, rows, repeats=2, load_before=0.42, when=when)
     path = accuracy_probe.save(rec, tmp_path)
-    assert path.name == "accuracy_probe-test-cpu-r-9000-20261206T0430Z.json"
+    assert path.name == "accuracy_probe-test-cpu-r-9000-20261206T043012Z.json"
     back = json.loads(path.read_text(encoding="utf-8"))
     assert back["utc"] == "2026-12-06T04:30:12+00:00" and back["repeats"] == 2 and back["load_1min_before"] == 0.42
     assert back["llama_cpp_python"] and back["last_level_cache_bytes"] > 0  # which build, what cache
