@@ -273,8 +273,9 @@ def test_narrow_heads_accumulate_v_in_scalar_code_past_the_f16_simd_block():
     """ggml_vec_mad_f16 takes a head's V row GGML_F16_STEP elements at a time and the rest
     one by one (vec.h): a 64-wide head runs all of it scalar on AVX512-FP16 (blocks of 128),
     none on AVX-512 without FP16 (64), AVX2 (32) or SVE; measured on an AMX Xeon VM, the
-    attention of the 25M and 100M accuracy shapes (64 wide) took 1.55 and 4.91 ms a token more
-    at 512 positions than at 16, which the unit model alone priced at 0.80 and 0.96."""
+    attention of the 25M and 100M accuracy shapes (64 wide) took 1.1-1.6 and 3.7-7.3 ms a
+    token more at 512 positions than at 16, which the unit model alone priced at 0.7-0.8 and
+    0.8-1.0 (bench/attention_delta.py)."""
     from rooflight.estimate.perf import SCALAR_V_CYCLES, cpu_attention_units, f16_simd_block
 
     assert [f16_simd_block(isa) for isa in (("avx2", "avx512f", "avx512_fp16"), ("avx2", "avx512f"), ("avx2",),

@@ -527,8 +527,9 @@ _ATTENTION_CYCLES = {True: (0.9, 0.1), False: (0.5, 0.05)}  # (per KV element, p
 # element costs this many of the cycles above: fitted on one attention-only shape (MHA 16/16,
 # 64 against 128 wide: bench/attention_heads.py on an AMX Xeon VM, 2026-12-06: 2.95). Held
 # out on that VM: eleven other shapes of 64-192 wide heads at x0.73-1.34 of the probe shape's
-# cost per unit (the narrow ones x1.3-6.5 without it), the attention of three 64-wide models, gpt-oss-20b's layout
-# among them, measured x0.69-1.08 of the estimate (x1.9-5.5) (docs/DECISIONS.md, "Narrow heads").
+# cost per unit (the narrow ones x1.3-6.5 without it); the attention of three 64-wide models,
+# gpt-oss-20b's layout among them, measured x0.58-1.96 of the estimate over five runs, x1.7-9.3
+# without it (bench/attention_delta.py; docs/DECISIONS.md, "Narrow heads").
 SCALAR_V_CYCLES = 3.0
 
 
