@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 
+from rooflight.errors import RooflightError
 from rooflight.estimate import Calibration, Wishes, matmul_shape, plan
 from rooflight.estimate.probe import MachineProbe
 from rooflight.gguf import load_model_spec
@@ -287,10 +288,16 @@ def record_files(paths: list[str] | None = None) -> list[Path]:
 
 
 def load_record(path: Path) -> tuple[dict, HardwareProfile, MachineProbe]:
-    """A saved record, its machine's hardware profile and the probe its run stood on."""
-    rec = json.loads(path.read_text(encoding="utf-8"))
-    hw = profile_from_dict(rec["hardware"], detect_cpu_if_missing=False, measure_bandwidth=False, origin=str(path))
-    return rec, hw, MachineProbe.from_dict(rec["probe"])
+    """A saved record, its machine's hardware profile and the probe its run stood on;
+    ValueError (one sentence naming the file) for a file that is not one."""
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+        hw = profile_from_dict(rec["hardware"], detect_cpu_if_missing=False, measure_bandwidth=False,
+                               origin=str(path))
+        return rec, hw, MachineProbe.from_dict(rec["probe"])
+    except (OSError, ValueError, KeyError, TypeError, RooflightError) as exc:
+        raise ValueError(f"{path} is not a saved accuracy record ({type(exc).__name__}: {exc}); "
+                         "bench/accuracy_probe.py --save writes them.") from exc
 
 
 def save(rec: dict, folder: Path = RESULTS_DIR) -> Path:

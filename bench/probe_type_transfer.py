@@ -80,8 +80,15 @@ def medians(errors: dict[str, list[float]]) -> None:
 
 
 def saved_probes(paths: list[str]) -> list[tuple[str, object, MachineProbe]]:
-    """(record file, hardware profile, probe) of each bench/accuracy_probe.py --save record."""
-    return [(f.name, *load_record(f)[1:]) for f in record_files(paths)]
+    """(record file, hardware profile, probe) of each bench/accuracy_probe.py --save record; a
+    file that is not one is named on stderr and left out."""
+    out = []
+    for f in record_files(paths):
+        try:
+            out.append((f.name, *load_record(f)[1:]))
+        except ValueError as exc:
+            print(exc, file=sys.stderr)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -47,7 +47,7 @@ class Specs(dict):
         elif name.startswith("gemma-3-270m"):
             path = gemma_270m_path()
         else:
-            raise KeyError(f"{name}: not a shape of bench/accuracy_probe.py")
+            raise ValueError(f"{name} is not a shape of bench/accuracy_probe.py; this record cannot be priced again.")
         self[name] = load_model_spec(str(path))
         return self[name]
 
@@ -83,8 +83,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     with tempfile.TemporaryDirectory() as tmp:
         specs = Specs(Path(tmp))
+        unreadable = 0
         for f in files:
-            rows = reprice(f, specs)
+            try:
+                rows = reprice(f, specs)
+            except ValueError as exc:  # not a record: say so, price the others
+                print(exc, file=sys.stderr)
+                unreadable += 1
+                continue
             print(f"\n{f.name}")
             print(f"{'model':24}{'pos':>6} | {'decode: run / now':>20} | {'prefill: run / now':>20}")
             for r in rows:
@@ -97,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{label}: median error {old:.1%} -> {new:.1%}")
             inside = [sum(r[k][i] for r in rows for k, _ in KINDS) for i in (3, 4)]
             print(f"inside the printed range: {inside[0]} -> {inside[1]} of {2 * len(rows)} (* outside)")
-    return 0
+    return 1 if unreadable else 0
 
 
 if __name__ == "__main__":

@@ -110,3 +110,15 @@ def test_reprice_plans_a_saved_row_again_as_the_run_planned_it(tmp_path, capsys)
     assert again["prefill_tok_s"][3:] == (False, False)
     assert reprice.main([str(path)]) == 0
     assert "inside the printed range: 1 -> 1 of 2" in capsys.readouterr().out
+
+
+def test_a_file_that_is_not_a_record_is_named_and_the_others_still_read(tmp_path, capsys):
+    good = accuracy_probe.save(accuracy_probe.record(HW, PROBE, [], repeats=1, load_before=0.0,
+                                                     when=datetime(2026, 12, 6, 5, 0, tzinfo=UTC)), tmp_path)
+    bad = tmp_path / "accuracy_probe-broken.json"
+    bad.write_text("{not json")
+    assert [name for name, _, _ in probe_type_transfer.saved_probes([str(tmp_path)])] == [good.name]
+    assert f"{bad} is not a saved accuracy record" in capsys.readouterr().err
+    reprice = _bench("reprice_accuracy")
+    assert reprice.main([str(bad)]) == 1  # one sentence, no traceback
+    assert "is not a saved accuracy record" in capsys.readouterr().err
