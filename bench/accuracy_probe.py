@@ -39,7 +39,6 @@ import statistics
 import sys
 import tempfile
 from datetime import UTC, datetime
-from importlib.metadata import version
 from pathlib import Path
 
 from rooflight.errors import RooflightError
@@ -51,6 +50,7 @@ from rooflight.hardware import HardwareProfile, detect, profile_from_dict
 from rooflight.runtime.busy import Watch
 from rooflight.runtime.measure import measure
 from rooflight.runtime.probe import last_level_cache_bytes
+from rooflight.runtime.rpc import llama_cpp_version
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from gemma_model import gemma_270m_path  # noqa: E402 - the test suite's Gemma-3-270M
@@ -74,6 +74,17 @@ SHAPES = [
 GEN_TOKENS = 64
 DECODE_TARGET, PREFILL_TARGET, COVERAGE_TARGET = 0.10, 0.15, 0.80
 RESULTS_DIR = Path(__file__).resolve().parent / "results" / "accuracy"
+GEMMA = "gemma-3-270m-Q4_K_M"
+
+
+def wishes(prompt: int, gen_tokens: int = GEN_TOKENS) -> Wishes:
+    """How every row is planned: on the CPU, a context for the prompt and the tokens after it."""
+    return Wishes(n_ctx=max(2048, 2 * prompt), n_gpu_layers=0, prompt_tokens=prompt, gen_tokens=gen_tokens)
+
+
+def write_shape(folder: Path, name: str) -> Path:
+    """One of SHAPES written as a GGUF file in folder (random weights, tiled)."""
+    return write_model(folder / f"{name}.gguf", context_length=8192, tiled=True, **dict(SHAPES)[name])
 
 
 @contextlib.contextmanager
@@ -130,7 +141,7 @@ def run(models, hw, probe, repeats: int) -> tuple[list[dict], list[str]]:
         for name, path, positions in models:
             spec = load_model_spec(str(path))
             for prompt in positions:
-                w = Wishes(n_ctx=max(2048, 2 * prompt), n_gpu_layers=0, prompt_tokens=prompt, gen_tokens=GEN_TOKENS)
+                w = wishes(prompt)
                 est = plan(spec, hw, w, calibration=cal)
                 tab = plan(spec, hw, w)
                 with no_shape_term():
@@ -259,7 +270,7 @@ def record(hw, probe, rows: list[dict], *, repeats: int, load_before: float, whe
         "hardware": hw.to_dict(),
         "cpu_id": cpu_id(),
         "last_level_cache_bytes": last_level_cache_bytes(),
-        "llama_cpp_python": version("llama-cpp-python"),
+        "llama_cpp_python": llama_cpp_version(),
         "probe": probe.to_dict(),
         "rows": [{"name": r["name"], "prompt_tokens": r["prompt"], "gen_tokens": GEN_TOKENS, "basis": r["basis"],
                   "n_threads": r["threads"], "others_cpu_share": round(r["busy"], 4),
@@ -335,9 +346,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     with tempfile.TemporaryDirectory() as tmp:
         shapes = SHAPES[:3] if args.quick else SHAPES
-        models = [(n, write_model(Path(tmp) / f"{n}.gguf", context_length=8192, tiled=True, **kw), (512,))
-                  for n, kw in shapes]
-        models.append(("gemma-3-270m-Q4_K_M", gemma_270m_path(), (512,) if args.quick else (512, 4096)))
+        models = [(n, write_shape(Path(tmp), n), (512,)) for n, _ in shapes]
+        models.append((GEMMA, gemma_270m_path(), (512,) if args.quick else (512, 4096)))
         repeats = 1 if args.quick else args.repeats
         rows, failures = run(models, hw, probe, repeats)
     failures = report(rows, failures)

@@ -21,15 +21,21 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rooflight.estimate import Calibration, Wishes, plan
+from rooflight.estimate import Calibration, plan
 from rooflight.gguf import load_model_spec
-from rooflight.gguf.synthetic import write_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from accuracy_probe import GEN_TOKENS, RESULTS_DIR, SHAPES, load_record, record_files  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from gemma_model import gemma_270m_path  # noqa: E402 - the test suite's Gemma-3-270M
+from accuracy_probe import (  # noqa: E402
+    GEMMA,
+    GEN_TOKENS,
+    RESULTS_DIR,
+    SHAPES,
+    load_record,
+    record_files,
+    wishes,
+    write_shape,
+)
+from gemma_model import gemma_270m_path  # noqa: E402 - on the path accuracy_probe put there (tests/)
 
 KINDS = (("decode_tok_s", "decode"), ("prefill_tok_s", "prefill"))
 
@@ -39,12 +45,12 @@ class Specs(dict):
 
     def __init__(self, folder: Path) -> None:
         super().__init__()
-        self.folder, self.shapes = folder, dict(SHAPES)
+        self.folder = folder
 
     def __missing__(self, name: str):
-        if name in self.shapes:
-            path = write_model(self.folder / f"{name}.gguf", context_length=8192, tiled=True, **self.shapes[name])
-        elif name.startswith("gemma-3-270m"):
+        if name in dict(SHAPES):
+            path = write_shape(self.folder, name)
+        elif name == GEMMA:
             path = gemma_270m_path()
         else:
             raise ValueError(f"{name} is not a shape of bench/accuracy_probe.py; this record cannot be priced again.")
@@ -60,8 +66,7 @@ def reprice(path: Path, specs: dict) -> list[dict]:
     out = []
     for row in rec["rows"]:
         prompt = row["prompt_tokens"]
-        w = Wishes(n_ctx=max(2048, 2 * prompt), n_gpu_layers=0, prompt_tokens=prompt,
-                   gen_tokens=row.get("gen_tokens", GEN_TOKENS))
+        w = wishes(prompt, row.get("gen_tokens", GEN_TOKENS))
         perf = plan(specs[row["name"]], hw, w, calibration=cal).performance
         new = {"decode_tok_s": (perf.decode_tok_s, perf.decode_tok_s_range),
                "prefill_tok_s": (perf.prefill_tok_s, perf.prefill_tok_s_range)}

@@ -1140,7 +1140,7 @@ def _expert_costs(expert_raw, profile, kernels, attention, fixed, n_threads: int
     return tuple(costs)
 
 
-def _derive(fixed: FixedCosts, attn_raw, kernel_raw, n_ubatch: int, n_threads: int, isa: tuple[str, ...] = ()):
+def _derive(fixed: FixedCosts, attn_raw, kernel_raw, n_ubatch: int, n_threads: int, isa: tuple[str, ...]):
     """Figures from the raw runs: attention needs the F16 prompt kernel to subtract the
     attention model's weights, the kernels need attention and fixed costs to subtract theirs;
     one pass with attention taken as zero for the kernels' tiny share, then the real one."""
