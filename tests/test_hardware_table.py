@@ -36,7 +36,7 @@ def test_every_entry_has_sane_figures():
         if e["vendor"] == "apple":
             assert isinstance(e["gpu_cores"], int) and 7 <= e["gpu_cores"] <= 80
         if e["vendor"] == "nvidia":
-            assert e["compute_capability"] in {"6.1", "7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "12.0", "12.1"}
+            assert e["compute_capability"] in {"6.1", "7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1"}
         variant = e.get("memory_variant_of")
         if variant:
             assert variant in {x["name"] for x in gpu_table()}
@@ -121,6 +121,21 @@ def test_no_alias_means_two_different_gpus():
         "GTX 1070",
         "Jetson Orin Nano Super",
         "Radeon VII",
+        "RTX 3050",
+        "RTX 3050 Laptop GPU",
+        "RTX 5090 D",
+        "TITAN V",
+        "TITAN RTX",
+        "Quadro RTX 8000",
+        "Quadro RTX 6000",
+        "Radeon PRO W7800",
+        "Radeon PRO W6800",
+        "RX 9070 GRE",
+        "Radeon AI PRO R9600D",
+        "MI300A",
+        "Intel(R) Data Center GPU Max 1100",
+        "Intel(R) Data Center GPU Flex 170",
+        "Jetson AGX Thor",
     ],
 )
 def test_each_named_family_is_covered(name):
@@ -216,7 +231,10 @@ def test_lookup_matches(query, expected):
         "Intel(R) Arc(TM) Graphics",  # Meteor Lake's generic name: no alias, it would match any Arc
         "Intel Arc A310",  # not in the table: must not fall back to an Arc iGPU
         "Apple M5 Ultra",  # not in the table: must not fall back to the M5 or M5 Max
-        "Quadro RTX 8000",
+        "Quadro RTX 5000",  # not in the table: must not fall back to the Quadro RTX 6000 or 8000
+        "W7600",  # AMD's Radeon PRO W7600, not the RX 7600 (the "W" marks another board)
+        "Radeon PRO W7700",
+        "RX 9070 GRE Laptop",
         "",
         "NVIDIA",
     ],
@@ -262,6 +280,10 @@ def test_memory_resolves_boards_that_share_a_name():
     assert lookup_gpu("Intel Arc A770", 8 * GiB)["bandwidth_gbs"] == 512.0
     assert lookup_gpu("NVIDIA RTX A2000", 12 * GiB)["name"] == "NVIDIA RTX A2000 12GB"
     assert lookup_gpu("NVIDIA RTX A2000", 6 * GiB)["name"] == "NVIDIA RTX A2000"
+    # the 70 W RTX 3050 6GB reports the 8 GB card's name (nvidia-smi), and is a slower board
+    assert lookup_gpu("NVIDIA GeForce RTX 3050", 6 * GiB - (200 << 20))["bandwidth_gbs"] == 168.0
+    assert lookup_gpu("NVIDIA GeForce RTX 3050", 8 * GiB)["bandwidth_gbs"] == 224.0
+    assert lookup_gpu("AMD Radeon PRO W7800", 48 * GiB)["bandwidth_gbs"] == 864.0
 
 
 def test_pci_ids():
