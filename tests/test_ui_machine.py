@@ -112,6 +112,8 @@ def test_what_if_lists_gpus_by_vendor_then_kind_then_number():
     at = names.index
     assert at("NVIDIA GeForce GTX 1080 Ti") < at("NVIDIA GeForce RTX 2060") < at("NVIDIA GeForce RTX 4060") \
         < at("NVIDIA GeForce RTX 4060 Ti") < at("NVIDIA GeForce RTX 4070") < at("NVIDIA RTX A6000") < at("NVIDIA H100 SXM")
+    # the TITANs with the desktop cards, the Quadros with the workstation ones
+    assert at("NVIDIA GeForce RTX 5090") < at("NVIDIA TITAN RTX") < at("NVIDIA Quadro RTX 8000") < at("NVIDIA RTX A6000")
     assert at("AMD Radeon RX 9070 XT") < at("AMD Radeon Instinct MI50") < at("AMD Instinct MI100") < at("AMD Instinct MI355X")
     assert at("Apple M4") < at("Apple M4 Pro") < at("Apple M4 Max") < at("Apple M5")
 

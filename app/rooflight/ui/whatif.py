@@ -71,7 +71,8 @@ def short_gpu(name: str) -> str:
 # table file itself is in the order entries were added).
 _VENDOR_ORDER = {"nvidia": 0, "amd": 1, "intel": 2, "apple": 3}
 _FAMILIES = (  # (vendor, name fragment, rank): the first fragment found in the name decides
-    ("nvidia", "GeForce", 0), ("nvidia", "NVIDIA RTX", 1), ("nvidia", "Jetson", 3),
+    ("nvidia", "GeForce", 0), ("nvidia", "TITAN", 0), ("nvidia", "NVIDIA RTX", 1), ("nvidia", "Quadro", 1),
+    ("nvidia", "Jetson", 3),
     ("amd", "Radeon RX", 0), ("amd", "Radeon VII", 0), ("amd", "PRO", 1), ("amd", "Instinct", 2),
     ("intel", "Arc Pro", 1), ("intel", "Arc A", 0), ("intel", "Arc B5", 0),
 )
