@@ -233,6 +233,7 @@ def test_lookup_matches(query, expected):
         "Apple M5 Ultra",  # not in the table: must not fall back to the M5 or M5 Max
         "Quadro RTX 5000",  # not in the table: must not fall back to the Quadro RTX 6000 or 8000
         "W7600",  # AMD's Radeon PRO W7600, not the RX 7600 (the "W" marks another board)
+        "NVIDIA A800 40GB Active",  # not the A40: a model number the alias lacks
         "Radeon PRO W7700",
         "RX 9070 GRE Laptop",
         "",

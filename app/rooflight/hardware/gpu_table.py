@@ -27,6 +27,9 @@ _VARIANT_MARKERS = frozenset(
 )
 
 
+_MEMORY_UNITS = frozenset("gb g gib mb mib".split())
+
+
 def _resource_text() -> str:
     """gpus.json from the installed package, else from the source tree (editable installs
     map app/ only, so `rooflight.resources` may not be importable there)."""
@@ -84,6 +87,8 @@ def _match_index(name: str) -> int | None:
     if tokens in exact:
         return exact[tokens]
     have = Counter(tokens)
+    # numbers that are a memory size ("16GB"), not part of a model name
+    sizes = {t for t, unit in zip(tokens, tokens[1:]) if unit in _MEMORY_UNITS}
     best: tuple[int, int, int] | None = None  # (alias tokens, alias chars, -entry)
     best_i: int | None = None
     for key, i in pairs:
@@ -93,6 +98,8 @@ def _match_index(name: str) -> int | None:
         leftover = have - need
         if any(t in _VARIANT_MARKERS for t in leftover):
             continue  # "rtx 4090" inside "rtx 4090 d" is a different GPU
+        if any(t.isdigit() and len(t) >= 3 and t not in sizes for t in leftover):
+            continue  # a model number the alias lacks: "A800 40GB Active" is not the A40
         score = (len(key), sum(map(len, key)), -i)
         if best is None or score > best:
             best, best_i = score, i
