@@ -88,7 +88,7 @@ def _match_index(name: str) -> int | None:
         return exact[tokens]
     have = Counter(tokens)
     # numbers that are a memory size ("16GB"), not part of a model name
-    sizes = {t for t, unit in zip(tokens, tokens[1:]) if unit in _MEMORY_UNITS}
+    sizes = {t for t, unit in zip(tokens, tokens[1:], strict=False) if unit in _MEMORY_UNITS}
     best: tuple[int, int, int] | None = None  # (alias tokens, alias chars, -entry)
     best_i: int | None = None
     for key, i in pairs:
