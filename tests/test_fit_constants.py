@@ -228,7 +228,9 @@ def test_new_devices_are_found_by_name(name, expected):
 def test_laptop_and_workstation_boards_are_not_their_desktop_namesakes():
     assert lookup_gpu("RTX 4090 Laptop GPU")["bandwidth_gbs"] == 576.0
     assert lookup_gpu("RTX 4090")["bandwidth_gbs"] == 1008.0
-    assert lookup_gpu("Quadro RTX 6000") is None  # Turing, not the Ada board
+    # Turing's Quadro RTX 6000 is its own entry, not the Ada board
+    assert lookup_gpu("Quadro RTX 6000")["compute_capability"] == "7.5"
+    assert lookup_gpu("RTX 6000 Ada Generation")["compute_capability"] == "8.9"
     ada = profile_from_dict({"gpus": [{"name": "RTX 6000 Ada Generation"}]}).gpus[0]
     assert matmul_tflops(ada, True) == pytest.approx(728.5, rel=1e-3)  # int8: 2x, not a GeForce's 4x
 
