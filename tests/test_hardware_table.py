@@ -136,6 +136,21 @@ def test_no_alias_means_two_different_gpus():
         "Intel(R) Data Center GPU Max 1100",
         "Intel(R) Data Center GPU Flex 170",
         "Jetson AGX Thor",
+        "GTX 1060 6GB",
+        "GTX 1070 Ti",
+        "RTX A4500",
+        "NVIDIA H800 PCIe",
+        "NVIDIA A800 80GB PCIe",
+        "NVIDIA L20",
+        "RX 580",
+        "RX Vega 56",
+        "RX Vega 64",
+        "RX 5500 XT",
+        "RX 5600 XT",
+        "RX 6500 XT",
+        "RX 9060",
+        "Radeon 8040S",
+        "Radeon 860M",
     ],
 )
 def test_each_named_family_is_covered(name):
@@ -234,6 +249,8 @@ def test_lookup_matches(query, expected):
         "Quadro RTX 5000",  # not in the table: must not fall back to the Quadro RTX 6000 or 8000
         "W7600",  # AMD's Radeon PRO W7600, not the RX 7600 (the "W" marks another board)
         "NVIDIA A800 40GB Active",  # not the A40: a model number the alias lacks
+        "NVIDIA GeForce GTX 860M",  # not the Radeon 860M once "GeForce" and "Radeon" are dropped
+        "NVIDIA GeForce GTX 1660 SUPER",  # the GTX 16 boards are not listed (README: no tensor cores)
         "Radeon PRO W7700",
         "RX 9070 GRE Laptop",
         "",
