@@ -250,6 +250,7 @@ def test_lookup_matches(query, expected):
         "W7600",  # AMD's Radeon PRO W7600, not the RX 7600 (the "W" marks another board)
         "NVIDIA A800 40GB Active",  # not the A40: a model number the alias lacks
         "NVIDIA GeForce GTX 860M",  # not the Radeon 860M once "GeForce" and "Radeon" are dropped
+        "NVIDIA GeForce RTX 3050 OEM",  # another configuration than the retail RTX 3050
         "NVIDIA GeForce GTX 1660 SUPER",  # the GTX 16 boards are not listed (README: no tensor cores)
         "Radeon PRO W7700",
         "RX 9070 GRE Laptop",

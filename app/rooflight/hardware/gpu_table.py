@@ -22,9 +22,10 @@ _NOISE = frozenset(
 # Tokens that make a different product when added to a name ("RTX 4090" + "D" is another GPU,
 # "4060" + "Ti" is faster, "M2" + "Max" is bigger; "W" + "6800" is AMD's Radeon PRO W6800, a
 # workstation board with twice the RX 6800's memory; "GTX" + "860M" is a GeForce, not the
-# Radeon 860M, once the vendor words are dropped). A contained alias may not leave one over.
+# Radeon 860M, once the vendor words are dropped; an "OEM" board can have a configuration of its
+# own, as the RTX 3050 OEM's PCI id says). A contained alias may not leave one over.
 _VARIANT_MARKERS = frozenset(
-    "ti super d laptop mobile max q xt xtx gre m pro ultra nvl s x mini xl se sff w gtx".split()
+    "ti super d laptop mobile max q xt xtx gre m pro ultra nvl s x mini xl se sff w gtx oem".split()
 )
 
 
