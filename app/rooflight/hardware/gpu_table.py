@@ -29,6 +29,8 @@ _VARIANT_MARKERS = frozenset(
 )
 
 
+# Units after a number that make it a memory size, which a name may add to its alias ("RTX
+# 4060 Ti 16GB"), not a model number of another board
 _MEMORY_UNITS = frozenset("gb g gib mb mib".split())
 
 
@@ -114,7 +116,8 @@ def lookup_gpu(name: str, memory_bytes: int | None = None) -> dict[str, Any] | N
     Case and punctuation are ignored, and so are "NVIDIA", "GeForce", "AMD", "Radeon",
     "Intel", "Apple". An exact normalized match wins; otherwise the longest alias whose
     tokens all occur in the name, provided the rest of the name adds no variant word
-    (Ti, SUPER, D, XT, Max, Laptop...). Given `memory_bytes`, a board sold with several
+    (Ti, SUPER, D, XT, Max, Laptop, W, GTX, OEM...) and no model number of its own (a
+    memory size such as "16GB" may stay). Given `memory_bytes`, a board sold with several
     memory sizes under one name (RTX 4060 Ti 8/16 GB) resolves to the closest size.
     """
     if not isinstance(name, str):
