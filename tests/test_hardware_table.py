@@ -311,3 +311,15 @@ def test_pci_ids():
     assert [e["name"] for e in lookup_pci_id("0x8086", "0x56a0")][0] == "Intel Arc A770"
     assert lookup_pci_id("0x10de", "0x744c") == []
     assert [e["name"] for e in lookup_pci_id("0x8086", "0xE223")] == ["Intel Arc Pro B70"]
+
+
+def test_an_unknown_name_is_told_the_closest_table_names():
+    from rooflight.errors import BadInputError
+    from rooflight.hardware import profile_from_dict
+    from rooflight.hardware.gpu_table import similar_gpu_names
+
+    assert similar_gpu_names("RX 7900") == ["AMD Radeon RX 7900 XT", "AMD Radeon RX 7900 GRE", "AMD Radeon RX 7900 XTX"]
+    assert "NVIDIA GeForce RTX 3080 Ti" in similar_gpu_names("RTX 3080 Ti Laptop")
+    assert similar_gpu_names("banana") == [] and similar_gpu_names("") == []  # nothing close: no guess
+    with pytest.raises(BadInputError, match=r'"RX 7900" is not in .* \(closest there: AMD Radeon RX 7900 XT, '):
+        profile_from_dict({"gpus": [{"name": "RX 7900"}]}, measure_bandwidth=False)

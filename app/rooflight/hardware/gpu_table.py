@@ -134,6 +134,28 @@ def lookup_gpu(name: str, memory_bytes: int | None = None) -> dict[str, Any] | N
     return copy.deepcopy(entry)
 
 
+def similar_gpu_names(name: str, n: int = 3) -> list[str]:
+    """Up to n table names closest to a name the table does not know, for an error message
+    ("RX 7900" -> the RX 7900 XTX, XT and GRE): aliases ranked by the words they share with
+    the name (a model number among them), then by spelling; none when nothing is close."""
+    import difflib
+
+    query = normalize(name)
+    if not query:
+        return []
+    scored: dict[str, tuple[float, float]] = {}  # entry name -> best (shared words, spelling)
+    for e in _load()["gpus"]:
+        for alias in [e["name"], *e.get("aliases", [])]:
+            key = normalize(alias)
+            shared = set(query) & set(key)
+            if not any(t.isdigit() for t in shared):
+                continue  # a suggestion shares the model number, or part of it
+            score = (len(shared) / max(len(set(query)), len(set(key))),
+                     difflib.SequenceMatcher(None, " ".join(query), " ".join(key)).ratio())
+            scored[e["name"]] = max(scored.get(e["name"], score), score)
+    return sorted(scored, key=lambda k: scored[k], reverse=True)[:n]
+
+
 def shared_memory_bytes(name: str) -> int | None:
     """The memory a table GPU shares with its CPU (its entry's memory_bytes): Apple chips and
     the entries marked unified_memory (DGX Spark's GB10, Strix Halo, Jetson, the iGPUs).

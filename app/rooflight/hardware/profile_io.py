@@ -19,7 +19,7 @@ from rooflight.errors import BadInputError
 from .apple import metal_working_set_bytes
 from .backend import DEFAULT_BACKEND, backend_for_vendors
 from .enrich import table_figures
-from .gpu_table import lookup_gpu, normalize, shared_memory_bytes
+from .gpu_table import lookup_gpu, normalize, shared_memory_bytes, similar_gpu_names
 from .profile import CPUInfo, GPUInfo, HardwareProfile, RemoteMachine
 from .remote import placeholder_cpu
 
@@ -237,8 +237,10 @@ def _gpu_from_dict(d: Any, position: int, origin: str, warnings: list[str]) -> G
         need = [
             k for k, v in (("vram_total_bytes", total), ("bandwidth_gbs", bandwidth)) if v is None
         ]
+        near = similar_gpu_names(name)
+        closest = f" (closest there: {', '.join(near)})" if near else ""
         raise BadInputError(
-            f'In {origin}, the GPU "{name}" is not in Rooflight\'s GPU table; give its '
+            f'In {origin}, the GPU "{name}" is not in Rooflight\'s GPU table{closest}; give its '
             f"{' and '.join(need)} (and fp16_tflops if known)."
         )
     filled: list[str] = []
