@@ -118,6 +118,26 @@ def test_what_if_lists_gpus_by_vendor_then_kind_then_number():
     assert at("Apple M4") < at("Apple M4 Pro") < at("Apple M4 Max") < at("Apple M5")
 
 
+def test_the_what_if_gpu_lists_are_searched_by_any_part_of_a_name(qtbot):
+    """190+ GPUs are too many to scroll: typing "w7800" offers the boards whose names hold it,
+    picking one plans it, and text that names no board goes back to the chosen one."""
+    from PySide6.QtCore import QModelIndex
+
+    window = make_window(qtbot, cpu_box())
+    combo = window.page("machine").gpu_combo
+    completer = combo.completer()
+    completer.setCompletionPrefix("w7800")
+    offered = [completer.completionModel().index(i, 0).data() for i in range(completer.completionCount())]
+    assert offered == ["AMD Radeon PRO W7800", "AMD Radeon PRO W7800 48GB"]
+    completer.activated[QModelIndex].emit(completer.completionModel().index(0, 0))
+    assert combo.currentData() == "AMD Radeon PRO W7800" and window.ctx.machine.is_what_if
+    combo.lineEdit().setText("no such board")
+    combo.lineEdit().editingFinished.emit()
+    assert combo.currentText() == combo.lineEdit().text() == "AMD Radeon PRO W7800"
+    for other in (window.page("machine").second_combo, window.page("machine").remote_combo):
+        assert other.completer() is not None and other.isEditable()
+
+
 def test_a_what_if_gpu_that_shares_system_memory_brings_its_pool():
     """Planning a DGX Spark or an Apple chip on this machine: the RAM is the chip's one pool,
     which the GPU's share comes out of, not this machine's RAM beside a pool of its own."""

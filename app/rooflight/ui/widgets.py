@@ -9,6 +9,8 @@ from PySide6.QtCore import QModelIndex, QRect, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPen
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QComboBox,
+    QCompleter,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -62,6 +64,28 @@ def readonly_table(columns: Sequence[str], name: str, *, selectable_rows: bool =
     table.setShowGrid(False)
     table.setWordWrap(False)
     return table
+
+
+def make_searchable(combo: QComboBox) -> None:
+    """Let a long pick list (the GPU table's 190+ names) be searched: type any part of a name
+    ("3090", "w7800") and pick it from the matches. Text that names no entry is put back to
+    the chosen entry when editing ends, so the combo never holds a value it cannot plan."""
+    combo.setEditable(True)
+    combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+    completer = QCompleter(combo.model(), combo)
+    completer.setFilterMode(Qt.MatchFlag.MatchContains)
+    completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+    completer.setCompletionMode(QCompleter.CompletionMode.PopupCompletion)
+    completer.setMaxVisibleItems(combo.maxVisibleItems())
+    combo.setCompleter(completer)  # QComboBox selects the entry a completion activates
+    line = combo.lineEdit()
+    line.setAccessibleName(f"{combo.accessibleName()}, type to search")
+
+    def restore() -> None:  # an editable combo's currentText() is the typed text: use the item's
+        chosen = combo.itemText(combo.currentIndex())
+        if line.text() != chosen:
+            line.setText(chosen)
+    line.editingFinished.connect(restore)
 
 
 def label(text: str = "", role: str | None = None, *, wrap: bool = False, selectable: bool = False) -> QLabel:

@@ -27,7 +27,7 @@ from rooflight.ui.pages.base import Page
 from rooflight.ui.probe_panel import ProbePanel
 from rooflight.ui.remote_panel import RemotePanel
 from rooflight.ui.whatif import LINKS, WhatIf, link_name, short_gpu, table_gpu_names
-from rooflight.ui.widgets import Card, Note, UsageBar, gb, label
+from rooflight.ui.widgets import Card, Note, UsageBar, gb, label, make_searchable
 
 RAM_CHOICES_GB = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 512)
 # below this share of free VRAM, other programs visibly shrink what models can use
@@ -277,6 +277,8 @@ class MachinePage(Page):
             combo.setMaxVisibleItems(20)
             combo.currentIndexChanged.connect(self._what_if_changed)
             row.addWidget(combo, 1)
+        for combo in (self.gpu_combo, self.second_combo):
+            make_searchable(combo)
         self.reset_button = QPushButton("Back to this machine")
         self.reset_button.setAccessibleName("Back to this machine")
         self.reset_button.clicked.connect(self.reset_what_if)
@@ -305,6 +307,7 @@ class MachinePage(Page):
             combo.setMaxVisibleItems(20)
             combo.currentIndexChanged.connect(self._what_if_changed)
             row.addWidget(combo, 1)
+        make_searchable(self.remote_combo)
         row.addStretch(1)
         return row
 
