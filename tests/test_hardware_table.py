@@ -151,6 +151,10 @@ def test_no_alias_means_two_different_gpus():
         "RX 9060",
         "Radeon 8040S",
         "Radeon 860M",
+        "RTX 3050 Ti Laptop GPU",
+        "RTX 3070 Ti Laptop GPU",
+        "RTX 3080 Ti Laptop GPU",
+        "RTX 5050 Laptop GPU",
     ],
 )
 def test_each_named_family_is_covered(name):
@@ -239,7 +243,6 @@ def test_lookup_matches(query, expected):
         "AMD Radeon RX 7600M XT",
         "NVIDIA GeForce RTX 4050",  # not in the table; must not fall back to "RTX 40"-anything
         "NVIDIA GeForce RTX 5070 Ti Laptop GPU",  # not in the table: neither the 5070 Laptop nor the desktop 5070 Ti
-        "NVIDIA GeForce RTX 5050 Laptop GPU",  # not the desktop RTX 5050 (GDDR7 on laptops)
         "NVIDIA RTX A2000 Laptop GPU",
         "NVIDIA RTX A5000 Laptop GPU",  # GA104, 16 GB: not the desktop GA102 card
         "NVIDIA RTX A5500",  # not in the table: must not fall back to the RTX A5000
@@ -278,6 +281,11 @@ def test_laptop_boards_keep_their_own_figures():
         assert (laptop["bandwidth_gbs"], laptop["fp16_tflops"]) != (desktop["bandwidth_gbs"], desktop["fp16_tflops"])
         assert laptop["bandwidth_gbs"] <= desktop["bandwidth_gbs"], name
         assert "MHz" in laptop["source"] and "derived" in laptop["source"], name  # the clock its rates assume
+    # the RTX 5050 Laptop GPU has GDDR7 where the desktop card has GDDR6: its own, faster memory
+    laptop, desktop = lookup_gpu("NVIDIA GeForce RTX 5050 Laptop GPU"), lookup_gpu("NVIDIA GeForce RTX 5050")
+    assert laptop["name"].endswith("Laptop GPU") and (laptop["bandwidth_gbs"], desktop["bandwidth_gbs"]) == (384.0, 320.0)
+    # the Ti laptop boards are not the plain ones
+    assert lookup_gpu("NVIDIA GeForce RTX 3080 Ti Laptop GPU")["sm_count"] != lookup_gpu("RTX 3080 Laptop GPU")["sm_count"]
     # GeForce ratios hold on the new boards: FP16-accumulate 2x, int8 4x the FP32-accumulate rate
     g = lookup_gpu("RTX 4070 Laptop GPU")
     assert g["fp16_acc16_tflops"] == pytest.approx(2 * g["fp16_tflops"], abs=0.1)
