@@ -33,6 +33,7 @@ def test_cuda_architecture_and_toolkit_from_compute_capability():
     assert cuda_toolkit_needed("8.6") == "CUDA toolkit 11.1 or newer (nvcc)"
     assert cuda_toolkit_needed("9.0") == "CUDA toolkit 11.8 or newer (nvcc)"
     assert cuda_toolkit_needed("12.0") == "CUDA toolkit 12.8 or newer (nvcc)"
+    assert cuda_toolkit_needed("11.0") == "CUDA toolkit 13.0 or newer (nvcc)"  # Jetson Thor: sm_110 from CUDA 13
     assert "older than 13" in cuda_toolkit_needed("6.1")
 
 

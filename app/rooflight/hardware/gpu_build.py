@@ -44,6 +44,10 @@ def cuda_toolkit_needed(compute_capability: str | None) -> str:
     if arch is None:
         return "the CUDA toolkit (nvcc)"
     n = int(arch)
+    if 110 <= n < 120:
+        # Jetson Thor: sm_101 up to CUDA 12.9, renamed sm_110 from CUDA 13.0 (its release notes:
+        # "SM101 has been renumbered as SM110"), so only a CUDA 13 nvcc builds for 110
+        return "CUDA toolkit 13.0 or newer (nvcc)"
     if n >= 100:
         return "CUDA toolkit 12.8 or newer (nvcc)"
     if n >= 89:
