@@ -34,6 +34,7 @@ def test_cuda_architecture_and_toolkit_from_compute_capability():
     assert cuda_toolkit_needed("9.0") == "CUDA toolkit 11.8 or newer (nvcc)"
     assert cuda_toolkit_needed("12.0") == "CUDA toolkit 12.8 or newer (nvcc)"
     assert cuda_toolkit_needed("11.0") == "CUDA toolkit 13.0 or newer (nvcc)"  # Jetson Thor: sm_110 from CUDA 13
+    assert cuda_toolkit_needed("12.1") == "CUDA toolkit 12.9 or newer (nvcc)"  # GB10: 121a from CUDA 12.9
     assert "older than 13" in cuda_toolkit_needed("6.1")
 
 

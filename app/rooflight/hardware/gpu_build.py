@@ -48,6 +48,8 @@ def cuda_toolkit_needed(compute_capability: str | None) -> str:
         # Jetson Thor: sm_101 up to CUDA 12.9, renamed sm_110 from CUDA 13.0 (its release notes:
         # "SM101 has been renumbered as SM110"), so only a CUDA 13 nvcc builds for 110
         return "CUDA toolkit 13.0 or newer (nvcc)"
+    if n == 121:  # DGX Spark's GB10: llama.cpp's CMakeLists adds 121a-real from CUDA 12.9 on
+        return "CUDA toolkit 12.9 or newer (nvcc)"
     if n >= 100:
         return "CUDA toolkit 12.8 or newer (nvcc)"
     if n >= 89:
