@@ -851,3 +851,28 @@ def test_the_next_weight_type_is_begun_by_the_median_type_and_the_image_goes_fir
     # two types, one stalled: the typical one decides
     assert next_step(8.3, 0.0, [2.0, 11.5]) == "type"
     assert next_step(1.9, 0.0, [2.0, 11.5]) == "skip"
+
+
+def test_the_weight_types_of_the_models_on_disk_are_measured_first(tmp_path):
+    """A Gemma QAT Q4_0 or an IQ4_XS file on this disk is priced by its own kernel even when
+    a slow spell ends the budget before the catalog's order would reach its type."""
+    from rooflight.catalog.local import find_installed
+    from rooflight.runtime.probe_defaults import (
+        ALL_TYPES,
+        installed_order,
+        main_type,
+        measurement_order,
+    )
+
+    assert [main_type(q) for q in ("Q4_K_M", "UD-Q5_K_XL", "MXFP4_MOE", "iq4_xs", "IQ3_XXS", "Q3_K_M", None)] == \
+        ["Q4_K", "Q5_K", "MXFP4", "IQ4_XS", None, None, None]
+    order = measurement_order({"Q4_0": 3 << 30, "IQ4_XS": 1 << 30, "F16": 9 << 30})
+    assert order[:3] == ("F16", "Q4_0", "IQ4_XS") and sorted(order) == sorted(ALL_TYPES)
+    assert measurement_order({}) == ALL_TYPES
+    # real files in a models folder, found as `rooflight models` finds them
+    for name, ftype in (("tiny-Q4_0.gguf", "Q4_0"), ("small-Q8_0.gguf", "Q8_0")):
+        write_model(tmp_path / name, ftype=ftype, n_layer=1, n_embd=64, n_head=2, n_head_kv=2, head_dim=32, n_ff=64)
+    files = find_installed(hf_caches=[], lmstudio_dirs=[], ollama_dirs=[], folders=[tmp_path])
+    sizes = {f.quant: f.size for f in files}
+    first = installed_order(files)[1:3]
+    assert set(first) == {"Q4_0", "Q8_0"} and first[0] == max(sizes, key=sizes.get)

@@ -32,7 +32,8 @@ def register(subparsers) -> None:
                                             "(about 30 s), and each GPU a GPU build offloads to (up to 30 s more "
                                             "each); estimates use them")
     p.add_argument("--types", metavar="T[,T...]",
-                   help=f"weight types to measure (default all this build supports: {','.join(ALL_TYPES)})")
+                   help=f"weight types to measure (default all this build supports, those of the models on "
+                        f"this disk first: {','.join(ALL_TYPES)})")
     p.add_argument("--threads", type=positive_int, help="thread count (default: the one plans use)")
     p.add_argument("--busy-threshold", type=_fraction, default=DEFAULT_BUSY_THRESHOLD, metavar="SHARE",
                    help=f"share of the CPU other programs may use during a run (default {DEFAULT_BUSY_THRESHOLD})")
@@ -54,6 +55,10 @@ def cmd_probe(args) -> int:
     if args.budget <= 0:
         raise BadInputError("--budget must be more than 0 seconds.")
     profile = detect()
+    if types is None:  # every type, those of the models on this disk first
+        from rooflight.runtime.probe_defaults import installed_order
+
+        types = installed_order()
 
     def progress(fraction: float, message: str, left: float) -> None:
         if not args.json or sys.stderr.isatty():

@@ -650,7 +650,8 @@ def probe_machine(
     gpus: bool = True,
 ) -> ProbeRun:
     """Measure, and store the probe (store/probes.py) when it was measured cleanly or
-    keep_disturbed is set. weight_types: a subset of ALL_TYPES (a reduced probe);
+    keep_disturbed is set. weight_types: a subset of ALL_TYPES (a reduced probe), or all of
+    them in another order (probe_defaults.installed_order), measured in the order given;
     repeats: clean runs wanted per figure (at least 2: a spread needs two); store: a
     ProbeStore, None for the user's, False to store nothing. progress(fraction, message,
     seconds left); check_cancel: called between runs, raises to stop (the GUI passes

@@ -42,8 +42,11 @@ def read_probe_status(profile, ratios=()):
 def run_probe(task, profile, options: dict):
     """Worker side: measure, then the machine's calibration with the new probe in it."""
     from rooflight.runtime.probe import probe_machine
+    from rooflight.runtime.probe_defaults import installed_order
     from rooflight.store.calibration import machine_calibration
 
+    # the weight types of the models on this disk first (unless the options name the types)
+    options = {"weight_types": installed_order(), **options}
     run = probe_machine(profile, progress=lambda f, m, s: task.progress((f, m, s)),
                         check_cancel=task.raise_if_cancelled, **options)
     return run, machine_calibration(profile)
