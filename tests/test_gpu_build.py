@@ -174,3 +174,17 @@ def test_an_offline_build_from_a_carried_source(tmp_path):
     assert "--no-index" in wheel and "--no-build-isolation" in wheel
     assert "/repo/.gpukit/llama_cpp_python-0.3.36-trimmed.tar.gz" in wheel and "--no-index" in install
     assert [p.name for p in keep.iterdir()] == ["llama_cpp_python-0.3.36-cp311-cp311-linux_x86_64.whl"]
+
+
+def test_an_amd_gpu_rocm_dropped_gets_the_vulkan_build_and_plans_on_vulkan():
+    """GFX8 (the RX 580) is not detected by ROCm from 4.5 on: its build and a profile that names
+    it without a backend are Vulkan; a current AMD GPU stays on ROCm."""
+    from rooflight.hardware import profile_from_dict
+
+    rx580 = GPUInfo(0, "AMD Radeon RX 580", "amd", 8 * 2**30, None, 256.0, 6.17)
+    build = gpu_build_for(rx580, version="0.3.36")
+    assert build.backend == "vulkan" and "-DGGML_VULKAN=on" in build.command
+    assert profile_from_dict({"gpus": [{"name": "RX 580"}]}, measure_bandwidth=False).backend == "vulkan"
+    assert profile_from_dict({"gpus": [{"name": "RX 7900 XTX"}]}, measure_bandwidth=False).backend == "rocm"
+    xtx = GPUInfo(0, "AMD Radeon RX 7900 XTX", "amd", 24 * 2**30, None, 960.0, 122.8)
+    assert gpu_build_for(xtx, version="0.3.36").backend == "rocm"

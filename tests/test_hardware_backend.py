@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rooflight.hardware.backend import (
-    backend_for_vendors,
+    backend_for_gpus,
     backends_from_libraries,
     detect_backend,
     inspect_build,
@@ -150,8 +150,12 @@ def test_the_real_install_is_inspected_without_error():
 
 
 def test_backend_for_profile_vendors():
-    assert backend_for_vendors(["nvidia"]) == "cuda"
-    assert backend_for_vendors(["amd"]) == "rocm"
-    assert backend_for_vendors(["apple"]) == "metal"
-    assert backend_for_vendors(["intel"]) == "vulkan"
-    assert backend_for_vendors([]) == "cpu"
+    def gpu(vendor: str, name: str = "a GPU the table lacks") -> GPUInfo:
+        return GPUInfo(0, name, vendor, 8 << 30, None, 500.0, 50.0)
+
+    assert backend_for_gpus([gpu("nvidia")]) == "cuda"
+    assert backend_for_gpus([gpu("amd")]) == "rocm"
+    assert backend_for_gpus([gpu("apple")]) == "metal"
+    assert backend_for_gpus([gpu("intel")]) == "vulkan"
+    assert backend_for_gpus([]) == "cpu"
+    assert backend_for_gpus([gpu("amd", "AMD Radeon RX 580")]) == "vulkan"  # GFX8: ROCm dropped it

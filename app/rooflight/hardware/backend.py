@@ -287,9 +287,29 @@ def installed_build() -> BuildInfo:
     return build
 
 
-def backend_for_vendors(vendors: Iterable[str]) -> str:
-    """The backend a hand-written profile implies when it names none."""
-    for v in vendors:
-        if v in DEFAULT_BACKEND:
-            return DEFAULT_BACKEND[v]
+# AMD GPU targets current ROCm no longer runs: GFX8 (Polaris, the RX 470-590; Fiji) is "not
+# guaranteed" in ROCm 4.x and not detected from ROCm 4.5 (AMD's ROCm hardware and software
+# support document, as quoted in https://gist.github.com/thaddeusc1/b0e5cdf92e1d1214d9d985364610aaf6).
+# llama.cpp's Vulkan backend runs them, so that is their native build.
+ROCM_DROPPED_GFX = frozenset({"gfx803"})
+
+
+def native_backend(vendor: str, name: str = "") -> str:
+    """The llama.cpp backend a GPU of this vendor (and table name) runs best: the vendor's,
+    or Vulkan for an AMD GPU whose target ROCm has dropped (ROCM_DROPPED_GFX)."""
+    if vendor == "amd" and name:
+        from .gpu_table import lookup_gpu
+
+        entry = lookup_gpu(name)
+        if entry and entry.get("gfx") in ROCM_DROPPED_GFX:
+            return "vulkan"
+    return DEFAULT_BACKEND.get(vendor, "cpu")
+
+
+def backend_for_gpus(gpus: Iterable[GPUInfo]) -> str:
+    """The backend a hand-written profile implies when it names none: the native backend of
+    its first GPU of a known vendor."""
+    for g in gpus:
+        if g.vendor in DEFAULT_BACKEND:
+            return native_backend(g.vendor, g.name)
     return "cpu"

@@ -22,10 +22,10 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
+from .backend import DEFAULT_BACKEND, native_backend
 from .profile import GPUInfo
 
 _BACKEND_FLAG = {"cuda": "-DGGML_CUDA=on", "rocm": "-DGGML_HIP=on", "vulkan": "-DGGML_VULKAN=on"}
-_NATIVE = {"nvidia": "cuda", "amd": "rocm", "intel": "vulkan", "apple": "metal"}
 
 
 def cuda_architecture(compute_capability: str | None) -> str | None:
@@ -144,7 +144,7 @@ def gpu_build_for(gpu: GPUInfo, *, python: str | None = None, version: str | Non
 
 def _build_for(gpu: GPUInfo, python: str | None, version: str | None, environ: Mapping[str, str],
                which: Callable[[str], str | None]) -> GPUBuild:
-    backend = _NATIVE.get(gpu.vendor, "vulkan")
+    backend = native_backend(gpu.vendor, gpu.name) if gpu.vendor in DEFAULT_BACKEND else "vulkan"
     python = python or sys.executable
     version = version if version is not None else installed_version()
     if backend == "cuda":

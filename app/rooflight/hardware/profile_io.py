@@ -17,7 +17,7 @@ from typing import Any
 from rooflight.errors import BadInputError
 
 from .apple import metal_working_set_bytes
-from .backend import DEFAULT_BACKEND, backend_for_vendors
+from .backend import DEFAULT_BACKEND, backend_for_gpus
 from .enrich import table_figures
 from .gpu_table import lookup_gpu, normalize, shared_memory_bytes, similar_gpu_names
 from .profile import CPUInfo, GPUInfo, HardwareProfile, RemoteMachine
@@ -347,7 +347,7 @@ def _remote_from_dict(d: Any, position: int, origin: str, warnings: list[str]) -
         )
     backend = f.str_("backend", BACKENDS)
     if backend is None:
-        backend = backend_for_vendors(g.vendor for g in gpus) if gpus else "cpu"
+        backend = backend_for_gpus(gpus) if gpus else "cpu"
     sycl_f16 = _sycl_f16(f, backend, origin)
     link = f.num("link_gbps")
     rtt = d.get("rtt_ms")
@@ -428,7 +428,7 @@ def profile_from_dict(
     fields = _Fields(d, "", origin)
     backend = fields.str_("backend", BACKENDS)
     if backend is None:
-        backend = backend_for_vendors(g.vendor for g in gpus)
+        backend = backend_for_gpus(gpus)
     elif backend != "cpu" and not gpus:
         raise BadInputError(f'In {origin}, backend is "{backend}" but no GPU is listed.')
     sycl_f16 = _sycl_f16(fields, backend, origin)
