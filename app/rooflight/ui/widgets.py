@@ -67,7 +67,7 @@ def readonly_table(columns: Sequence[str], name: str, *, selectable_rows: bool =
 
 
 def make_searchable(combo: QComboBox) -> None:
-    """Let a long pick list (the GPU table's 190+ names) be searched: type any part of a name
+    """Let a long pick list (the GPU table's 200+ names) be searched: type any part of a name
     ("3090", "w7800") and pick it from the matches. Text that names no entry is put back to
     the chosen entry when editing ends, so the combo never holds a value it cannot plan."""
     combo.setEditable(True)
