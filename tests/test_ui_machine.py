@@ -119,7 +119,7 @@ def test_what_if_lists_gpus_by_vendor_then_kind_then_number():
 
 
 def test_the_what_if_gpu_lists_are_searched_by_any_part_of_a_name(qtbot):
-    """190+ GPUs are too many to scroll: typing "w7800" offers the boards whose names hold it,
+    """200+ GPUs are too many to scroll: typing "w7800" offers the boards whose names hold it,
     picking one plans it, and text that names no board goes back to the chosen one."""
     from PySide6.QtCore import QModelIndex
 
