@@ -143,16 +143,16 @@ def similar_gpu_names(name: str, n: int = 3) -> list[str]:
     query = normalize(name)
     if not query:
         return []
+    table = _load()["gpus"]
     scored: dict[str, tuple[float, float]] = {}  # entry name -> best (shared words, spelling)
-    for e in _load()["gpus"]:
-        for alias in [e["name"], *e.get("aliases", [])]:
-            key = normalize(alias)
-            shared = set(query) & set(key)
-            if not any(t.isdigit() for t in shared):
-                continue  # a suggestion shares the model number, or part of it
-            score = (len(shared) / max(len(set(query)), len(set(key))),
-                     difflib.SequenceMatcher(None, " ".join(query), " ".join(key)).ratio())
-            scored[e["name"]] = max(scored.get(e["name"], score), score)
+    for key, i in _index()[1]:  # every entry's normalized name and aliases
+        shared = set(query) & set(key)
+        if not any(t.isdigit() for t in shared):
+            continue  # a suggestion shares the model number, or part of it
+        score = (len(shared) / max(len(set(query)), len(set(key))),
+                 difflib.SequenceMatcher(None, " ".join(query), " ".join(key)).ratio())
+        name_i = table[i]["name"]
+        scored[name_i] = max(scored.get(name_i, score), score)
     return sorted(scored, key=lambda k: scored[k], reverse=True)[:n]
 
 
