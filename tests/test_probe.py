@@ -629,7 +629,7 @@ def test_busy_watch_counts_what_others_used(monkeypatch):
     machine = iter([50.0, 51.6])  # 1.6 CPU-seconds busy in all
     own = iter([10.0, 11.0])  # of which this process used 1.0
     monkeypatch.setattr(busy.time, "perf_counter", lambda: next(clock))
-    monkeypatch.setattr(busy, "_busy_seconds", lambda: next(machine))
+    monkeypatch.setattr(busy, "_busy_seconds", lambda cpus=None: next(machine))
     monkeypatch.setattr(busy, "_own_seconds", lambda proc: next(own))
     monkeypatch.setattr(busy.psutil, "cpu_count", lambda: 2)
     with busy.Watch() as w:
@@ -648,7 +648,7 @@ def test_busy_watch_does_not_take_the_counters_rounding_for_another_program(monk
     machine = iter([50.0, 50.12])
     own = iter([10.0, 10.10])
     monkeypatch.setattr(busy.time, "perf_counter", lambda: next(clock))
-    monkeypatch.setattr(busy, "_busy_seconds", lambda: next(machine))
+    monkeypatch.setattr(busy, "_busy_seconds", lambda cpus=None: next(machine))
     monkeypatch.setattr(busy, "_own_seconds", lambda proc: next(own))
     monkeypatch.setattr(busy.psutil, "cpu_count", lambda: 2)
     monkeypatch.setattr(busy, "_TICK_S", 0.01)

@@ -18,6 +18,7 @@ from rooflight.commands.common import (
     n_cpu_moe,
     positive_int,
 )
+from rooflight.hardware.profile import plural
 from rooflight.units import size_text
 
 
@@ -98,7 +99,7 @@ def _machine(profile) -> str:
     if profile.backend != "cpu" and profile.gpus:
         gpus = ", ".join(f"{g.name} ({_gb(g.vram_total_bytes or g.free_bytes)})" for g in profile.gpus)
         return f"{gpus}, {profile.backend}"
-    return f"CPU only ({profile.cpu.cores} cores, {_gb(profile.cpu.ram_total_bytes)} RAM)"
+    return f"CPU only ({plural(profile.cpu.cores, 'core')}, {_gb(profile.cpu.ram_total_bytes)} RAM)"
 
 
 def format_advice(result, profile) -> str:

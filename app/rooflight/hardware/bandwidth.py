@@ -16,9 +16,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import platformdirs
-import psutil
 
 from rooflight.atomic import write_text_atomic
+from rooflight.hardware.limits import cpu_counts, memory_now
 
 CACHE_FILE = "ram_bandwidth.json"
 # 128 MiB source + 128 MiB destination in all: several times a desktop or VM L3 cache (smaller
@@ -72,9 +72,9 @@ def measure_ram_bandwidth(
     """
     import numpy as np  # here: detecting a machine whose bandwidth is cached never needs it
 
-    n = max(1, threads or psutil.cpu_count(logical=False) or 1)
-    try:  # never take more than a quarter of what is free on a small machine
-        total_bytes = min(total_bytes, psutil.virtual_memory().available // 4)
+    n = max(1, threads or cpu_counts()[0])
+    try:  # never take more than a quarter of what is free on a small machine (or container)
+        total_bytes = min(total_bytes, memory_now()[1] // 4)
     except Exception:
         pass
     per_thread = max(1 << 20, total_bytes // (2 * n)) // 8  # float64 elements per buffer

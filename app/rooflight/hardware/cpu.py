@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psutil
 
+from .limits import ProcessShare, process_share
 from .profile import CPUInfo
 
 Runner = Callable[[list[str]], str]
@@ -137,8 +138,11 @@ def detect_cpu(
     run: Runner | None = None,
     platform_name: str | None = None,
     machine: str | None = None,
+    share: Callable[[], ProcessShare] = process_share,
 ) -> tuple[CPUInfo, list[str]]:
-    """CPUInfo without the RAM bandwidth (bandwidth.py measures it), and warnings."""
+    """CPUInfo without the RAM bandwidth (bandwidth.py measures it), and warnings. Cores,
+    threads and RAM are what this process may use (limits.py: affinity, a container's
+    quota and memory limit), each limit said in a warning."""
     warnings: list[str] = []
     plat = platform_name or sys.platform
     arch = machine or platform.machine()
@@ -154,16 +158,15 @@ def detect_cpu(
     if not isa:
         isa = _numpy_isa()
     name = name or platform.processor() or arch or "unknown CPU"
-    threads = psutil.cpu_count(logical=True) or 1
-    cores = psutil.cpu_count(logical=False) or threads
-    mem = psutil.virtual_memory()
+    mine = share()
+    warnings.extend(mine.warnings())
     cpu = CPUInfo(
         name=name,
-        cores=int(cores),
-        threads=int(threads),
+        cores=mine.cores,
+        threads=mine.threads,
         isa=isa,
-        ram_total_bytes=int(mem.total),
-        ram_available_bytes=int(mem.available),
+        ram_total_bytes=mine.ram_total,
+        ram_available_bytes=mine.ram_available,
         ram_bandwidth_gbs=None,
         ram_bandwidth_source="unknown",
         max_freq_mhz=_max_freq_mhz(cpuinfo_path.parent),

@@ -20,6 +20,7 @@ from .bandwidth import ram_bandwidth
 from .cpu import detect_cpu
 from .enrich import enrich_detected
 from .intel import detect_intel
+from .limits import process_share
 from .nvidia import detect_nvidia
 from .profile import CPUInfo, GPUInfo, HardwareProfile
 
@@ -42,11 +43,8 @@ class Probes:
 
 
 def _fallback_cpu() -> CPUInfo:
-    import psutil
-
-    mem = psutil.virtual_memory()
-    n = psutil.cpu_count() or 1
-    return CPUInfo("unknown CPU", n, n, (), int(mem.total), int(mem.available), None, "unknown")
+    s = process_share()
+    return CPUInfo("unknown CPU", s.cores, s.threads, (), s.ram_total, s.ram_available, None, "unknown")
 
 
 def detect_gpus(probes: Probes) -> tuple[list[GPUInfo], list[str]]:

@@ -43,7 +43,7 @@ def format_profile(profile: HardwareProfile) -> str:
         else f"unknown ({source})"
     )
     lines = [
-        f"CPU: {c.name} - {c.cores} cores, {c.threads} threads{arch}{freq}",
+        f"CPU: {c.name} - {c.counts_text()}{arch}{freq}",
         f"ISA: {isa}",
         f"RAM: {_gib(c.ram_total_bytes)} GiB total, {_gib(c.ram_available_bytes)} GiB "
         f"available, bandwidth {bw}",

@@ -26,6 +26,7 @@ from typing import Any
 
 import psutil
 
+from .limits import memory_now
 from .nvidia import _import_pynvml
 
 log = logging.getLogger(__name__)
@@ -204,11 +205,11 @@ class SystemSampler:
         self._gpus = _NvmlGpus(nvml if nvml is not None else _import_pynvml())
 
     def sample(self) -> Sample:
-        vm = psutil.virtual_memory()
+        total, available = memory_now()  # within a container's memory limit
         return Sample(
             time=time.time(),
-            ram_used_bytes=int(vm.total - vm.available),
-            ram_total_bytes=int(vm.total),
+            ram_used_bytes=total - available,
+            ram_total_bytes=total,
             cpu_percent=round(self._cpu.percent(), 1),
             process_rss_bytes=int(self._process.memory_info().rss),
             gpus=self._gpus.sample(),

@@ -12,6 +12,11 @@ from dataclasses import asdict, dataclass, field, replace
 PEAK_BANDWIDTH_SOURCE = "peak"
 
 
+def plural(n: int, noun: str) -> str:
+    """ "1 thread", "2 threads"."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 @dataclass(frozen=True)
 class CPUInfo:
     name: str
@@ -29,6 +34,10 @@ class CPUInfo:
     # whether llama.cpp keeps weights in its AMX buffer here (runtime/amx.py: its build has AMX
     # kernels and they run); None: as a build for this CPU would (estimate/amx_layout.py)
     amx_weights: bool | None = None
+
+    def counts_text(self) -> str:
+        """"8 cores, 16 threads"; "1 core, 1 thread"."""
+        return f"{plural(self.cores, 'core')}, {plural(self.threads, 'thread')}"
 
     def with_ram_total(self, total: int) -> CPUInfo:
         """This CPU with `total` bytes of RAM, of which what other programs use now stays used

@@ -143,12 +143,11 @@ def refresh_free_memory(hardware: HardwareProfile) -> HardwareProfile:
     """The same machine with free RAM and VRAM read again: other programs' use (and models
     this process has loaded: NVML counts their VRAM, runtime/resident.py their mapped RAM)
     is what is not free."""
-    import psutil
-
     from rooflight.hardware.detection import Probes, detect_gpus
+    from rooflight.hardware.limits import memory_now
     from rooflight.runtime.resident import resident_mapped_bytes
 
-    available = int(psutil.virtual_memory().available) - resident_mapped_bytes()
+    available = memory_now()[1] - resident_mapped_bytes()
     cpu = replace(hardware.cpu, ram_available_bytes=max(0, available))
     gpus = list(hardware.gpus)
     if gpus:

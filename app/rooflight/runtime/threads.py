@@ -19,10 +19,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import psutil
-
 from rooflight.errors import BadInputError
 from rooflight.estimate.config import RunConfig
+from rooflight.hardware.limits import cpu_counts
 
 # Decode rates within this fraction of the best count as a tie, broken by prefill speed
 # (threads matter far more there: prefill is compute-bound) and then by fewer threads.
@@ -69,14 +68,15 @@ class ThreadSweep:
 
 
 def physical_cores() -> int:
-    return psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
+    """The physical cores this process may use (hardware/limits.py)."""
+    return cpu_counts()[0]
 
 
 def candidate_threads(physical: int | None = None, logical: int | None = None) -> list[int]:
     """Counts worth measuring: 1, half, all-but-one and all physical cores, and all
     logical CPUs (SMT). Each is a separate model load and run, so keep the list short."""
     physical = physical or physical_cores()
-    logical = max(logical or psutil.cpu_count() or physical, physical)
+    logical = max(logical or cpu_counts()[1], physical)
     counts = {1, max(1, physical // 2), max(1, physical - 1), physical, logical}
     return sorted(counts)
 

@@ -136,7 +136,7 @@ def cpu_card(profile: HardwareProfile) -> Card:
     c = profile.cpu
     arch = f" · {c.arch}" if c.arch else ""
     freq = f" · up to {c.max_freq_mhz / 1000:.1f} GHz" if c.max_freq_mhz else ""
-    card = Card(f"CPU · {c.name}", f"{c.cores} cores, {c.threads} threads{arch}{freq}")
+    card = Card(f"CPU · {c.name}", f"{c.counts_text()}{arch}{freq}")
     card.setAccessibleName(f"CPU: {c.name}")
     bar = UsageBar()
     bar.set_usage(c.ram_total_bytes, c.ram_available_bytes)
