@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import types
 from pathlib import Path
 
@@ -185,3 +186,74 @@ def test_m3_max_bandwidth_depends_on_cores(tmp_path: Path):
     p = detect(measure_bandwidth=False, probes=probes)
     assert p.gpus[0].bandwidth_gbs == 300.0
     assert p.gpus[0].vram_total_bytes == 24 * GiB
+
+
+# /proc/cpuinfo as the boards print it (a Raspberry Pi 5 and 4, posted in hrw/arm-socs-table
+# issue #96 and nicolargo/glances issue #2616; two of the four cores kept), and a
+# big.LITTLE phone-class SoC's mix of parts
+PI5_CPUINFO = """\
+processor\t: 0
+BogoMIPS\t: 108.00
+Features\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp
+CPU implementer\t: 0x41
+CPU architecture: 8
+CPU variant\t: 0x4
+CPU part\t: 0xd0b
+CPU revision\t: 1
+
+processor\t: 1
+CPU implementer\t: 0x41
+CPU part\t: 0xd0b
+
+Hardware\t: BCM2835
+Revision\t: d04170
+Model\t\t: Raspberry Pi 5 Model B Rev 1.0
+"""
+PI4_CPUINFO = PI5_CPUINFO.replace("0xd0b", "0xd08").replace("Pi 5 Model B Rev 1.0", "Pi 4 Model B Rev 1.5")
+
+
+def test_arm_linux_names_the_cores_and_the_board():
+    assert parse_cpuinfo(PI5_CPUINFO) == ("Raspberry Pi 5 Model B Rev 1.0 (Cortex-A76)",
+                                          ("neon", "arm_fma", "fp16_va", "dotprod"))
+    assert parse_cpuinfo(PI4_CPUINFO)[0] == "Raspberry Pi 4 Model B Rev 1.5 (Cortex-A72)"
+    server = ARM_CPUINFO + "CPU part\t: 0xd40\n\nprocessor\t: 1\nCPU implementer\t: 0x41\nCPU part\t: 0xd40\n"
+    assert parse_cpuinfo(server)[0] == "Neoverse-V1"  # a Graviton3: no board line
+    mixed = "".join(f"processor\t: {i}\nCPU implementer\t: 0x41\nCPU part\t: {p}\n\n"
+                    for i, p in enumerate(("0xd05", "0xd05", "0xd41", "0xd44")))
+    assert parse_cpuinfo(mixed)[0] == "Cortex-A55 + Cortex-A78 + Cortex-X1"
+    ampere = "CPU implementer\t: 0xc0\nCPU part\t: 0xac3\n"
+    assert parse_cpuinfo(ampere)[0] == "Ampere Ampere-1"
+    assert parse_cpuinfo("CPU implementer\t: 0x41\nCPU part\t: 0xd8e\n")[0] == "Arm part 0xd8e"  # not in the table
+    # a 32-bit kernel's generic name stays where the part is unknown, and x86's numeric "model" is no board
+    armv7 = "model name\t: ARMv7 Processor rev 5 (v7l)\nCPU implementer\t: 0x41\nCPU part\t: 0xc07\n"
+    assert parse_cpuinfo(armv7)[0] == "ARMv7 Processor rev 5 (v7l)"
+    assert parse_cpuinfo("model\t\t: 143\n" + X86_CPUINFO)[0] == "Intel(R) Xeon(R) Platinum 8480+"
+
+
+def test_windows_names_the_cpu_from_the_registry(monkeypatch):
+    """The registry is what Windows has and this machine lacks: a stand-in module answers
+    as Windows' winreg does."""
+    calls = []
+
+    class Key:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    fake = types.ModuleType("winreg")
+    fake.HKEY_LOCAL_MACHINE = "HKLM"
+    fake.OpenKey = lambda root, path: calls.append((root, path)) or Key()
+    fake.QueryValueEx = lambda key, name: ("13th Gen Intel(R) Core(TM) i7-13700H  ", 1)
+    monkeypatch.setitem(sys.modules, "winreg", fake)
+    cpu, _ = detect_cpu(platform_name="win32", machine="AMD64")
+    assert cpu.name == "13th Gen Intel(R) Core(TM) i7-13700H"
+    assert calls == [("HKLM", r"HARDWARE\DESCRIPTION\System\CentralProcessor\0")]
+
+    def missing(root, path):
+        raise FileNotFoundError(path)
+
+    fake.OpenKey = missing
+    cpu, _ = detect_cpu(platform_name="win32", machine="AMD64")
+    assert cpu.name  # platform.processor() or the architecture, as before

@@ -7,10 +7,12 @@ CPU-feature probe is the cheap, portable fallback.
 
 from __future__ import annotations
 
+import importlib
 import platform
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -66,10 +68,50 @@ def order_isa(flags: Iterable[str]) -> tuple[str, ...]:
     return tuple(f for f in ISA_ORDER if f in found)
 
 
+# Arm Linux names no model in /proc/cpuinfo, only each core's "CPU implementer" and "CPU
+# part" codes; the names of the parts people run models on, as util-linux's lscpu decodes
+# them (sys-utils/lscpu-arm.c, which gathers them from Arm's manuals and the kernel's
+# cputype.h). Implementer 0x41 is Arm itself: its cores go by their own names.
+_ARM_VENDORS = {0x41: "", 0x46: "Fujitsu", 0x48: "HiSilicon", 0x4E: "NVIDIA", 0x51: "Qualcomm", 0x61: "Apple",
+                0xC0: "Ampere"}
+_ARM_PARTS = {
+    (0x41, 0xD03): "Cortex-A53", (0x41, 0xD04): "Cortex-A35", (0x41, 0xD05): "Cortex-A55",
+    (0x41, 0xD07): "Cortex-A57", (0x41, 0xD08): "Cortex-A72", (0x41, 0xD09): "Cortex-A73",
+    (0x41, 0xD0A): "Cortex-A75", (0x41, 0xD0B): "Cortex-A76", (0x41, 0xD0C): "Neoverse-N1",
+    (0x41, 0xD0D): "Cortex-A77", (0x41, 0xD40): "Neoverse-V1", (0x41, 0xD41): "Cortex-A78",
+    (0x41, 0xD44): "Cortex-X1", (0x41, 0xD46): "Cortex-A510", (0x41, 0xD47): "Cortex-A710",
+    (0x41, 0xD48): "Cortex-X2", (0x41, 0xD49): "Neoverse-N2", (0x41, 0xD4B): "Cortex-A78C",
+    (0x41, 0xD4D): "Cortex-A715", (0x41, 0xD4E): "Cortex-X3", (0x41, 0xD4F): "Neoverse-V2",
+    (0x46, 0x001): "A64FX", (0x48, 0xD01): "Kunpeng-920", (0x4E, 0x004): "Carmel",
+    (0x61, 0x022): "M1 Icestorm", (0x61, 0x023): "M1 Firestorm", (0x61, 0x032): "M2 Blizzard",
+    (0x61, 0x033): "M2 Avalanche", (0xC0, 0xAC3): "Ampere-1", (0xC0, 0xAC4): "Ampere-1a",
+}
+
+
+def _arm_part_name(implementer: int, part: int) -> str:
+    vendor = _ARM_VENDORS.get(implementer, f"implementer {implementer:#04x}")
+    known = _ARM_PARTS.get((implementer, part))
+    if known:
+        return f"{vendor} {known}".strip()
+    return f"{vendor or 'Arm'} part {part:#05x}"
+
+
+def _hex(value: str) -> int | None:
+    try:
+        return int(value, 16)
+    except ValueError:
+        return None
+
+
 def parse_cpuinfo(text: str) -> tuple[str | None, tuple[str, ...]]:
-    """(model name, llama.cpp ISA flags) from /proc/cpuinfo text (x86 or Arm)."""
+    """(model name, llama.cpp ISA flags) from /proc/cpuinfo text (x86 or Arm). On Arm the
+    name is made of the cores' part names ("Cortex-A76", "Cortex-X1 + Cortex-A78 +
+    Cortex-A55"), after the board's where the kernel gives it (a Raspberry Pi's "Model")."""
     name: str | None = None
+    board: str | None = None
     flags: set[str] = set()
+    implementer: int | None = None
+    parts: list[str] = []
     for line in text.splitlines():
         key, sep, value = line.partition(":")
         if not sep:
@@ -78,10 +120,22 @@ def parse_cpuinfo(text: str) -> tuple[str | None, tuple[str, ...]]:
         value = value.strip()
         if key == "model name" and name is None and value:
             name = value
+        elif key == "model" and value and not value.isdigit():  # x86's "model" is a number
+            board = value
         elif key == "flags":
             flags.update(_X86_FLAGS[f] for f in value.split() if f in _X86_FLAGS)
         elif key == "features":
             flags.update(_ARM_FLAGS[f] for f in value.split() if f in _ARM_FLAGS)
+        elif key == "cpu implementer":
+            implementer = _hex(value)
+        elif key == "cpu part" and implementer is not None and (part := _hex(value)) is not None:
+            part_name = _arm_part_name(implementer, part)
+            if part_name not in parts:
+                parts.append(part_name)
+    # 32-bit Arm's model name says only "ARMv7 Processor rev 3 (v7l)": known parts say more
+    if parts and (name is None or (name.startswith("ARMv") and not any(" part 0x" in p for p in parts))):
+        cores = " + ".join(parts)
+        name = f"{board} ({cores})" if board else cores
     return name, order_isa(flags)
 
 
@@ -118,6 +172,19 @@ def _mac_cpu(run: Runner, machine: str) -> tuple[str | None, tuple[str, ...]]:
     return name, order_isa(flags)
 
 
+def _windows_cpu_name() -> str | None:
+    """The name Windows shows for the CPU ("13th Gen Intel(R) Core(TM) i7-13700H"), from the
+    registry; platform.processor() there gives only "Intel64 Family 6 Model 186 Stepping 2,
+    GenuineIntel"."""
+    try:
+        winreg: Any = importlib.import_module("winreg")  # Windows only
+        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, r"HARDWARE\DESCRIPTION\System\CentralProcessor\0") as key:
+            value, _ = winreg.QueryValueEx(key, "ProcessorNameString")
+    except (ImportError, OSError):
+        return None
+    return str(value).strip() or None
+
+
 def _max_freq_mhz(proc_root: Path) -> float | None:
     try:
         freq = psutil.cpu_freq()
@@ -151,6 +218,8 @@ def detect_cpu(
     try:
         if plat == "darwin":
             name, isa = _mac_cpu(run or _run_sysctl, arch)
+        elif plat == "win32":
+            name = _windows_cpu_name()
         elif cpuinfo_path.exists():
             name, isa = parse_cpuinfo(cpuinfo_path.read_text(errors="replace"))
     except Exception as exc:  # a failed probe must not stop detection
