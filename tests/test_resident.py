@@ -23,7 +23,7 @@ def test_mapped_weights_of_a_loaded_model_are_not_free(tmp_path, monkeypatch):
     import psutil
 
     # the OS counts page cache as available: pin what it says, to see what is subtracted
-    monkeypatch.setattr(psutil, "virtual_memory", lambda: types.SimpleNamespace(available=8 * GiB))
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: types.SimpleNamespace(total=16 * GiB, available=8 * GiB))
     assert refresh_free_memory(HOST).cpu.ram_available_bytes == 8 * GiB - resident.resident_mapped_bytes()
     before = resident.resident_mapped_bytes()
     engine = load_engine(plan_load(path, Wishes(n_ctx=512), hardware=HOST), warmup=False)
