@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from pathlib import Path
 
@@ -197,3 +198,91 @@ def test_intel_fill_from_table_in_detect(tmp_path):
 def test_missing_sysfs_is_no_gpu(tmp_path):
     assert detect_amd(tmp_path / "nope", importer=no_amdsmi) == ([], [])
     assert detect_intel(tmp_path / "nope") == ([], [])
+
+
+def kfd_node(root: Path, n: int, bdf: str, gfx_version: int, compute_units: int, simd_per_cu: int = 2) -> None:
+    """A KFD topology node as the kernel writes it: "key value" lines, the PCI address
+    as location_id (bus << 8 | device << 3 | function)."""
+    domain, bus, devfn = bdf.split(":")
+    dev, fn = devfn.split(".")
+    loc = int(bus, 16) << 8 | int(dev, 16) << 3 | int(fn)
+    node = root / "class" / "kfd" / "kfd" / "topology" / "nodes" / str(n)
+    node.mkdir(parents=True)
+    (node / "properties").write_text(
+        f"cpu_cores_count 0\nsimd_count {compute_units * simd_per_cu}\nsimd_per_cu {simd_per_cu}\n"
+        f"gfx_target_version {gfx_version}\ndevice_id 29772\nlocation_id {loc}\ndomain {int(domain, 16)}\n")
+
+
+def test_kfd_names_the_board_a_pci_id_leaves_open(tmp_path):
+    """0x744c is the RX 7900 XTX, XT and GRE: 20 GiB picked the XT before, and a 16 GiB
+    card could be a GRE or something else; KFD's 80 CUs of gfx1100 say GRE."""
+    from rooflight.hardware.kfd import gfx_target, kfd_gpus
+
+    assert (gfx_target(110501), gfx_target(90402), gfx_target(90010), gfx_target(0)) == (
+        "gfx1151", "gfx942", "gfx90a", None)
+    (tmp_path / "class" / "kfd" / "kfd" / "topology" / "nodes" / "0").mkdir(parents=True)
+    (tmp_path / "class" / "kfd" / "kfd" / "topology" / "nodes" / "0" / "properties").write_text(
+        "cpu_cores_count 16\nsimd_count 0\ngfx_target_version 0\n")  # the CPU's node
+    make_card(tmp_path, 0, "0000:03:00.0", "0x1002", "0x744c",
+              {"mem_info_vram_total": str(16 * GiB), "mem_info_vram_used": "0"})
+    kfd_node(tmp_path, 1, "0000:03:00.0", 110000, 80)
+    assert [(k, v.gfx, v.compute_units) for k, v in kfd_gpus(tmp_path).items()] == [("0000:03:00.0", "gfx1100", 80)]
+    gpus, warnings = detect_amd(tmp_path, importer=no_amdsmi)
+    assert [g.name for g in gpus] == ["AMD Radeon RX 7900 GRE"] and warnings == []
+
+
+def _strix_halo(root: Path, carve_out: int, gtt: int) -> None:
+    make_card(root, 1, "0000:c6:00.0", "0x1002", "0x1586",
+              {"mem_info_vram_total": str(carve_out), "mem_info_vram_used": str(100 << 20),
+               "mem_info_gtt_total": str(gtt)})
+    kfd_node(root, 1, "0000:c6:00.0", 110501, 40)
+
+
+def _detect(root: Path):
+    return detect(measure_bandwidth=False, probes=Probes(sysfs_root=root, nvml=types.ModuleType("pynvml"),
+                                                         importer=no_amdsmi, platform_name="linux",
+                                                         machine="x86_64"))
+
+
+def test_an_apu_with_a_small_carve_out_is_a_gpu_on_its_gtt(tmp_path):
+    """A Ryzen AI Max+ 395 with the BIOS carve-out at its minimum: llama.cpp's HIP reports
+    the GTT's size as the device's memory; Rooflight plans it as one pool with the RAM."""
+    from rooflight.estimate import Wishes, plan
+    from rooflight.gguf import load_model_spec
+    from rooflight.gguf.synthetic import write_model
+
+    _strix_halo(tmp_path, 512 << 20, 96 * GiB)
+    p = _detect(tmp_path)
+    (gpu,) = p.gpus
+    assert (gpu.name, gpu.unified_memory, gpu.vram_total_bytes) == ("AMD Radeon 8060S", True, 96 * GiB)
+    assert gpu.vram_free_bytes == min(96 * GiB, p.cpu.ram_available_bytes)  # bounded by free RAM
+    assert gpu.bandwidth_gbs == 256.0 and gpu.fp16_tflops  # the table's figures, by name
+    assert not any("integrated" in w for w in p.warnings)
+    # a plan puts the model on it and counts its share out of the same RAM
+    model = write_model(tmp_path / "m.gguf", n_layer=4, n_embd=256, n_ff=512, n_vocab=2000, ftype="F16")
+    p = dataclasses.replace(p, backend="rocm")  # as with llama.cpp's ROCm build installed (this one is CPU-only)
+    est = plan(load_model_spec(model), p, Wishes(n_ctx=512))
+    assert est.config.n_gpu_layers == 5  # every layer and the output
+    gpu_mem = next(d for d in est.memory.devices if d.device != "cpu")
+    cpu_mem = next(d for d in est.memory.devices if d.device == "cpu")
+    assert cpu_mem.available_bytes <= p.cpu.ram_available_bytes - gpu_mem.total_bytes
+
+
+def test_an_apu_with_a_large_carve_out_is_a_gpu_of_its_carve_out(tmp_path):
+    """A 64 GiB carve-out and a smaller GTT: HIP uses the carve-out, memory of its own."""
+    _strix_halo(tmp_path, 64 * GiB, 32 * GiB)
+    (gpu,) = _detect(tmp_path).gpus
+    assert (gpu.name, gpu.unified_memory, gpu.vram_total_bytes) == ("AMD Radeon 8060S", False, 64 * GiB)
+
+
+def test_an_unknown_integrated_gpu_stays_out_with_its_reason(tmp_path):
+    make_card(tmp_path, 0, "0000:05:00.0", "0x1002", "0x15bf",
+              {"mem_info_vram_total": str(512 << 20), "mem_info_vram_used": "0",
+               "mem_info_gtt_total": str(16 * GiB)})
+    gpus, warnings = detect_amd(tmp_path, importer=no_amdsmi)
+    assert gpus == [] and "not counted as a GPU" in warnings[0]
+    # known by KFD (a 780M: gfx1103, 12 CUs) but with no GTT file: still out, and said why
+    (tmp_path / "devices" / "pci0000:00" / "0000:05:00.0" / "mem_info_gtt_total").unlink()
+    kfd_node(tmp_path, 1, "0000:05:00.0", 110003, 12)
+    gpus, warnings = detect_amd(tmp_path, importer=no_amdsmi)
+    assert gpus == [] and "a AMD Radeon 780M whose shared memory, GTT, is not larger" in warnings[0]

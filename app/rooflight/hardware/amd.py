@@ -2,8 +2,22 @@
 
 sysfs gives exact total and used VRAM (mem_info_vram_total / mem_info_vram_used) but no
 marketing name except on Instinct boards (product_name). Without amdsmi the name comes
-from the PCI device id; where one id covers several boards (0x744c is the RX 7900 XTX, XT
-and GRE) the VRAM size usually tells them apart, and otherwise the slowest is assumed.
+from the ISA target and compute-unit count KFD publishes (kfd.py: 96 CUs of gfx1100 is an
+RX 7900 XTX, 84 an XT), else from the PCI device id; where one id covers several boards
+(0x744c is the RX 7900 XTX, XT and GRE) the VRAM size usually tells them apart, and
+otherwise the slowest is assumed.
+
+An integrated GPU (an APU: Strix Halo's 8060S, the 890M, 780M...) has a BIOS carve-out as
+its "VRAM", often 512 MiB, and reaches system RAM through the GTT (mem_info_gtt_total),
+which llama.cpp uses: ROCm's HIP then reports the GTT's size as the device's memory (a
+Ryzen AI Max+ 395 with a 4 GiB carve-out and a 96 GiB GTT: "Total VRAM: 98304 MiB",
+noamsto/nix-amd-ai issue #42), and ggml's Vulkan backend adds up every memory heap of an
+integrated GPU (ggml-vulkan.cpp, ggml_backend_vk_get_device_memory). So a GPU the table
+marks as sharing its system's memory, with a GTT larger than its carve-out, is listed as
+a unified-memory GPU of the GTT's size, whose use comes out of the RAM (as an Apple chip's
+does); with a carve-out at least as large as the GTT it is listed by its carve-out, which
+is what HIP uses then (a 64 GB carve-out: HIP "sees only the BIOS VRAM carveout",
+defilantech/LLMKube issue #1155).
 """
 
 from __future__ import annotations
@@ -13,7 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from .gpu_table import lookup_pci_id
+from .gpu_table import lookup_amd_target, lookup_gpu, lookup_pci_id
+from .kfd import KfdGpu, kfd_gpus
 from .profile import GPUInfo
 from .sysfs import bus_id, cards, link_gbs, read_int, read_text
 
@@ -50,15 +65,27 @@ def _amdsmi_names(importer: Importer) -> dict[str, str]:
     return names
 
 
+def _memory_distance(vram: int) -> Callable[[dict], float]:
+    """How far a table entry's memory (per device: an MI250X is two devices of half the
+    package's memory) is from what this device has."""
+    return lambda c: abs(c["memory_bytes"] / (c.get("devices_per_package") or 1) - vram)
+
+
+def _name_from_target(target: KfdGpu | None, vram: int) -> str | None:
+    """A table name from KFD's ISA target and CU count; among boards that differ only in
+    memory (RX 7900 XTX and PRO W7900), the closest size."""
+    candidates = lookup_amd_target(target.gfx, target.compute_units) if target else []
+    if not candidates:
+        return None
+    return min(candidates, key=_memory_distance(vram))["name"]
+
+
 def _name_from_pci(device_id: str, vram: int, warnings: list[str]) -> str:
-    """A table name from the PCI id, choosing among boards by VRAM size (per device: an
-    MI250X is two devices of half the package's memory)."""
+    """A table name from the PCI id, choosing among boards by VRAM size."""
     candidates = lookup_pci_id(AMD_VENDOR, device_id)
     if not candidates:
         return f"AMD GPU {device_id}"
-
-    def distance(c: dict) -> float:
-        return abs(c["memory_bytes"] / (c.get("devices_per_package") or 1) - vram)
+    distance = _memory_distance(vram)
 
     best = min(map(distance, candidates))
     closest = sorted(
@@ -84,22 +111,34 @@ def detect_amd(
     if not found:
         return gpus, warnings
     market = _amdsmi_names(importer)
+    targets = kfd_gpus(sysfs_root)
     for n, _card, dev in found:
         total = read_int(dev / "mem_info_vram_total")
         if total is None:
             continue  # not the amdgpu driver (radeon, vfio): nothing llama.cpp can use
+        bdf = bus_id(dev).lower()
+        name = (market.get(bdf) or read_text(dev / "product_name")
+                or _name_from_target(targets.get(bdf), total) or "")
+        entry = lookup_gpu(name) if name else None
+        gtt = read_int(dev / "mem_info_gtt_total")
+        if entry is not None and entry.get("unified_memory") and gtt is not None and gtt > total:
+            # an APU reaching system RAM through the GTT: that RAM is its memory, and what
+            # it takes the CPU side loses (vram_free None: detection bounds it by free RAM)
+            gpus.append(GPUInfo(index=len(gpus), name=name, vendor="amd", vram_total_bytes=gtt,
+                                vram_free_bytes=None, bandwidth_gbs=None, fp16_tflops=None,
+                                unified_memory=True, source="detected"))
+            continue
         if total < MIN_DEDICATED_BYTES:
             warnings.append(
                 f"AMD integrated GPU card{n} has only {total / 2**20:.0f} MiB of dedicated "
                 "memory and is not counted as a GPU"
+                + ("" if entry is None else f" (a {name} whose shared memory, GTT, is not larger)")
             )
             continue
         used = read_int(dev / "mem_info_vram_used")
         free = max(0, total - used) if used is not None else None
-        device_id = (read_text(dev / "device") or "").lower()
-        name = market.get(bus_id(dev).lower()) or read_text(dev / "product_name") or ""
         if not name:
-            name = _name_from_pci(device_id, total, warnings)
+            name = _name_from_pci((read_text(dev / "device") or "").lower(), total, warnings)
         gpus.append(
             GPUInfo(
                 index=len(gpus),

@@ -166,6 +166,14 @@ def shared_memory_bytes(name: str) -> int | None:
     return int(entry["memory_bytes"])
 
 
+def lookup_amd_target(gfx: str, compute_units: int) -> list[dict[str, Any]]:
+    """AMD entries with this ISA target and compute-unit count (the table's sm_count):
+    an RX 7900 XTX's gfx1100 with 96 CUs, Strix Halo's 8060S gfx1151 with 40. Several where
+    boards differ only in memory (the RX 7900 XTX and the PRO W7900)."""
+    return [copy.deepcopy(e) for e in _load()["gpus"]
+            if e["vendor"] == "amd" and e.get("gfx") == gfx and e.get("sm_count") == compute_units]
+
+
 def lookup_pci_id(vendor_id: str, device_id: str) -> list[dict[str, Any]]:
     """Entries whose PCI device id matches (several products can share one id)."""
     vendor_of = {"0x10de": "nvidia", "0x1002": "amd", "0x8086": "intel"}
