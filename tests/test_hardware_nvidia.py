@@ -191,3 +191,22 @@ def test_detect_warns_for_a_gpu_missing_from_the_table(tmp_path):
     g = p.gpus[0]
     assert g.bandwidth_gbs == pytest.approx(672.1, abs=0.1) and g.fp16_tflops is None
     assert any("not in Rooflight's GPU table" in w and "FP16" in w for w in p.warnings)
+
+
+def test_a_gpu_split_into_mig_instances_is_said_to_be(monkeypatch):
+    """NVML's memory and SMs are the whole GPU's; one MIG instance has a share of them."""
+    a100 = {"name": "NVIDIA A100-SXM4-80GB", "mem": (80 * GiB, 79 * GiB), "mem_clock": 1593, "bus": 5120,
+            "cc": (8, 0), "cores": 6912, "gen": 4, "width": 16}
+    nvml = fake_pynvml([a100, a100])
+    nvml.NVML_DEVICE_MIG_ENABLE = 1
+    modes = [(1, 1), (0, 0)]  # (current, pending): the first GPU split, the second whole
+    nvml.nvmlDeviceGetMigMode = lambda handle: modes[handle]
+    gpus, warnings = detect_nvidia(nvml)
+    assert len(gpus) == 2
+    mig = [w for w in warnings if "MIG" in w]
+    assert mig == ["NVIDIA GPU 0 (NVIDIA A100-SXM4-80GB) is split into MIG instances: Rooflight plans for the whole "
+                   "GPU's memory and speed, which one instance does not have; give the instance's in a profile "
+                   "(--hardware FILE)."]
+    # a driver or pynvml without the call: no word, no failure
+    del nvml.nvmlDeviceGetMigMode
+    assert not any("MIG" in w for w in detect_nvidia(nvml)[1])

@@ -137,6 +137,15 @@ def _read_device(nvml: ModuleType, i: int, warnings: list[str]) -> GPUInfo | Non
     width = call("PCIe width", "nvmlDeviceGetMaxPcieLinkWidth", quiet=True)
     width = width or call("PCIe width", "nvmlDeviceGetCurrPcieLinkWidth", quiet=True)
 
+    # A GPU split into MIG instances runs CUDA work in one instance, with that instance's
+    # share of the memory and SMs; NVML's figures above are the whole GPU's. Which instance
+    # a process gets depends on CUDA_VISIBLE_DEVICES and the CUDA version, so Rooflight
+    # does not guess: it says so, and a profile (--hardware) can give the instance's memory.
+    mig = call("MIG mode", "nvmlDeviceGetMigMode", quiet=True)
+    if mig is not None and int(mig[0]) == getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1):
+        warnings.append(f"{label} is split into MIG instances: Rooflight plans for the whole GPU's memory and speed, "
+                        "which one instance does not have; give the instance's in a profile (--hardware FILE).")
+
     pci = call("PCI bus id", "nvmlDeviceGetPciInfo", quiet=True)
     bus_id = getattr(pci, "busId", None) if pci is not None else None
 
