@@ -106,12 +106,12 @@ SYCL = BackendConstants(0.603, 102.0e-6, 0.590, 0.142, _FIT, moe_expert_overhead
 # cost (about 0.1 ms per token for 4-18 layers) is from the intercept of the same fit.
 # Prefill efficiencies are per weight type (perf.CPU_PREFILL_EFFICIENCY). A CPU known by its
 # datasheet (a what-if profile, the published rows) is priced by the same tables through the
-# three shares below, fitted on 140 published rows of 13 CPUs; the band is their
+# three shares below, fitted on 176 published rows of 19 CPUs; the band is their
 # leave-one-CPU-out BAND_TAIL percentiles (as the GPU bands, above).
-_CPU_BAND = ("constants fitted on the project's 2-core EPYC VM, datasheet shares on 13 published CPUs; "
+_CPU_BAND = ("constants fitted on the project's 2-core EPYC VM, datasheet shares on 19 published CPUs; "
              f"band: {_PCT} of those CPUs' leave-one-CPU-out ratios, checked on held-out CPUs")
 CPU = BackendConstants(1.15, 10e-6, 0.38, 0.42, "fitted on a 2-core EPYC VM, bench/accuracy.py",
-                       decode_band=(0.61, 2.0), prefill_band=(0.34, 2.02), band_basis=_CPU_BAND)
+                       decode_band=(0.54, 2.0), prefill_band=(0.37, 2.2), band_basis=_CPU_BAND)
 
 BACKENDS = {"cuda": CUDA, "metal": METAL, "rocm": ROCM, "vulkan": VULKAN, "sycl": SYCL, "cpu": CPU}
 
@@ -134,8 +134,8 @@ class CpuShares:
 
 
 CPU_SHARES = {
-    "x86": CpuShares(peak_read=0.64, clock=0.604, matmul_clock=0.257),
-    "arm": CpuShares(peak_read=0.36, clock=1.050, matmul_clock=0.399),
+    "x86": CpuShares(peak_read=0.68, clock=0.604, matmul_clock=0.204),
+    "arm": CpuShares(peak_read=0.39, clock=0.958, matmul_clock=0.381),
 }
 
 
