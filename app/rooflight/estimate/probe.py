@@ -32,7 +32,8 @@ MAX_CLEAN_SPREAD = 0.25
 # own speed drifting: a shared VM's memory, a CPU changing clocks. That is the machine the
 # user's chats will run on, so the figure is stored with its spread, which widens every
 # range that stands on it (ranges.probe_band), up to the spread where that range would be
-# as wide as the table's: past it the figure says nothing the table does not (78% now).
+# as wide as the table's: past it the figure says nothing the table does not (102% since the CPU
+# rows of 2026-12-06 widened the table's band; 84% before).
 MAX_STORED_SPREAD = max_stored_spread()
 # A type is memory-bound when its achieved bytes/s is within this factor of the observed
 # bandwidth roof (classify_bounds): it reads as fast as the machine delivers.
