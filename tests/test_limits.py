@@ -26,6 +26,7 @@ from rooflight.hardware.limits import (
     process_share,
     read_cgroup_limits,
 )
+from rooflight.runtime import rpc
 
 GIB = 1 << 30
 
@@ -225,3 +226,29 @@ def test_a_process_in_a_real_cgroup_plans_within_its_limits(tmp_path):
     assert (hw["cpu"]["cores"], hw["cpu"]["threads"]) == (1, 1)
     assert any("0.5 of this computer's" in w and "CPU quota" in w for w in hw["warnings"])
     assert any("memory limit" in w for w in hw["warnings"])
+
+
+@pytestmark_taskset
+@pytest.mark.skipif(rpc.find_build() is None and not os.environ.get("CI"), reason="no RPC build of llama.cpp here")
+def test_rpc_server_runs_the_threads_this_process_may_use():
+    """llama.cpp's rpc-server defaults to half of the host's CPUs; under taskset (or a
+    quota) `rooflight rpc-server` gives it the cores this process may use."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(["taskset", "-c", "1", sys.executable, "-m", "rooflight", "rpc-server", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            args = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
+            if args[0].endswith(b"ggml-rpc-server"):  # the command has become the server (execve)
+                break
+            time.sleep(0.1)
+        assert args[0].endswith(b"ggml-rpc-server"), args
+        assert args[args.index(b"--threads") + 1] == b"1"
+    finally:
+        proc.kill()
+        proc.wait()

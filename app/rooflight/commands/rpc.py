@@ -14,6 +14,7 @@ import sys
 
 from rooflight.commands.common import add_rpc_option, emit_json, positive_int  # noqa: F401 (re-exported)
 from rooflight.errors import BadInputError
+from rooflight.hardware.limits import cpu_counts
 
 
 def endpoints_of(text: str) -> list[str]:
@@ -51,7 +52,10 @@ def cmd_rpc_server(args) -> int:
     build = rpc.require_build()
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: binding to {args.host}. {rpc.SECURITY_NOTE}", file=sys.stderr)
-    cmd, env = rpc.server_command(build, host=args.host, port=args.port, threads=args.threads,
+    # llama.cpp's own default is half of hardware_concurrency(): the host's CPUs, whatever
+    # the affinity or a container's quota allows, and one thread on a 2-vCPU VM
+    threads = args.threads or cpu_counts()[0]
+    cmd, env = rpc.server_command(build, host=args.host, port=args.port, threads=threads,
                                   device=args.device, cache=args.cache)
     print(f"llama.cpp RPC server on {args.host}:{args.port} (Ctrl-C stops it). {rpc.SECURITY_NOTE}",
           file=sys.stderr)
@@ -88,7 +92,8 @@ def register(subparsers) -> None:
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default 127.0.0.1; another address exposes an unauthenticated server)")
     p.add_argument("--port", type=positive_int, default=50052)
-    p.add_argument("--threads", type=positive_int, help="CPU threads of the server")
+    p.add_argument("--threads", type=positive_int,
+                   help="CPU threads of the server (default: the physical cores this process may use)")
     p.add_argument("--device", help="comma-separated llama.cpp devices to serve (default: all GPUs, else the CPU)")
     p.add_argument("--cache", action="store_true", help="cache received tensors on disk (faster reloads)")
     p.set_defaults(func=cmd_rpc_server)
