@@ -121,7 +121,7 @@ def test_process_share_within_a_quota_and_a_memory_limit():
         assert warnings[0] == (f"This process may use 0.5 of this computer's {host_threads} CPUs (a container or "
                                "cgroup CPU quota): plans, the probe and benchmarks use 1 thread.")
     ram_line = warnings[-1]
-    assert ram_line.startswith("This process may use 1.1 GB of this computer's ")
+    assert ram_line.startswith("This process may use 1.07 GB of this computer's ")
     assert ram_line.endswith("GB of RAM (a container or cgroup memory limit): models must fit in that.")
 
 

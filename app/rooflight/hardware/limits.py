@@ -6,8 +6,8 @@ psutil reports the whole computer. Inside such limits a plan that starts one lla
 thread per host core puts dozens of threads on two CPUs' worth of time (each token waits at
 every barrier for a descheduled thread), and a model that fits the host's RAM but not the
 container's limit is killed by the kernel's OOM killer or, mapped from disk, pages in
-from it at every token. So detection, plans, the probe, the thread sweep, the busy watch and the
-live monitor count what this process may use (`process_share`, `memory_now`), and
+from it at every token. So detection, plans, the probe, the thread sweep, the busy watch, the
+live monitor and `rooflight rpc-server` count what this process may use (`process_share`, `memory_now`), and
 detection says so in a warning when that is less than the computer has.
 
 Linux only for the control groups (v2, and v1 as on older Docker hosts); the affinity also
@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import TypeVar
 
 import psutil
+
+from rooflight.units import size_text
 
 from .profile import plural
 
@@ -68,8 +70,8 @@ class ProcessShare:
             out.append(f"This process may use {n} of this computer's {self.host_threads} CPUs "
                        f"({self.cpu_reason}): plans, the probe and benchmarks use {plural(self.cores, 'thread')}.")
         if self.ram_reason:
-            out.append(f"This process may use {self.ram_total / 1e9:.1f} GB of this computer's "
-                       f"{self.host_ram_total / 1e9:.1f} GB of RAM ({self.ram_reason}): models must fit in that.")
+            out.append(f"This process may use {size_text(self.ram_total)} of this computer's "
+                       f"{size_text(self.host_ram_total)} of RAM ({self.ram_reason}): models must fit in that.")
         return out
 
 
