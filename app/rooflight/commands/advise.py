@@ -112,7 +112,7 @@ def format_advice(result, profile) -> str:
         f"{e.spec.name} {b.variant.quant} on {_machine(profile)}",
         f"Now: {FIT_LABELS[e.fit]}, {c.n_gpu_layers}/{e.spec.n_layer + 1} layers on the GPU, {c.n_ctx}-token context,"
         f" KV {c.kv_type}, flash attention {'on' if c.flash_attn else 'off'}, micro-batch {c.n_ubatch},"
-        f" {c.n_threads} threads",
+        f" {plural(c.n_threads, 'thread')}",
         f"     decode {b.decode:.1f} tok/s, prefill {b.prefill:.0f} tok/s, memory {_gb(n['memory_bytes'])}"
         + (f" (GPU {_gb(n['gpu_bytes'])})" if n["gpu_bytes"] else ""),
         f"Searched {result.searched} settings in {result.elapsed_s * 1e3:.0f} ms.",

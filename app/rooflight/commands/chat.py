@@ -18,6 +18,7 @@ from pathlib import Path
 from rooflight.commands.common import N_CPU_MOE_HELP, emit_json, gpu_layers, n_cpu_moe, positive_int
 from rooflight.commands.rpc import add_rpc_option, remotes_from_args
 from rooflight.errors import BadInputError, RooflightError
+from rooflight.hardware.profile import plural
 
 HELP = """commands:
   /system TEXT   set the system prompt (/system alone shows it)
@@ -153,7 +154,7 @@ def plan_summary(lp) -> str:
     if cfg.n_cpu_moe:
         layers += f" · experts of {cfg.n_cpu_moe} layers in RAM"
     return (f"{lp.spec.name} ({lp.spec.file_type}) · {est.fit} · {layers} · {cfg.n_ctx}-token context · "
-            f"{cfg.n_threads} threads · {mem_gb:.2f} GB · predicted {p.decode_tok_s:.1f} tok/s decode, "
+            f"{plural(cfg.n_threads, 'thread')} · {mem_gb:.2f} GB · predicted {p.decode_tok_s:.1f} tok/s decode, "
             f"{p.prefill_tok_s:.0f} tok/s prefill" + (" (calibrated)" if p.calibrated else ""))
 
 

@@ -11,6 +11,7 @@ import sys
 
 from rooflight.commands.common import emit_json, positive_int
 from rooflight.errors import BadInputError
+from rooflight.hardware.profile import plural
 
 
 def _fraction(text: str) -> float:
@@ -84,7 +85,7 @@ def format_probe(run) -> str:
     from rooflight.estimate.backend_constants import BACKENDS
 
     p = run.probe
-    lines = [f"Probe of this machine ({p.machine}) with {p.build}, {p.n_threads} threads, "
+    lines = [f"Probe of this machine ({p.machine}) with {p.build}, {plural(p.n_threads, 'thread')}, "
              f"{p.duration_s:.1f} s", ""]
     lines.append(f"{'weight type':12}{'decode ns/weight':>18}{'GB/s':>8}  {'bound':8}{'prompt ns/weight':>18}"
                  f"{'spread':>8}")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rooflight.errors import RooflightError
+from rooflight.hardware.profile import plural
 from rooflight.runtime.probe_defaults import DEFAULT_BUSY_THRESHOLD, disturbed
 
 # The sweep runs every candidate twice: shorter runs than the benchmark keep it to
@@ -154,7 +155,7 @@ def run_bench(model_path: str, wishes, *, profile=None, repetitions: int = REPET
             est = plan(spec, profile, replace(wishes, n_threads=sweep.best), calibration=base)
         prompt, gen = wishes.prompt_tokens, wishes.gen_tokens
         say(f"measuring {spec.name} ({prompt}-token prompt, {gen} tokens, "
-            f"{est.config.n_threads} threads, {repetitions} runs)...")
+            f"{plural(est.config.n_threads, 'thread')}, {repetitions} runs)...")
         runs, others = quiet_runs(lambda: measure(model_path, est.config, prompt_tokens=prompt, gen_tokens=gen),
                                   repetitions, say)
         got = median_run(runs)

@@ -43,6 +43,7 @@ from rooflight.format import (
     speed_basis,
 )
 from rooflight.hardware import HardwareProfile
+from rooflight.hardware.profile import plural
 from rooflight.hardware.remote import is_remote, remote_device
 from rooflight.ui import theme
 from rooflight.ui.advice_panel import AdvicePanel
@@ -99,7 +100,7 @@ def tuning_text(tuning: Wishes) -> str:
     if tuning.swa_full != d.swa_full:
         parts.append("full-size sliding-window cache" if tuning.swa_full else "windowed sliding-window cache")
     if tuning.n_threads != d.n_threads:
-        parts.append(f"{tuning.n_threads} threads")
+        parts.append(plural(tuning.n_threads, 'thread'))
     if (tuning.n_batch, tuning.n_ubatch) != (d.n_batch, d.n_ubatch):
         parts.append(f"batch {tuning.n_batch}/{tuning.n_ubatch}")
     return ", ".join(parts)
@@ -643,7 +644,7 @@ class ModelDetail(QWidget):
         self.speed.setToolTip(speed_basis(p))  # what the range means ("8 of 10 ... fall inside")
         self.config.setText(
             f"Planned: {cfg.n_gpu_layers} of {s.n_layer + 1} layers on the GPU · KV cache {cfg.kv_type} · "
-            f"flash attention {'on' if cfg.flash_attn else 'off'} · {cfg.n_threads} threads · "
+            f"flash attention {'on' if cfg.flash_attn else 'off'} · {plural(cfg.n_threads, 'thread')} · "
             f"batch {cfg.n_batch}/{cfg.n_ubatch} · decode {p.bound}-bound"
             + (f" · MoE experts of {cfg.n_cpu_moe} layers in RAM" if cfg.n_cpu_moe else "")
             + (" · calibrated on this machine" if p.calibrated else "")
