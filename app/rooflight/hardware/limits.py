@@ -27,6 +27,7 @@ import psutil
 from rooflight.units import size_text
 
 from .profile import plural
+from .sysfs import read_int, read_text
 
 PROC_SELF_CGROUP = Path("/proc/self/cgroup")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -53,7 +54,6 @@ class ProcessShare:
 
     cores: int
     threads: int
-    host_cores: int
     host_threads: int
     ram_total: int
     ram_available: int
@@ -75,13 +75,6 @@ class ProcessShare:
         return out
 
 
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text().strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
 def _int(text: str | None) -> int | None:
     try:
         return int(text) if text is not None else None
@@ -91,7 +84,7 @@ def _int(text: str | None) -> int | None:
 
 def _stat(path: Path, key: str) -> int:
     """One counter of a memory.stat file (0 when absent)."""
-    for line in (_read(path) or "").splitlines():
+    for line in (read_text(path) or "").splitlines():
         name, _, value = line.partition(" ")
         if name == key:
             return _int(value) or 0
@@ -105,7 +98,7 @@ def _min(a: T | None, b: T) -> T:
 def _own_groups(proc_self_cgroup: Path) -> tuple[str | None, dict[str, str]]:
     """(the v2 path, {v1 controller: path}) from /proc/self/cgroup."""
     v2, v1 = None, {}
-    for line in (_read(proc_self_cgroup) or "").splitlines():
+    for line in (read_text(proc_self_cgroup) or "").splitlines():
         parts = line.split(":", 2)
         if len(parts) != 3:
             continue
@@ -145,14 +138,14 @@ def _v2_limits(root: Path, path: str) -> CgroupLimits:
     mem_max: int | None = None
     chain = _chain(root, path)
     for d in chain:
-        cpu_max = (_read(d / "cpu.max") or "max").split()
+        cpu_max = (read_text(d / "cpu.max") or "max").split()
         q, period = _int(cpu_max[0]), _int(cpu_max[1]) if len(cpu_max) > 1 else None
         if q is not None and period:
             quota = _min(quota, q / period)
-        m = _int(_read(d / "memory.max"))  # "max" reads as None
+        m = read_int(d / "memory.max")  # "max" reads as None
         if m is not None and m < _UNLIMITED:
             mem_max = _min(mem_max, m)
-    current = _int(_read(chain[0] / "memory.current"))
+    current = read_int(chain[0] / "memory.current")
     used = None if current is None else max(0, current - _stat(chain[0] / "memory.stat", "inactive_file"))
     return CgroupLimits(quota, mem_max, used)
 
@@ -164,17 +157,17 @@ def _v1_limits(root: Path, paths: dict[str, str]) -> CgroupLimits:
     cpu_mount = _v1_mount(root, "cpu")
     if cpu_mount is not None and "cpu" in paths:
         for d in _chain(cpu_mount, paths["cpu"]):
-            q, period = _int(_read(d / "cpu.cfs_quota_us")), _int(_read(d / "cpu.cfs_period_us"))
+            q, period = read_int(d / "cpu.cfs_quota_us"), read_int(d / "cpu.cfs_period_us")
             if q is not None and q > 0 and period:  # -1: no quota
                 quota = _min(quota, q / period)
     mem_mount = _v1_mount(root, "memory")
     if mem_mount is not None and "memory" in paths:
         chain = _chain(mem_mount, paths["memory"])
         for d in chain:
-            m = _int(_read(d / "memory.limit_in_bytes"))
+            m = read_int(d / "memory.limit_in_bytes")
             if m is not None and m < _UNLIMITED:
                 mem_max = _min(mem_max, m)
-        usage = _int(_read(chain[0] / "memory.usage_in_bytes"))
+        usage = read_int(chain[0] / "memory.usage_in_bytes")
         if usage is not None:
             used = max(0, usage - _stat(chain[0] / "memory.stat", "total_inactive_file"))
     return CgroupLimits(quota, mem_max, used)
@@ -205,7 +198,7 @@ def cores_among(cpus: Sequence[int], sysfs_root: Path = SYSFS_ROOT) -> int | Non
     cores = set()
     for n in cpus:
         topo = sysfs_root / f"devices/system/cpu/cpu{n}/topology"
-        core, package = _read(topo / "core_id"), _read(topo / "physical_package_id")
+        core, package = read_text(topo / "core_id"), read_text(topo / "physical_package_id")
         if core is None:
             return None
         cores.add((package, core))
@@ -251,7 +244,7 @@ def process_share(
         reasons.append("a container or cgroup CPU quota")
         quota = lim.cpu_quota
     ram_total, ram_available, host_ram, ram_reason = _ram(lim)
-    return ProcessShare(cores=max(1, min(cores, threads)), threads=threads, host_cores=host_cores,
+    return ProcessShare(cores=max(1, min(cores, threads)), threads=threads,
                         host_threads=host_threads, ram_total=ram_total, ram_available=ram_available,
                         host_ram_total=host_ram, cpu_reason=" and ".join(reasons) or None,
                         ram_reason=ram_reason, cpu_quota=quota)

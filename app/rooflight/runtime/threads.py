@@ -75,8 +75,10 @@ def physical_cores() -> int:
 def candidate_threads(physical: int | None = None, logical: int | None = None) -> list[int]:
     """Counts worth measuring: 1, half, all-but-one and all physical cores, and all
     logical CPUs (SMT). Each is a separate model load and run, so keep the list short."""
-    physical = physical or physical_cores()
-    logical = max(logical or cpu_counts()[1], physical)
+    if not (physical and logical):
+        cores, cpus = cpu_counts()  # one read of the affinity and the cgroup for both
+        physical, logical = physical or cores, logical or cpus
+    logical = max(logical, physical)
     counts = {1, max(1, physical // 2), max(1, physical - 1), physical, logical}
     return sorted(counts)
 
