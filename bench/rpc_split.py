@@ -103,7 +103,8 @@ def reported_by_device(buffers, names: dict[tuple[str, int], str]) -> dict[str, 
 
 
 def run(n_layer: int = 8, n_embd: int = 512, n_ctx: int = 1024, prompt_tokens: int = 256,
-        gen_tokens: int = 32, threads: int = 1) -> dict:
+        gen_tokens: int = 32, threads: int = 1, cpu_blocks: int | None = None, flash_attn: str = "on",
+        n_ubatch: int = 512, n_ff: int | None = None, n_head_kv: int = 4) -> dict:
     from rooflight.runtime import rpc
 
     rpc.use_rpc_build()  # before llama_cpp is imported
@@ -124,12 +125,13 @@ def run(n_layer: int = 8, n_embd: int = 512, n_ctx: int = 1024, prompt_tokens: i
         remotes = rpc.remotes_from_servers(devices, cpu, link_gbps=gbps,
                                            rtt_ms={ep: rtt_ms for ep in endpoints})
         with tempfile.TemporaryDirectory() as tmp:
-            path = write_model(Path(tmp) / "split.gguf", n_layer=n_layer, n_embd=n_embd, n_head=8, n_head_kv=4,
-                               n_ff=4 * n_embd, n_vocab=2000, context_length=4096, ftype="Q8_0")
-            # a third of the blocks stay on this CPU, the rest split by the servers' memory
-            n_gpu = n_layer + 1 - n_layer // 3
-            lp = plan_load(path, Wishes(n_ctx=n_ctx, n_gpu_layers=n_gpu, n_threads=threads,
-                                        prompt_tokens=prompt_tokens, gen_tokens=gen_tokens), remotes=remotes)
+            path = write_model(Path(tmp) / "split.gguf", n_layer=n_layer, n_embd=n_embd, n_head=8, n_head_kv=n_head_kv,
+                               n_ff=n_ff or 4 * n_embd, n_vocab=2000, context_length=4096, ftype="Q8_0")
+            # by default a third of the blocks stay on this CPU, the rest split by the servers' memory
+            n_gpu = n_layer + 1 - (n_layer // 3 if cpu_blocks is None else cpu_blocks)
+            lp = plan_load(path, Wishes(n_ctx=n_ctx, n_gpu_layers=n_gpu, n_threads=threads, n_ubatch=n_ubatch,
+                                        flash_attn=flash_attn, prompt_tokens=prompt_tokens, gen_tokens=gen_tokens),
+                           remotes=remotes)
             engine = load_engine(lp, force=True, warmup=False)
             try:
                 llm = engine.llm
@@ -168,9 +170,15 @@ def main() -> int:
     ap.add_argument("--n-layer", type=int, default=8)
     ap.add_argument("--n-embd", type=int, default=512)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--n-ctx", type=int, default=1024)
+    ap.add_argument("--n-ubatch", type=int, default=512)
+    ap.add_argument("--flash-attn", choices=("on", "off"), default="on")
+    ap.add_argument("--cpu-blocks", type=int, default=None,
+                    help="repeating blocks this CPU runs (default a third; 0: every layer on the servers)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    doc = run(n_layer=args.n_layer, n_embd=args.n_embd, threads=args.threads)
+    doc = run(n_layer=args.n_layer, n_embd=args.n_embd, n_ctx=args.n_ctx, threads=args.threads,
+              cpu_blocks=args.cpu_blocks, flash_attn=args.flash_attn, n_ubatch=args.n_ubatch)
     if args.json:
         json.dump(doc, sys.stdout, indent=2)
         print()

@@ -44,6 +44,24 @@ def test_split_across_cpu_and_two_servers_matches_the_plan():
     assert doc["predicted"]["network"]["crossings_per_token"] >= 2
 
 
+@pytest.mark.parametrize("flash_attn", ["on", "off"])
+def test_every_layer_on_the_servers_plans_pipeline_parallelism(flash_attn):
+    """With every layer and the output on two devices llama.cpp turns on pipeline
+    parallelism and keeps 4 copies of each split's inputs (estimate/split_compute.py): each
+    compute buffer, this CPU's included, as planned to 0.02 MiB (it was 5-7 MiB short)."""
+    code = ("import json, sys; sys.path.insert(0, 'bench'); import rpc_split; "
+            "print(json.dumps(rpc_split.run(n_layer=5, n_embd=384, n_ctx=1024, n_ff=1280, n_head_kv=2, "
+            f"cpu_blocks=0, flash_attn='{flash_attn}', prompt_tokens=64, gen_tokens=4)))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads(r.stdout.strip().splitlines()[-1])
+    assert "cpu" not in doc["layer_devices"] and {"rpc0", "rpc1"} == set(doc["layer_devices"])
+    for dev in ("cpu", "rpc0", "rpc1"):
+        planned, reported = doc["planned"][dev]["compute"], doc["reported"][dev]["compute"]
+        assert abs(planned - reported) < 0.02 * 2**20, (dev, planned, reported)
+    assert doc["measured"]["tokens_generated"] == 4
+
+
 def test_remotes_lists_a_server_and_refuses_an_unreachable_one():
     port = _free_port()
     server = rpc.start_server(port, threads=1)

@@ -73,10 +73,14 @@ def attention_peak(spec: ModelSpec, cfg: RunConfig) -> int:
     n_head = max(spec.n_head) if spec.n_head else 1
     # the widest layer's (Gemma 4's full-attention heads are twice its window layers')
     e_q = max(spec.head_dims(il)[0] for il in range(spec.n_layer)) * n_head * t * F32 if spec.n_layer else 0
-    e_kv = max((sum(spec.head_dims(il)) * (spec.n_head_kv[il] or 1) for il in range(spec.n_layer)),
-               default=(spec.head_dim_k + spec.head_dim_v)) * t * F32
     scores = 0 if cfg.flash_attn else n_kv * t * n_head * F32
-    return scores + 3 * _residual(spec, t) + 2 * e_q + e_kv + mask_bytes(spec, cfg)
+    return scores + 3 * _residual(spec, t) + 2 * e_q + kv_row_bytes(spec, cfg) + mask_bytes(spec, cfg)
+
+
+def kv_row_bytes(spec: ModelSpec, cfg: RunConfig) -> int:
+    """One micro-batch's K and V rows of the widest layer, [head_dim, n_head_kv, T] f32 each."""
+    return max((sum(spec.head_dims(il)) * (spec.n_head_kv[il] or 1) for il in range(spec.n_layer)),
+               default=(spec.head_dim_k + spec.head_dim_v)) * micro_batch(cfg) * F32
 
 
 def ffn_peak(spec: ModelSpec, cfg: RunConfig) -> int:

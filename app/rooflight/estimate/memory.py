@@ -1,7 +1,8 @@
 """Memory plan: what llama.cpp allocates on each device for one RunConfig.
 
 Weights by layer placement (placement.py), KV cache by layer (kv.py), compute buffers
-(compute.py) and a per-GPU runtime overhead; then the fit state (CONTRACT.md).
+(compute.py; split_compute.py where the graph is split across devices) and a per-GPU runtime
+overhead; then the fit state (CONTRACT.md).
 """
 
 from __future__ import annotations
@@ -15,8 +16,13 @@ from rooflight.estimate.config import RunConfig
 from rooflight.estimate.fit import Fit
 from rooflight.estimate.kv import kv_bytes_by_layer
 from rooflight.estimate.layers import layer_table
-from rooflight.estimate.placement import CPU, device_runs, gpu_name, layer_devices
-from rooflight.estimate.rpc_compute import remote_compute_bytes
+from rooflight.estimate.placement import CPU, device_runs, gpu_name, layer_devices, offload_devices
+from rooflight.estimate.split_compute import (
+    pipeline_cpu_bytes,
+    pipeline_device_bytes,
+    pipeline_parallel,
+    remote_compute_bytes,
+)
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
 from rooflight.hardware.remote import is_remote, remote_device, remote_devices
@@ -171,14 +177,19 @@ def plan_memory(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig) -> M
     output_dev = devices[spec.n_layer]
     unified = {gpu_name(g.index) for g in hardware.gpus if g.unified_memory}
     usage = []  # (device, weights, kv, compute, overhead)
+    pipeline = pipeline_parallel(devices, len(offload_devices(hardware)), cfg)
+    blocks = devices[: spec.n_layer]
     for name in names:
-        if is_remote(name):
-            compute = remote_compute_bytes(spec, cfg, n_blocks=devices[: spec.n_layer].count(name),
-                                           runs_output=name == output_dev,
-                                           cpu_runs_layers=CPU in devices[: spec.n_layer])
+        if pipeline:
+            compute = (pipeline_cpu_bytes(spec, cfg) if name == CPU else
+                       pipeline_device_bytes(spec, cfg, n_blocks=blocks.count(name),
+                                             runs_last_block=bool(blocks) and blocks[-1] == name,
+                                             runs_output=name == output_dev))
+        elif is_remote(name):
+            compute = remote_compute_bytes(spec, cfg, n_blocks=blocks.count(name), runs_output=name == output_dev,
+                                           cpu_runs_layers=CPU in blocks)
         else:
-            compute = compute_bytes(spec, cfg, runs_layers=name in devices[: spec.n_layer],
-                                    runs_output=name == output_dev)
+            compute = compute_bytes(spec, cfg, runs_layers=name in blocks, runs_output=name == output_dev)
         if name == CPU:
             if experts.handovers(devices, cfg.n_cpu_moe):
                 # the CPU now runs expert feed-forwards: at least one layer's FFN intermediates
