@@ -159,3 +159,44 @@ def test_backend_for_profile_vendors():
     assert backend_for_gpus([gpu("intel")]) == "vulkan"
     assert backend_for_gpus([]) == "cpu"
     assert backend_for_gpus([gpu("amd", "AMD Radeon RX 580")]) == "vulkan"  # GFX8: ROCm dropped it
+
+
+def apu(name: str = "AMD Radeon 780M", index: int = 0) -> GPUInfo:
+    return GPUInfo(index, name, "amd", 16 << 30, None, 120.0, 8.0, unified_memory=True)
+
+
+def test_a_laptops_radeon_igpu_beside_an_nvidia_gpu_gets_no_layer(tmp_path):
+    """llama.cpp's CUDA build sees only the NVIDIA GPU; Rooflight planned most layers onto the
+    780M's 16 GB GTT before (a CUDA build cannot reach it)."""
+    from rooflight.catalog.models import find_model
+    from rooflight.estimate.plan import Wishes, plan
+    from rooflight.hardware.profile import CPUInfo, HardwareProfile
+
+    gpus = [apu(index=0), gpu("nvidia", "NVIDIA GeForce RTX 4060 Laptop GPU", index=1)]
+    importer = fake_llama(tmp_path, [*CPU_LIBS, "libggml-cuda.so"], True)
+    backend, warnings = detect_backend(gpus, importer=importer)
+    assert backend == "cuda"
+    assert any("GPU 0 (AMD Radeon 780M) cannot be driven by the cuda backend" in w for w in warnings)
+    cpu = CPUInfo("Ryzen 7 7840HS", 8, 16, ("avx2",), 32 << 30, 24 << 30, 60.0, "measured")
+    hw = HardwareProfile(cpu=cpu, gpus=tuple(gpus), backend=backend)
+    assert [g.name for g in hw.offload_gpus] == ["NVIDIA GeForce RTX 4060 Laptop GPU"]
+    est = plan(find_model("qwen3-8b").spec("Q4_K_M"), hw, Wishes(n_ctx=8192))
+    assert set(est.memory.layer_devices) <= {"cpu", "gpu1"}
+    assert "gpu0" not in {d.device for d in est.memory.devices}
+
+
+def test_vulkan_drives_both_but_llama_cpp_skips_the_integrated_one(tmp_path):
+    """src/llama.cpp adds integrated GPUs only where it found no discrete one."""
+    gpus = [apu(index=0), gpu("amd", "AMD Radeon RX 7800 XT", index=1)]
+    importer = fake_llama(tmp_path, [*CPU_LIBS, "libggml-vulkan.so"], True)
+    backend, warnings = detect_backend(gpus, importer=importer)
+    assert backend == "vulkan"
+    assert any("GPU 0 (AMD Radeon 780M) is integrated" in w and "will not be used" in w for w in warnings)
+    from rooflight.hardware.profile import CPUInfo, HardwareProfile
+
+    cpu = CPUInfo("Ryzen 7 8700G", 8, 16, ("avx2",), 32 << 30, 24 << 30, 60.0, "measured")
+    assert [g.index for g in HardwareProfile(cpu=cpu, gpus=tuple(gpus), backend=backend).offload_gpus] == [1]
+    # alone, the integrated GPU is used (Strix Halo, a mini PC's 780M)
+    alone = HardwareProfile(cpu=cpu, gpus=(apu(),), backend="vulkan")
+    assert [g.name for g in alone.offload_gpus] == ["AMD Radeon 780M"]
+    assert HardwareProfile(cpu=cpu, gpus=(apu(),), backend="cpu").offload_gpus == ()

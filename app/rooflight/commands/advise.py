@@ -96,8 +96,8 @@ def _gb(n: float) -> str:
 
 
 def _machine(profile) -> str:
-    if profile.backend != "cpu" and profile.gpus:
-        gpus = ", ".join(f"{g.name} ({_gb(g.vram_total_bytes or g.free_bytes)})" for g in profile.gpus)
+    if profile.offload_gpus:
+        gpus = ", ".join(f"{g.name} ({_gb(g.vram_total_bytes or g.free_bytes)})" for g in profile.offload_gpus)
         return f"{gpus}, {profile.backend}"
     return f"CPU only ({plural(profile.cpu.cores, 'core')}, {_gb(profile.cpu.ram_total_bytes)} RAM)"
 

@@ -62,7 +62,7 @@ def _has_swa(spec: ModelSpec) -> bool:
 
 
 def _has_gpu(hw: HardwareProfile) -> bool:
-    return hw.backend != "cpu" and bool(hw.gpus)
+    return bool(hw.offload_gpus)
 
 
 # ---- the advisor's values ------------------------------------------------------------------

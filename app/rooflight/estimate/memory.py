@@ -206,8 +206,8 @@ def plan_memory(spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig) -> M
     gpu_used_unified = sum(sum(u[1:]) for u in usage if u[0] in unified)
     result = [DeviceMemory(*u, _available(hardware, u[0], gpu_used_unified)) for u in usage]
     # GPUs that got no layers still appear, empty, so the GUI can show their capacity
-    for g in hardware.gpus:
-        if hardware.backend != "cpu" and gpu_name(g.index) not in names:
+    for g in hardware.offload_gpus:
+        if gpu_name(g.index) not in names:
             result.append(DeviceMemory(gpu_name(g.index), 0, 0, 0, 0, _available(hardware, gpu_name(g.index), 0)))
     for rd in remote_devices(hardware):
         if rd.name not in names:

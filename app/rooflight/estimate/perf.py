@@ -926,7 +926,7 @@ def op_offload(has_gpu: bool, batch_tokens: int) -> bool:
 def pcie_gbs(hardware: HardwareProfile, device: str | None = None) -> float:
     """Host-to-device copy rate (GB/s) of a GPU, or of the first GPU that reports one;
     25 GB/s (PCIe 4.0 x16 in practice) when none does."""
-    gpus = [g for g in hardware.gpus if device is None or gpu_name(g.index) == device]
+    gpus = [g for g in hardware.offload_gpus if device is None or gpu_name(g.index) == device]
     return next((g.pcie_gbs for g in gpus if g.pcie_gbs), None) or 25.0
 
 

@@ -27,7 +27,7 @@ def offload_devices(hardware: HardwareProfile) -> tuple[tuple[str, int], ...]:
     remote RPC devices first, then this machine's GPUs (src/llama.cpp device selection);
     the free bytes are what llama.cpp splits the offloaded layers by."""
     remote = tuple((d.name, d.split_bytes) for d in remote_devices(hardware))
-    local = tuple((gpu_name(g.index), g.free_bytes) for g in hardware.gpus) if hardware.backend != "cpu" else ()
+    local = tuple((gpu_name(g.index), g.free_bytes) for g in hardware.offload_gpus)
     return remote + local
 
 

@@ -171,7 +171,7 @@ def plan(
     _validate(spec, wishes)
     n_cpu_moe = experts.resolve(wishes.n_cpu_moe, spec)
     if n_cpu_moe == "auto":
-        if hardware.backend == "cpu" or not hardware.gpus:
+        if not hardware.offload_gpus:
             n_cpu_moe = 0  # everything is in RAM already
         else:  # experts in RAM or a layer split, whichever is faster
             return moe_plan.choose(spec, hardware, replace(wishes, n_cpu_moe=0), calibration)

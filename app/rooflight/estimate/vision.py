@@ -61,8 +61,8 @@ class VisionPlan:
 
 
 def projector_device(hardware: HardwareProfile, cfg: RunConfig) -> str:
-    if hardware.backend != "cpu" and hardware.gpus and cfg.n_gpu_layers > 0:
-        return f"gpu{min(g.index for g in hardware.gpus)}"
+    if hardware.offload_gpus and cfg.n_gpu_layers > 0:
+        return f"gpu{min(g.index for g in hardware.offload_gpus)}"
     return "cpu"
 
 

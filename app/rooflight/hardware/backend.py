@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from .profile import GPUInfo
+from .profile import BACKENDS_BY_VENDOR, GPUInfo
 
 Importer = Callable[[str], ModuleType]
 
@@ -28,14 +28,6 @@ _LIB_MARKERS = {
     "metal": ("ggml-metal",),
     "vulkan": ("ggml-vulkan",),
     "sycl": ("ggml-sycl",),
-}
-# For each vendor, the backends that can drive it, best first. Vulkan drives all three
-# discrete vendors, more slowly than the native one.
-_PREFERENCE = {
-    "nvidia": ("cuda", "vulkan"),
-    "amd": ("rocm", "vulkan"),
-    "intel": ("sycl", "vulkan"),
-    "apple": ("metal",),
 }
 # The backend a profile implies when it names GPUs but no backend. Intel gets Vulkan, not
 # SYCL: Vulkan runs on the stock Mesa/Windows drivers and is what llama.cpp's prebuilt Arc
@@ -155,9 +147,9 @@ def choose_backend(gpus: Sequence[GPUInfo], build: BuildInfo) -> tuple[str, list
     if not available and build.gpu_offload:
         # A monolithic build (one libllama with the backend linked in) offloads but does not
         # name its backend: assume the native one for the first GPU.
-        available = {_PREFERENCE[gpus[0].vendor][0]} if gpus[0].vendor in _PREFERENCE else set()
+        available = {BACKENDS_BY_VENDOR[gpus[0].vendor][0]} if gpus[0].vendor in BACKENDS_BY_VENDOR else set()
     chosen = next(
-        (b for gpu in gpus for b in _PREFERENCE.get(gpu.vendor, ()) if b in available), None
+        (b for gpu in gpus for b in BACKENDS_BY_VENDOR.get(gpu.vendor, ()) if b in available), None
     )
     if chosen is None:
         from .gpu_build import install_hint
@@ -184,11 +176,19 @@ def choose_backend(gpus: Sequence[GPUInfo], build: BuildInfo) -> tuple[str, list
         )
         return "cpu", warnings
     for gpu in gpus:
-        if chosen not in _PREFERENCE.get(gpu.vendor, ()):
+        if chosen not in BACKENDS_BY_VENDOR.get(gpu.vendor, ()):
             warnings.append(
                 f"GPU {gpu.index} ({gpu.name}) cannot be driven by the {chosen} backend and "
                 "will not be used"
             )
+    driven = [g for g in gpus if chosen in BACKENDS_BY_VENDOR.get(g.vendor, ())]
+    if any(not g.unified_memory for g in driven):
+        for gpu in driven:
+            if gpu.unified_memory and gpu.vendor != "apple":
+                warnings.append(
+                    f"GPU {gpu.index} ({gpu.name}) is integrated, and llama.cpp offloads to "
+                    "integrated GPUs only where there is no discrete one: it will not be used"
+                )
     return chosen, warnings
 
 

@@ -11,6 +11,15 @@ from dataclasses import asdict, dataclass, field, replace
 # ram_bandwidth_source of a datasheet figure (a profile's or a published CPU's), not a measurement
 PEAK_BANDWIDTH_SOURCE = "peak"
 
+# For each vendor, the llama.cpp backends that can drive its GPUs, best first (backend.py picks
+# one). Vulkan drives all three discrete vendors, more slowly than the native one.
+BACKENDS_BY_VENDOR = {
+    "nvidia": ("cuda", "vulkan"),
+    "amd": ("rocm", "vulkan"),
+    "intel": ("sycl", "vulkan"),
+    "apple": ("metal",),
+}
+
 
 def plural(n: int, noun: str) -> str:
     """ "1 thread", "2 threads"."""
@@ -109,6 +118,19 @@ class HardwareProfile:
     # GPU roofline constants this machine's probe measured (estimate/probe_gpu.py), as
     # (plan device name, BackendConstants); set for an estimate, never saved with the profile
     gpu_constants: tuple = ()
+
+    @property
+    def offload_gpus(self) -> tuple[GPUInfo, ...]:
+        """The GPUs llama.cpp offloads to here, as src/llama.cpp picks its devices: those the
+        backend drives (a CUDA build sees no AMD iGPU), and integrated ones only where none of
+        them is discrete ("add integrated GPUs only if no discrete GPUs were found"): a laptop's
+        Radeon 780M beside its RTX 4060 gets no layer. `gpus` keeps every GPU detected, for
+        display and warnings."""
+        if self.backend == "cpu":
+            return ()
+        driven = tuple(g for g in self.gpus if self.backend in BACKENDS_BY_VENDOR.get(g.vendor, (self.backend,)))
+        discrete = tuple(g for g in driven if not g.unified_memory or g.vendor == "apple")
+        return discrete or driven
 
     @property
     def fp32_gemm(self) -> bool:

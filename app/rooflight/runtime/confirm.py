@@ -224,7 +224,7 @@ def confirm(source: str | Path, est: Estimate, hardware: HardwareProfile | None 
         except OSError as exc:
             return unavailable(f"the header-only copy could not be written ({exc})")
         answer = ask_llama_cpp(model_path, est.config.to_dict(), timeout_s,
-                               gpu_bus_ids=[g.pci_bus_id for g in hardware.gpus] if hardware else [],
+                               gpu_bus_ids=[g.pci_bus_id for g in hardware.offload_gpus] if hardware else [],
                                backend=hardware.backend if hardware else "cpu")
     finally:
         shutil.rmtree(folder, ignore_errors=True)

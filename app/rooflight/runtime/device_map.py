@@ -34,4 +34,4 @@ def load_kwargs(config: RunConfig, gpu_bus_ids: Sequence[str | None], backend: s
 
 def plan_load_kwargs(config: RunConfig, hardware) -> dict:
     """load_kwargs for a plan made for `hardware` (a HardwareProfile)."""
-    return load_kwargs(config, [g.pci_bus_id for g in hardware.gpus], hardware.backend)
+    return load_kwargs(config, [g.pci_bus_id for g in hardware.offload_gpus], hardware.backend)

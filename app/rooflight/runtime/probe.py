@@ -965,11 +965,11 @@ def _gpu_half(profile, wanted: bool, write, n_threads: int, n_ubatch: int, thres
         if progress is not None:
             progress(base + (1 - base) * frac, message, left)
 
-    steps = len(profile.gpus) * (1 + len(GPU_TYPES)) + 1  # and the copy rate, on the first GPU
-    gpu_clock = _Clock(GPU_BUDGET_S * len(profile.gpus), steps, gpu_progress, check_cancel)
+    steps = len(profile.offload_gpus) * (1 + len(GPU_TYPES)) + 1  # and the copy rate, on the first GPU
+    gpu_clock = _Clock(GPU_BUDGET_S * len(profile.offload_gpus), steps, gpu_progress, check_cancel)
     # figures for the budget shares: 2 tiny decodes and a tiny prompt, a decode and a prompt per
     # type, per GPU; the copy rate's prompt
-    runner = _Runner(gpu_clock, threshold, runs, figures=len(profile.gpus) * (3 + 2 * len(GPU_TYPES)) + 1)
+    runner = _Runner(gpu_clock, threshold, runs, figures=len(profile.offload_gpus) * (3 + 2 * len(GPU_TYPES)) + 1)
     return probe_gpus(profile, runner, write, n_threads, n_ubatch, skipped)
 
 

@@ -56,8 +56,8 @@ def gpu_layers(ftype: str, free_bytes: int) -> int:
 def gpu_config(profile, index: int, n_layer: int, n_threads: int, n_ubatch: int) -> RunConfig:
     """Every layer and the output on GPU `index` (a one-hot tensor split where there are more)."""
     split = None
-    if len(profile.gpus) > 1:  # in the plan's GPU order (runtime/device_map.py maps it to llama.cpp's)
-        split = tuple(1.0 if g.index == index else 0.0 for g in profile.gpus)
+    if len(profile.offload_gpus) > 1:  # in the plan's GPU order (runtime/device_map.py maps it to llama.cpp's)
+        split = tuple(1.0 if g.index == index else 0.0 for g in profile.offload_gpus)
     return RunConfig(n_ctx=2048, n_gpu_layers=n_layer + 1, n_threads=n_threads, flash_attn=True,
                      n_batch=n_ubatch, n_ubatch=n_ubatch, tensor_split=split)
 
@@ -87,7 +87,7 @@ def probe_gpus(profile, runner, write: Callable[..., Path], n_threads: int, n_ub
 
     figures: list[GpuFigures] = []
     notes: list[str] = []
-    for gpu in profile.gpus:
+    for gpu in profile.offload_gpus:
         device = gpu_name(gpu.index)
         try:
             tiny, dec, pre, offload, short_prompt, runs = _measure_gpu(profile, gpu, runner, write, n_threads,
@@ -167,7 +167,7 @@ def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: in
             runs.append(r)
             pre[wt] = Timed(m.spec, cfg, r.value, n_ubatch)
             m.close()  # ~1 GiB of the GPU's memory, before the next type's
-        if gpu.index == profile.gpus[0].index and _has_op_offload() and GPU_TYPES[0] in files:
+        if gpu.index == profile.offload_gpus[0].index and _has_op_offload() and GPU_TYPES[0] in files:
             runner.clock.step(f"{device}: copy rate of prompts with the weights in RAM")
             cfg = RunConfig(n_ctx=2048, n_gpu_layers=0, n_threads=n_threads, flash_attn=True, n_batch=n_ubatch,
                             n_ubatch=n_ubatch)

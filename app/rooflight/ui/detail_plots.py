@@ -60,7 +60,7 @@ def sweep(spec, hardware, wishes: Wishes, calibration, measured_key: tuple | Non
     contexts = context_grid(spec, lo=256, per_doubling=4)
     hi = max(contexts)
     memory = memory_vs_context(spec, hardware, wishes, contexts)
-    gpu = bool(hardware.gpus) and hardware.backend != "cpu"
+    gpu = bool(hardware.offload_gpus)
     full = max_full_gpu_context(spec, hardware, wishes, hi=hi) if gpu else None
     fits = max_fitting_context(spec, hardware, wishes, hi=hi)
     speed = speed_vs_context(spec, hardware, wishes, contexts, calibration=calibration)

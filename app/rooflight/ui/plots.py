@@ -79,8 +79,8 @@ def ctx_label(n: int) -> str:
 def machine_label(hardware) -> str:
     """"RTX 4090 + 16 GB RAM", "CPU only, 25 GB RAM": the machine a plot was planned for."""
     ram = f"{hardware.cpu.ram_total_bytes / GB:.0f} GB RAM"
-    if hardware.gpus and hardware.backend != "cpu":
-        return " + ".join(g.name for g in hardware.gpus) + f" + {ram}"
+    if hardware.offload_gpus:
+        return " + ".join(g.name for g in hardware.offload_gpus) + f" + {ram}"
     return f"CPU only, {ram}"
 
 
@@ -352,7 +352,7 @@ class MemoryContextPlot(ChartPanel):
         contexts = list(contexts or context_grid(spec, lo=256, per_doubling=4))
         points = memory_vs_context(spec, hardware, wishes, contexts)
         hi = max(contexts)
-        full = max_full_gpu_context(spec, hardware, wishes, hi=hi) if hardware.gpus and hardware.backend != "cpu" else None
+        full = max_full_gpu_context(spec, hardware, wishes, hi=hi) if hardware.offload_gpus else None
         fits = max_fitting_context(spec, hardware, wishes, hi=hi)
         names = {f"gpu{g.index}": g.name for g in hardware.gpus}
         self.set_points(points, full_gpu_until=full, fits_until=fits, device_names=names,
