@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from .profile import BACKENDS_BY_VENDOR, GPUInfo
+from .profile import BACKENDS_BY_VENDOR, GPUInfo, offload_gpus_of
 
 Importer = Callable[[str], ModuleType]
 
@@ -175,20 +175,18 @@ def choose_backend(gpus: Sequence[GPUInfo], build: BuildInfo) -> tuple[str, list
             "driver and runtime libraries. Estimates assume the CPU backend"
         )
         return "cpu", warnings
+    used = offload_gpus_of(gpus, chosen)
     for gpu in gpus:
         if chosen not in BACKENDS_BY_VENDOR.get(gpu.vendor, ()):
             warnings.append(
                 f"GPU {gpu.index} ({gpu.name}) cannot be driven by the {chosen} backend and "
                 "will not be used"
             )
-    driven = [g for g in gpus if chosen in BACKENDS_BY_VENDOR.get(g.vendor, ())]
-    if any(not g.unified_memory for g in driven):
-        for gpu in driven:
-            if gpu.unified_memory and gpu.vendor != "apple":
-                warnings.append(
-                    f"GPU {gpu.index} ({gpu.name}) is integrated, and llama.cpp offloads to "
-                    "integrated GPUs only where there is no discrete one: it will not be used"
-                )
+        elif gpu not in used:
+            warnings.append(
+                f"GPU {gpu.index} ({gpu.name}) is integrated, and llama.cpp offloads to "
+                "integrated GPUs only where there is no discrete one: it will not be used"
+            )
     return chosen, warnings
 
 

@@ -6,6 +6,7 @@ Sizes are bytes, bandwidths GB/s (1e9 B/s), compute TFLOP/s.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 
 # ram_bandwidth_source of a datasheet figure (a profile's or a published CPU's), not a measurement
@@ -19,6 +20,19 @@ BACKENDS_BY_VENDOR = {
     "intel": ("sycl", "vulkan"),
     "apple": ("metal",),
 }
+
+
+def offload_gpus_of(gpus: Iterable[GPUInfo], backend: str) -> tuple[GPUInfo, ...]:
+    """The GPUs llama.cpp offloads to with this backend, as src/llama.cpp picks its devices:
+    those the backend drives (a CUDA build sees no AMD iGPU), and integrated ones (unified
+    memory; Apple's are the only GPU there) only where none of them is discrete ("add
+    integrated GPUs only if no discrete GPUs were found"): a laptop's Radeon 780M beside its
+    RTX 4060 gets no layer."""
+    if backend == "cpu":
+        return ()
+    driven = tuple(g for g in gpus if backend in BACKENDS_BY_VENDOR.get(g.vendor, ()))
+    discrete = tuple(g for g in driven if not g.unified_memory or g.vendor == "apple")
+    return discrete or driven
 
 
 def plural(n: int, noun: str) -> str:
@@ -121,16 +135,9 @@ class HardwareProfile:
 
     @property
     def offload_gpus(self) -> tuple[GPUInfo, ...]:
-        """The GPUs llama.cpp offloads to here, as src/llama.cpp picks its devices: those the
-        backend drives (a CUDA build sees no AMD iGPU), and integrated ones only where none of
-        them is discrete ("add integrated GPUs only if no discrete GPUs were found"): a laptop's
-        Radeon 780M beside its RTX 4060 gets no layer. `gpus` keeps every GPU detected, for
-        display and warnings."""
-        if self.backend == "cpu":
-            return ()
-        driven = tuple(g for g in self.gpus if self.backend in BACKENDS_BY_VENDOR.get(g.vendor, (self.backend,)))
-        discrete = tuple(g for g in driven if not g.unified_memory or g.vendor == "apple")
-        return discrete or driven
+        """The GPUs llama.cpp offloads to here (offload_gpus_of); `gpus` keeps every GPU
+        detected, for display and warnings."""
+        return offload_gpus_of(self.gpus, self.backend)
 
     @property
     def fp32_gemm(self) -> bool:
