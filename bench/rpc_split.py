@@ -104,7 +104,7 @@ def reported_by_device(buffers, names: dict[tuple[str, int], str]) -> dict[str, 
 
 def run(n_layer: int = 8, n_embd: int = 512, n_ctx: int = 1024, prompt_tokens: int = 256,
         gen_tokens: int = 32, threads: int = 1, cpu_blocks: int | None = None, flash_attn: str = "on",
-        n_ubatch: int = 512, n_ff: int | None = None, n_head_kv: int = 4) -> dict:
+        n_ubatch: int = 512, n_ff: int | None = None, n_head_kv: int = 4, count_bytes: bool = False) -> dict:
     from rooflight.runtime import rpc
 
     rpc.use_rpc_build()  # before llama_cpp is imported
@@ -117,7 +117,8 @@ def run(n_layer: int = 8, n_embd: int = 512, n_ctx: int = 1024, prompt_tokens: i
 
     gbps, rtt_ms = measure_loopback()
     ports = [free_port(), free_port()]
-    servers = [rpc.start_server(p, threads=threads) for p in ports]
+    logs = [tempfile.TemporaryFile("w+") for _ in ports] if count_bytes else [None, None]
+    servers = [rpc.start_server(p, threads=threads, debug_log=log) for p, log in zip(ports, logs, strict=True)]
     try:
         endpoints = [f"127.0.0.1:{p}" for p in ports]
         devices = rpc.query_servers(endpoints)
@@ -152,6 +153,9 @@ def run(n_layer: int = 8, n_embd: int = 512, n_ctx: int = 1024, prompt_tokens: i
         for s in servers:
             rpc.stop_server(s)
     est = lp.estimate
+    sent = None
+    if count_bytes:
+        sent = bytes_sent_per_step(lp, [f"127.0.0.1:{p}" for p in ports], logs, prompt_tokens, gen_tokens)
     planned = {d.device: {"model": d.weights_bytes, "kv": d.kv_bytes, "compute": d.compute_bytes}
                for d in est.memory.devices}
     return {
@@ -162,7 +166,73 @@ def run(n_layer: int = 8, n_embd: int = 512, n_ctx: int = 1024, prompt_tokens: i
         "predicted": {"prefill_tok_s": est.performance.prefill_tok_s, "decode_tok_s": est.performance.decode_tok_s,
                       "network": est.performance.network},
         "measured": {"prefill_tok_s": prefill, "decode_tok_s": decode, "tokens_generated": gen_tokens},
+        "bytes_sent": sent,
     }
+
+
+_SET_RE = re.compile(r"^\[set_tensor\] buffer: (0x[0-9a-f]+|\(nil\)).*size: (\d+)")
+_GET_RE = re.compile(r"^\[get_tensor\] .*size: (\d+)")
+
+
+def server_steps(log: str) -> list[tuple[int, int]]:
+    """(bytes sent to, bytes fetched from) a server for each graph it computed, from its
+    GGML_RPC_DEBUG log: the set_tensor calls into the buffers later steps' inputs go to (the
+    compute buffer; the weights are uploaded before the first step) before the computation,
+    and the get_tensor calls after it."""
+    events: list[tuple[str, str, int]] = []  # (set | get | compute, buffer, bytes)
+    for line in log.splitlines():
+        if m := _SET_RE.match(line):
+            events.append(("set", m.group(1), int(m.group(2))))
+        elif m := _GET_RE.match(line):
+            events.append(("get", "", int(m.group(1))))
+        elif line.startswith(("[graph_compute]", "[graph_recompute]")):
+            events.append(("compute", "", 0))
+    kinds = [e[0] for e in events]
+    first = kinds.index("compute") if "compute" in kinds else len(events)
+    step_buffers = {b for k, b, _ in events[first + 1:] if k == "set"}
+    steps: list[tuple[int, int]] = []
+    sent = fetched = 0
+    computed = False
+    for kind, buffer, n in events:
+        if kind == "set" and buffer in step_buffers:
+            if computed:  # the next step's inputs: the last step is complete
+                steps.append((sent, fetched))
+                sent = fetched = 0
+                computed = False
+            sent += n
+        elif kind == "get" and computed:
+            fetched += n
+        elif kind == "compute":
+            computed = True
+    if computed:
+        steps.append((sent, fetched))
+    return steps
+
+
+def bytes_sent_per_step(lp, endpoints: list[str], logs, prompt_tokens: int, gen_tokens: int) -> dict:
+    """Per server: bytes sent and fetched for the prompt's step and the median decode step,
+    counted from its log and as network.step_bytes prices them (the prompt is one micro-batch
+    here)."""
+    from rooflight.estimate.network import step_bytes
+
+    names = device_names(lp.hardware)
+    est, spec, hw, cfg = lp.estimate, lp.spec, lp.hardware, lp.config
+    devices = tuple(est.memory.layer_devices)
+    prompt = step_bytes(spec, hw, cfg, devices, prompt_tokens, prompt_tokens)
+    decode = step_bytes(spec, hw, cfg, devices, 1, prompt_tokens + 1 + gen_tokens // 2)
+    out = {}
+    for ep, log in zip(endpoints, logs, strict=True):
+        log.seek(0)
+        steps = server_steps(log.read())
+        log.close()
+        dev = names[(ep, 0)]
+        out[dev] = {
+            "prompt": {"counted": list(steps[0]) if steps else None,
+                       "planned": [prompt[0].get(dev, 0), prompt[1].get(dev, 0)]},
+            "decode": {"counted": [statistics.median(s[k] for s in steps[1:]) for k in (0, 1)] if len(steps) > 1 else None,
+                       "planned": [decode[0].get(dev, 0), decode[1].get(dev, 0)]},
+        }
+    return out
 
 
 def main() -> int:
@@ -173,12 +243,15 @@ def main() -> int:
     ap.add_argument("--n-ctx", type=int, default=1024)
     ap.add_argument("--n-ubatch", type=int, default=512)
     ap.add_argument("--flash-attn", choices=("on", "off"), default="on")
+    ap.add_argument("--count-bytes", action="store_true",
+                    help="count what each server is sent per step (its GGML_RPC_DEBUG log) beside the plan's network bytes")
     ap.add_argument("--cpu-blocks", type=int, default=None,
                     help="repeating blocks this CPU runs (default a third; 0: every layer on the servers)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     doc = run(n_layer=args.n_layer, n_embd=args.n_embd, n_ctx=args.n_ctx, threads=args.threads,
-              cpu_blocks=args.cpu_blocks, flash_attn=args.flash_attn, n_ubatch=args.n_ubatch)
+              cpu_blocks=args.cpu_blocks, flash_attn=args.flash_attn, n_ubatch=args.n_ubatch,
+              count_bytes=args.count_bytes)
     if args.json:
         json.dump(doc, sys.stdout, indent=2)
         print()
@@ -194,6 +267,9 @@ def main() -> int:
             print(f"{dev:<7}{kind:<9}{p:>13.2f}{r:>15.2f}{ratio:>8}")
     print("(cpu model: llama.cpp reports the mapped file range of the CPU's tensors, which spans any\n"
           " offloaded tensor stored between them; the plan counts the CPU's tensors themselves)")
+    for dev, kinds in (doc["bytes_sent"] or {}).items():
+        for kind, v in kinds.items():
+            print(f"{dev} {kind} step: bytes (sent, fetched) counted {v['counted']}, planned {v['planned']}")
     pr, me = doc["predicted"], doc["measured"]
     print(f"prefill: predicted {pr['prefill_tok_s']:.1f} tok/s, measured {me['prefill_tok_s']:.1f} "
           f"(measured/predicted {me['prefill_tok_s'] / pr['prefill_tok_s']:.2f})")

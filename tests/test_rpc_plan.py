@@ -127,13 +127,24 @@ def test_network_cost_counts_boundaries_round_trips_and_remote_logits():
     est = plan(spec, hw, Wishes(n_ctx=4096))
     devices = est.memory.layer_devices
     assert set(devices) == {"rpc0"}
-    one = step_cost(spec, hw, devices, 1)
+    cfg = est.config
+    one = step_cost(spec, hw, cfg, devices, 1, 1000)
     # embeddings to the server, logits back: two crossings, two round trips
     assert one.crossings == 2 and one.latency_s == pytest.approx(2 * 0.5e-3)
     link = 1e9 / 8
-    assert one.transfer_s == pytest.approx((spec.n_embd + spec.n_vocab) * 4 / link)
-    batch = step_cost(spec, hw, devices, 512)
-    assert batch.transfer_s == pytest.approx((512 * spec.n_embd + spec.n_vocab) * 4 / link)
+    # and the step's attention inputs: a position, two cache indices, a 1024-cell f16 mask
+    # row, and the output's row id
+    inputs = 4 + 2 * 8 + 1024 * 2 + 4
+    assert one.transfer_s == pytest.approx(((spec.n_embd + spec.n_vocab) * 4 + inputs) / link)
+    batch = step_cost(spec, hw, cfg, devices, 512, 1000)
+    inputs = 512 * (4 + 2 * 8) + 1024 * 512 * 2 + 4
+    assert batch.transfer_s == pytest.approx(((512 * spec.n_embd + spec.n_vocab) * 4 + inputs) / link)
+    # a longer context sends longer masks: after 32K positions a decoded token's mask (64 KiB)
+    # is three times this 5120-wide model's activations
+    long_cfg = plan(spec, hw, Wishes(n_ctx=32768)).config
+    late = step_cost(spec, hw, long_cfg, devices, 1, 32768)
+    assert late.transfer_s - one.transfer_s == pytest.approx((32768 - 1024) * 2 / link)
+    assert 32768 * 2 > 3 * spec.n_embd * 4
     net = est.performance.network
     assert 0 < net["decode_share"] < 1 and net["crossings_per_token"] == 2
     assert net["decode_tok_s_no_network"] > net["decode_tok_s_faster_link"] > est.performance.decode_tok_s
@@ -162,7 +173,7 @@ def test_two_gpus_of_one_server_copy_between_themselves():
     hw = profile(remotes=[two])
     est = plan(spec, hw, Wishes(n_ctx=4096))
     assert {"rpc0", "rpc1"} <= set(est.memory.layer_devices)
-    assert step_cost(spec, hw, est.memory.layer_devices, 1).crossings == 2  # in, and logits out
+    assert step_cost(spec, hw, est.config, est.memory.layer_devices, 1, 4096).crossings == 2  # in, and logits out
 
 
 def test_estimate_cli_shows_rpc_devices_from_a_profile(tmp_path, tiny_model):

@@ -62,6 +62,23 @@ def test_every_layer_on_the_servers_plans_pipeline_parallelism(flash_attn):
     assert doc["measured"]["tokens_generated"] == 4
 
 
+@pytest.mark.parametrize("placement", ["cpu_blocks=2, flash_attn='on'", "cpu_blocks=0, flash_attn='off'"])
+def test_the_bytes_each_server_is_sent_and_returns_are_the_plans(placement):
+    """Counted from each server's own log (GGML_RPC_DEBUG=1): per step, the activations, the
+    attention inputs (positions, cache indices, KQ masks) and the logits, to the byte, for a
+    prompt step and a decoded token (estimate/network.py step_bytes)."""
+    code = ("import json, sys; sys.path.insert(0, 'bench'); import rpc_split; "
+            "print(json.dumps(rpc_split.run(n_layer=6, n_embd=256, n_ctx=2048, prompt_tokens=64, gen_tokens=4, "
+            f"count_bytes=True, {placement})))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    sent = json.loads(r.stdout.strip().splitlines()[-1])["bytes_sent"]
+    assert set(sent) == {"rpc0", "rpc1"}
+    for dev, steps in sent.items():
+        for kind in ("prompt", "decode"):
+            assert steps[kind]["counted"] == steps[kind]["planned"], (dev, kind, steps[kind])
+
+
 def test_remotes_lists_a_server_and_refuses_an_unreachable_one():
     port = _free_port()
     server = rpc.start_server(port, threads=1)

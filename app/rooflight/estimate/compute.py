@@ -43,18 +43,24 @@ def micro_batch(cfg: RunConfig) -> int:
     return max(1, min(padded_ctx(cfg.n_ctx), cfg.n_ubatch, n_batch))
 
 
-def attention_kv_span(spec: ModelSpec, cfg: RunConfig) -> tuple[int, int]:
-    """(cells seen by full-attention layers, cells seen by sliding-window layers)."""
+def attention_kv_span(spec: ModelSpec, cfg: RunConfig, position: int | None = None) -> tuple[int, int]:
+    """(cells seen by full-attention layers, cells seen by sliding-window layers): the whole
+    caches (the reserved graph), or at `position` cells in use, padded to 256 as llama.cpp's
+    get_n_kv pads them."""
     full = padded_ctx(cfg.n_ctx)
     swa = swa_cells(spec, cfg) if spec.sliding_window and any(spec.swa_layers) else 0
+    if position is not None:
+        used = padded_ctx(max(1, position))
+        full, swa = min(full, used), min(swa, used)
     return full, swa
 
 
-def mask_bytes(spec: ModelSpec, cfg: RunConfig) -> int:
+def mask_bytes(spec: ModelSpec, cfg: RunConfig, n_tokens: int | None = None, position: int | None = None) -> int:
     """KQ masks [n_kv, T], one per cache kind (full and sliding-window); f16 with flash
-    attention, f32 without. They live from the first layer's attention to the last."""
-    t = micro_batch(cfg)
-    full, swa = attention_kv_span(spec, cfg)
+    attention, f32 without. They live from the first layer's attention to the last. T and
+    n_kv are the reserved graph's unless n_tokens and the position after them are given."""
+    t = micro_batch(cfg) if n_tokens is None else n_tokens
+    full, swa = attention_kv_span(spec, cfg, position)
     el = F16 if cfg.flash_attn else F32
     all_swa = bool(spec.swa_layers) and all(spec.swa_layers)
     return (0 if all_swa else full * t * el) + swa * t * el

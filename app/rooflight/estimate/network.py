@@ -10,18 +10,31 @@ side of it: the activations' bytes over that machine's link, plus its round trip
 Activations cross as F32 (the graph's hidden state), n_embd values per token; a decode
 step moves one token, a prompt micro-batch `n_ubatch` of them. Logits computed on a remote
 device come back the same way (n_vocab F32 values per output row: one per step here).
+
+Each remote device that runs blocks is also sent the graph's inputs for its attention every
+step (the scheduler copies them from the CPU, where graph inputs live): token positions, the
+KV cache's row indices and the KQ masks [cells in use, tokens], one per cache kind
+(split_compute.attention_input_bytes). Counted from the servers' own log (GGML_RPC_DEBUG=1,
+bench/rpc_split.py --count-bytes): a decoded token after 513 positions sends the first server
+its 2 KiB of activations and a 1.5 KiB mask; a 512-token prompt micro-batch 1 MiB and 512 KiB.
+The mask grows with the context: at 32K positions a prompt micro-batch's masks are as large as
+a 16K-wide model's activations, and a decoded token's 64 KiB twice an 8K-wide one's. These
+sends are asynchronous (no round trip of their own).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rooflight.estimate.placement import device_runs
+from rooflight.estimate.config import RunConfig
+from rooflight.estimate.placement import device_runs, offload_devices
+from rooflight.estimate.split_compute import attention_input_bytes, pipeline_parallel
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
 from rooflight.hardware.remote import is_remote, remote_device
 
 ACTIVATION_BYTES = 4  # F32 hidden state between graph splits
+OUTPUT_ID_BYTES = 4  # one I32 row id: llama-cpp-python asks for the last token's logits only
 
 
 @dataclass(frozen=True)
@@ -50,31 +63,86 @@ def _same_server(hardware: HardwareProfile, a: str, b: str) -> bool:
 
 
 def step_cost(
-    spec: ModelSpec, hardware: HardwareProfile, layer_devices: tuple[str, ...], n_tokens: int,
-    *, link_scale: float = 1.0,
+    spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig, layer_devices: tuple[str, ...], n_tokens: int,
+    position: int, *, link_scale: float = 1.0,
 ) -> NetworkCost:
     """Network time of one graph evaluation over `n_tokens` tokens (1: a decoded token;
-    n_ubatch: a prompt micro-batch), with each link `link_scale` times faster."""
+    n_ubatch: a prompt micro-batch) that leaves `position` cells in use, with each link
+    `link_scale` times faster."""
     if not hardware.remotes:
         return NO_NETWORK
-    transfer = latency = 0.0
-    crossings = 0
-    # input embeddings are computed on the CPU, so the first run's device receives them
+    sent, fetched = step_bytes(spec, hardware, cfg, layer_devices, n_tokens, position)
+    transfer = sum(n / _link_bytes_per_s(hardware, dev, link_scale) for dev, n in (*sent.items(), *fetched.items()))
+    latency, crossings = 0.0, 0
+    for prev, nxt, _n in _boundaries(spec, hardware, cfg, layer_devices, n_tokens):
+        # a fetch waits a round trip; a send is priced as one too, as llama.cpp waits on
+        # the server's reply before it goes on
+        for dev in (prev, nxt):
+            if is_remote(dev):
+                latency += remote_device(hardware, dev).machine.rtt_ms / 1000
+                crossings += 1
+    out_dev = layer_devices[spec.n_layer]
+    if is_remote(out_dev):  # the logits of the last token come back to be sampled
+        latency += remote_device(hardware, out_dev).machine.rtt_ms / 1000
+        crossings += 1
+    return NetworkCost(transfer, latency, crossings)
+
+
+def step_bytes(
+    spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig, layer_devices: tuple[str, ...], n_tokens: int,
+    position: int,
+) -> tuple[dict[str, int], dict[str, int]]:
+    """(bytes this machine sends each remote device, bytes it fetches from each) for one
+    step: the activations crossing each device boundary, to each run of blocks the step's
+    attention inputs and to the last block's the row id of the one output, and from the
+    output layer's device the last token's logits."""
+    sent: dict[str, int] = {}
+    fetched: dict[str, int] = {}
+    inputs = attention_input_bytes(spec, cfg, n_tokens, position)
+    for prev, nxt, n_activations in _boundaries(spec, hardware, cfg, layer_devices, n_tokens):
+        nbytes = n_activations * spec.n_embd * ACTIVATION_BYTES * n_tokens
+        if is_remote(prev):
+            fetched[prev] = fetched.get(prev, 0) + nbytes
+        if is_remote(nxt):
+            sent[nxt] = sent.get(nxt, 0) + nbytes
+    for dev, _start, end in device_runs(tuple(layer_devices[: spec.n_layer])):
+        if is_remote(dev):
+            sent[dev] = sent.get(dev, 0) + inputs + (OUTPUT_ID_BYTES if end == spec.n_layer else 0)
+    out_dev = layer_devices[spec.n_layer]
+    if is_remote(out_dev):
+        fetched[out_dev] = fetched.get(out_dev, 0) + spec.n_vocab * ACTIVATION_BYTES
+    return sent, fetched
+
+
+def _boundaries(
+    spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig, layer_devices: tuple[str, ...], n_tokens: int,
+) -> list[tuple[str, str, int]]:
+    """(device before, device after, residual-sized tensors that cross) for each boundary in
+    graph order that crosses the network (two GPUs of one rpc-server copy between themselves).
+    As counted (bench/rpc_split.py --count-bytes): after blocks on this machine's CPU the next
+    device also runs their last residual add (ggml-backend.cpp's pass 2 spreads the other
+    backends over weightless ops, never the CPU's), so both its operands cross; between two
+    servers without pipeline parallelism a prompt step's split falls after the next block's
+    first norm, which crosses beside the residual (a decoded token's does not; why is not
+    known). Elsewhere one."""
+    pipeline = pipeline_parallel(list(layer_devices), len(offload_devices(hardware)), cfg)
+    runs = _runs(spec, layer_devices)
+    out = []
+    for (prev, prev_start, prev_end), (nxt, *_) in zip(runs, runs[1:], strict=False):
+        if not (is_remote(prev) or is_remote(nxt)) or _same_server(hardware, prev, nxt):
+            continue
+        after_cpu_blocks = prev == "cpu" and prev_end > prev_start
+        two = after_cpu_blocks or (is_remote(prev) and not pipeline and n_tokens > 1)
+        out.append((prev, nxt, 2 if two else 1))
+    return out
+
+
+def _runs(spec: ModelSpec, layer_devices: tuple[str, ...]) -> list[tuple[str, int, int]]:
+    """(device, first layer, end) in graph order: the CPU's embedding lookup first (input
+    embeddings are computed on the CPU), the runs of blocks, then the output layer's device
+    where it runs no block."""
     runs = [("cpu", 0, 0), *device_runs(tuple(layer_devices[: spec.n_layer]))]
     out_dev = layer_devices[spec.n_layer]
     if runs[-1][0] != out_dev:
         runs.append((out_dev, spec.n_layer, spec.n_layer + 1))
-    activation = spec.n_embd * ACTIVATION_BYTES * n_tokens
-    for (prev, *_), (nxt, *_) in zip(runs, runs[1:], strict=False):
-        if _same_server(hardware, prev, nxt):
-            continue  # two GPUs of one rpc-server copy between themselves
-        for dev in {prev, nxt}:
-            if is_remote(dev):
-                transfer += activation / _link_bytes_per_s(hardware, dev, link_scale)
-                latency += remote_device(hardware, dev).machine.rtt_ms / 1000
-                crossings += 1
-    if is_remote(out_dev):  # the logits of the last token come back to be sampled
-        transfer += spec.n_vocab * ACTIVATION_BYTES / _link_bytes_per_s(hardware, out_dev, link_scale)
-        latency += remote_device(hardware, out_dev).machine.rtt_ms / 1000
-        crossings += 1
-    return NetworkCost(transfer, latency, crossings)
+    return runs

@@ -486,7 +486,7 @@ def decode_parts_s(
         else:
             parts["memory"] += t_mem
     if hardware.remotes:  # layers on RPC machines: activations cross the network per token
-        parts["network"] = step_cost(spec, hardware, devices, 1).total_s
+        parts["network"] = step_cost(spec, hardware, cfg, devices, 1, position + 1).total_s
     return parts
 
 
@@ -853,7 +853,7 @@ def prefill_time_s(
             step += t_pcie
             bound_times["pcie"] += t_pcie
         if hardware.remotes:
-            t_net = step_cost(spec, hardware, devices, t).total_s
+            t_net = step_cost(spec, hardware, cfg, devices, t, start + done + t).total_s
             step += t_net
             bound_times["network"] += t_net
         total += step
@@ -1022,7 +1022,8 @@ def estimate_performance(
         range_basis=band.basis + _partial_note(basis, calibrated, matched, decode_factor, prefill_factor)
         + (GPU_PROBE_RANGE_NOTE if gpus_probed and not calibrated else ""),
         kernels=kernels,
-        network=network_summary(spec, hardware, mem, share, decode_factor) if hardware.remotes else None,
+        network=(network_summary(spec, hardware, cfg, mem, share, decode_factor,
+                                 int(sum(positions) / len(positions)) + 1) if hardware.remotes else None),
     )
 
 
@@ -1091,14 +1092,15 @@ FASTER_LINK = 10.0
 
 
 def network_summary(
-    spec: ModelSpec, hardware: HardwareProfile, mem: MemoryPlan, share: dict[str, float], decode_factor: float,
+    spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig, mem: MemoryPlan, share: dict[str, float],
+    decode_factor: float, position: int,
 ) -> dict:
-    """The network's part of a decoded token, and the decode rate with 10x faster links
-    (1 GbE -> 10 GbE) and with no network cost at all."""
+    """The network's part of a decoded token at `position`, and the decode rate with 10x
+    faster links (1 GbE -> 10 GbE) and with no network cost at all."""
     t_token = sum(share.values())
     t_net = share.get("network", 0.0)
-    now = step_cost(spec, hardware, mem.layer_devices, 1)
-    faster = step_cost(spec, hardware, mem.layer_devices, 1, link_scale=FASTER_LINK)
+    now = step_cost(spec, hardware, cfg, mem.layer_devices, 1, position)
+    faster = step_cost(spec, hardware, cfg, mem.layer_devices, 1, position, link_scale=FASTER_LINK)
     return {
         "decode_share": round(t_net / t_token, 4) if t_token else 0.0,
         "crossings_per_token": now.crossings,

@@ -82,7 +82,7 @@ def pipeline_device_bytes(spec: ModelSpec, cfg: RunConfig, *, n_blocks: int, run
     """Compute buffer of an offload device (a GPU or an RPC device) under pipeline parallelism."""
     inputs = _residual(spec, cfg)  # the embeddings or the previous device's residual stream
     if n_blocks:
-        inputs += _attention_inputs(spec, cfg) + (_output_ids(cfg) if runs_last_block else 0)
+        inputs += attention_input_bytes(spec, cfg) + (_output_ids(cfg) if runs_last_block else 0)
     return PIPELINE_COPIES * inputs + _pipeline_rest(spec, cfg, n_blocks, runs_last_block, runs_output)
 
 
@@ -94,7 +94,7 @@ def pipeline_cpu_bytes(spec: ModelSpec, cfg: RunConfig) -> int:
     t = micro_batch(cfg)
     tokens = t * I32
     embeddings = spec.n_embd * t * F32
-    graph_inputs = tokens + embeddings + _attention_inputs(spec, cfg) + _output_ids(cfg)
+    graph_inputs = tokens + embeddings + attention_input_bytes(spec, cfg) + _output_ids(cfg)
     return PIPELINE_COPIES * graph_inputs + _residual(spec, cfg)
 
 
@@ -119,15 +119,18 @@ def _pipeline_rest(spec: ModelSpec, cfg: RunConfig, n_blocks: int, runs_last_blo
     return max(peaks) if peaks else residual
 
 
-def _attention_inputs(spec: ModelSpec, cfg: RunConfig) -> int:
-    """What every block needs from the host: token positions, the KV cache's row indices (for
-    a transposed V cache, without flash attention, one per element) and the KQ masks; one
-    index set per cache kind (full, sliding-window)."""
-    t = micro_batch(cfg)
+def attention_input_bytes(spec: ModelSpec, cfg: RunConfig, n_tokens: int | None = None,
+                          position: int | None = None) -> int:
+    """What a device's blocks need from the host for a step: token positions, the KV cache's
+    row indices (for a transposed V cache, without flash attention, one per element) and the
+    KQ masks; one index set per cache kind (full, sliding-window). The reserved graph's (a
+    micro-batch, the whole cache), or a step of n_tokens with `position` cells in use after it
+    (what an RPC server is sent each step: network.py)."""
+    t = micro_batch(cfg) if n_tokens is None else n_tokens
     kinds = 2 if spec.sliding_window and any(spec.swa_layers) and not all(spec.swa_layers) else 1
     v_width = 1 if cfg.flash_attn else max(
         (spec.head_dims(il)[1] * (spec.n_head_kv[il] or 1) for il in range(spec.n_layer)), default=1)
-    return t * I32 + kinds * (t * I64 + v_width * t * I64) + mask_bytes(spec, cfg)
+    return t * I32 + kinds * (t * I64 + v_width * t * I64) + mask_bytes(spec, cfg, n_tokens, position)
 
 
 def _output_ids(cfg: RunConfig) -> int:

@@ -105,12 +105,17 @@ def server_command(build: Path, *, host: str, port: int, threads: int | None = N
 
 
 def start_server(port: int, *, host: str = "127.0.0.1", threads: int | None = None,
-                 timeout: float = 20.0) -> subprocess.Popen:
+                 timeout: float = 20.0, debug_log=None) -> subprocess.Popen:
     """Start an rpc-server in the background and wait until it accepts connections; the
-    caller stops it (stop_server). For tests, benchmarks and a helper started by hand."""
+    caller stops it (stop_server). For tests, benchmarks and a helper started by hand.
+    debug_log: an open file that gets the server's log of every command it serves
+    (GGML_RPC_DEBUG=1; bench/rpc_split.py --count-bytes reads it)."""
     cmd, env = server_command(require_build(), host=host, port=port, threads=threads)
-    proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    if debug_log is not None:
+        env["GGML_RPC_DEBUG"] = "1"
+    proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL if debug_log is None else debug_log,
+                            stderr=subprocess.PIPE if debug_log is None else subprocess.STDOUT)
     deadline = time.monotonic() + timeout
     while True:
         if proc.poll() is not None:
