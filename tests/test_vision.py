@@ -259,3 +259,21 @@ def test_a_projector_llama_cpp_refuses_leaves_text_chat_working(tmp_path):
         assert session.send("hello").stats.generated_tokens > 0
         with pytest.raises(BadInputError, match="has no vision projector"):
             session.send("look", images=[check_image(png_bytes(8, 8))])
+
+
+def test_with_only_rpc_servers_to_offload_to_the_projector_stays_on_this_cpu(tmp_path):
+    """clip.cpp takes the first GPU-type device when told to use a GPU; on a machine whose only
+    such devices are RPC servers, the chat loads the projector on the CPU (use_gpu comes from
+    projector_device) and the plan counts it there."""
+    from rooflight.hardware import profile_from_dict
+
+    lm, proj = vision_model(tmp_path)
+    spec = with_projector(load_model_spec(lm), proj)
+    hw = profile_from_dict({"cpu": {"cores": 8, "threads": 16, "ram_total_bytes": 32 * GiB,
+                                    "ram_bandwidth_gbs": 50.0, "isa": ["avx2"]},
+                            "remotes": [{"endpoint": "192.168.1.20:50052", "gpus": [{"name": "RTX 3090"}]}]},
+                           measure_bandwidth=False)
+    est = plan(spec, hw, Wishes(n_ctx=512))
+    assert est.config.n_gpu_layers > 0 and "rpc0" in est.memory.layer_devices
+    assert est.vision.device == "cpu"
+    assert est.memory.device("cpu").weights_bytes >= spec.projector.weights_bytes

@@ -61,6 +61,10 @@ class VisionPlan:
 
 
 def projector_device(hardware: HardwareProfile, cfg: RunConfig) -> str:
+    """Where the projector runs: clip.cpp takes the registry's first GPU when told to use one,
+    which is this machine's first offload GPU; without one the chat loads it on the CPU
+    (runtime/engine.py passes use_gpu from here): were it told to use a GPU, clip.cpp would
+    take an RPC server's, the only GPU-type devices left, and send it every image."""
     if hardware.offload_gpus and cfg.n_gpu_layers > 0:
         return f"gpu{min(g.index for g in hardware.offload_gpus)}"
     return "cpu"

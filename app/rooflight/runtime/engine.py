@@ -372,11 +372,12 @@ def load_engine(
         buffers = parse_buffers(cap.text)
         engine = Engine(llm, lp, buffers, load_s, notices, chat_format)
         if lp.spec.projector is not None:  # a vision model: its projector beside it, as planned
+            from rooflight.estimate.vision import projector_device
             from rooflight.runtime.vision import VisionContext
 
             try:
                 engine.vision = VisionContext(llm, lp.spec.projector.source,
-                                              use_gpu=lp.config.n_gpu_layers > 0)
+                                              use_gpu=projector_device(lp.hardware, lp.config) != "cpu")
             except OperationFailedError as exc:  # the model still chats; images say why not
                 engine.notices.append(f"{exc} Text chat works; images cannot be sent.")
         if warmup:
