@@ -62,13 +62,17 @@ def test_every_layer_on_the_servers_plans_pipeline_parallelism(flash_attn):
     assert doc["measured"]["tokens_generated"] == 4
 
 
-@pytest.mark.parametrize("placement", ["cpu_blocks=2, flash_attn='on'", "cpu_blocks=0, flash_attn='off'"])
+@pytest.mark.parametrize("placement", [
+    "cpu_blocks=2, flash_attn='on', prompt_tokens=64",
+    "cpu_blocks=2, flash_attn='on', prompt_tokens=16",  # under 32 tokens llama.cpp pins each norm
+    "cpu_blocks=0, flash_attn='off', prompt_tokens=64",
+])
 def test_the_bytes_each_server_is_sent_and_returns_are_the_plans(placement):
     """Counted from each server's own log (GGML_RPC_DEBUG=1): per step, the activations, the
     attention inputs (positions, cache indices, KQ masks) and the logits, to the byte, for a
     prompt step and a decoded token (estimate/network.py step_bytes)."""
     code = ("import json, sys; sys.path.insert(0, 'bench'); import rpc_split; "
-            "print(json.dumps(rpc_split.run(n_layer=6, n_embd=256, n_ctx=2048, prompt_tokens=64, gen_tokens=4, "
+            "print(json.dumps(rpc_split.run(n_layer=6, n_embd=256, n_ctx=2048, gen_tokens=4, "
             f"count_bytes=True, {placement})))")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -27,14 +27,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rooflight.estimate.config import RunConfig
-from rooflight.estimate.placement import device_runs, offload_devices
-from rooflight.estimate.split_compute import attention_input_bytes, pipeline_parallel
+from rooflight.estimate.placement import device_runs
+from rooflight.estimate.split_compute import attention_input_bytes
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
 from rooflight.hardware.remote import is_remote, remote_device
 
 ACTIVATION_BYTES = 4  # F32 hidden state between graph splits
 OUTPUT_ID_BYTES = 4  # one I32 row id: llama-cpp-python asks for the last token's logits only
+# llama-context.cpp graph_get_cb pins a layer's norm to its device below this micro-batch size
+NORM_PIN_MAX_TOKENS = 32
 
 
 @dataclass(frozen=True)
@@ -119,20 +121,28 @@ def _boundaries(
 ) -> list[tuple[str, str, int]]:
     """(device before, device after, residual-sized tensors that cross) for each boundary in
     graph order that crosses the network (two GPUs of one rpc-server copy between themselves).
-    As counted (bench/rpc_split.py --count-bytes): after blocks on this machine's CPU the next
-    device also runs their last residual add (ggml-backend.cpp's pass 2 spreads the other
-    backends over weightless ops, never the CPU's), so both its operands cross; between two
-    servers without pipeline parallelism a prompt step's split falls after the next block's
-    first norm, which crosses beside the residual (a decoded token's does not; why is not
-    known). Elsewhere one."""
-    pipeline = pipeline_parallel(list(layer_devices), len(offload_devices(hardware)), cfg)
+    One, the layer's output, where the split falls at the layer boundary. Two where it falls
+    one operation away, both operands of that operation crossing:
+    - after blocks on this machine's CPU: the next device runs their last residual add
+      (ggml-backend.cpp's pass 2 spreads the other backends over weightless ops, never the
+      CPU's);
+    - between two offload devices in a step of 32 tokens or more when some layer stays on the
+      CPU: llama.cpp pins each layer's first norm to the layer's device only for smaller
+      micro-batches or a full offload (llama-context.cpp graph_get_cb, "norm may be
+      automatically assigned to the backend of the previous layer"), so otherwise the earlier
+      device computes it and sends it beside the residual.
+    Counted to the byte from the servers' logs (bench/rpc_split.py --count-bytes), 2, 31 and 32
+    token steps included."""
+    full_offload = "cpu" not in layer_devices
     runs = _runs(spec, layer_devices)
     out = []
     for (prev, prev_start, prev_end), (nxt, *_) in zip(runs, runs[1:], strict=False):
         if not (is_remote(prev) or is_remote(nxt)) or _same_server(hardware, prev, nxt):
             continue
-        after_cpu_blocks = prev == "cpu" and prev_end > prev_start
-        two = after_cpu_blocks or (is_remote(prev) and not pipeline and n_tokens > 1)
+        if prev == "cpu":
+            two = prev_end > prev_start
+        else:
+            two = n_tokens >= NORM_PIN_MAX_TOKENS and not full_offload
         out.append((prev, nxt, 2 if two else 1))
     return out
 
