@@ -159,6 +159,24 @@ def test_backend_for_profile_vendors():
     assert backend_for_gpus([gpu("intel")]) == "vulkan"
     assert backend_for_gpus([]) == "cpu"
     assert backend_for_gpus([gpu("amd", "AMD Radeon RX 580")]) == "vulkan"  # GFX8: ROCm dropped it
+    # GPUs of several vendors: the backend that drives them all, else the first's own
+    assert backend_for_gpus([gpu("nvidia"), gpu("amd")]) == "vulkan"
+    assert backend_for_gpus([gpu("apple"), gpu("nvidia")]) == "metal"
+
+
+def test_a_what_if_second_gpu_of_another_vendor_gets_layers_too():
+    """An RTX 4090 with an RX 7900 XTX beside it is planned on Vulkan, which drives both; on
+    the 4090's CUDA the Radeon would get no layer."""
+    from rooflight.catalog.models import find_model
+    from rooflight.estimate.plan import Wishes, plan
+    from rooflight.hardware import profile_from_dict
+
+    cpu = {"cores": 16, "threads": 32, "ram_total_bytes": 64 << 30, "ram_bandwidth_gbs": 60.0, "isa": ["avx2"]}
+    hw = profile_from_dict({"cpu": cpu, "gpus": [{"name": "RTX 4090"}, {"name": "RX 7900 XTX"}]},
+                           measure_bandwidth=False)
+    assert hw.backend == "vulkan" and len(hw.offload_gpus) == 2
+    est = plan(find_model("llama-3.3-70b").spec("Q4_K_M"), hw, Wishes(n_ctx=8192))
+    assert {"gpu0", "gpu1"} <= set(est.memory.layer_devices) and est.fit == "full_gpu"
 
 
 def apu(name: str = "AMD Radeon 780M", index: int = 0) -> GPUInfo:

@@ -306,8 +306,16 @@ def native_backend(vendor: str, name: str = "") -> str:
 
 def backend_for_gpus(gpus: Iterable[GPUInfo]) -> str:
     """The backend a hand-written profile implies when it names none: the native backend of
-    its first GPU of a known vendor."""
-    for g in gpus:
-        if g.vendor in DEFAULT_BACKEND:
-            return native_backend(g.vendor, g.name)
-    return "cpu"
+    its first GPU of a known vendor, or, for GPUs of several vendors (an RTX 4090 beside an
+    RX 7900 XTX), the one backend that drives them all where there is one (Vulkan): with the
+    first's native backend the others would get no layer (HardwareProfile.offload_gpus)."""
+    known = [g for g in gpus if g.vendor in DEFAULT_BACKEND]
+    if not known:
+        return "cpu"
+    vendors = {g.vendor for g in known}
+    if len(vendors) > 1:
+        common = set.intersection(*(set(BACKENDS_BY_VENDOR[v]) for v in vendors))
+        shared = [b for b in BACKENDS_BY_VENDOR[known[0].vendor] if b in common]
+        if shared:
+            return shared[0]
+    return native_backend(known[0].vendor, known[0].name)
