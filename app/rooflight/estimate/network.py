@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rooflight.estimate.config import RunConfig
-from rooflight.estimate.placement import device_runs
+from rooflight.estimate.placement import CPU, device_runs
 from rooflight.estimate.split_compute import attention_input_bytes
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile
@@ -35,8 +35,8 @@ from rooflight.hardware.remote import is_remote, remote_device
 
 ACTIVATION_BYTES = 4  # F32 hidden state between graph splits
 OUTPUT_ID_BYTES = 4  # one I32 row id: llama-cpp-python asks for the last token's logits only
-# llama-context.cpp graph_get_cb pins a layer's norm to its device below this micro-batch size
-NORM_PIN_MAX_TOKENS = 32
+# llama-context.cpp graph_get_cb pins a layer's norm to its device in steps of fewer tokens
+NORM_PINNED_BELOW_TOKENS = 32
 
 
 @dataclass(frozen=True)
@@ -73,10 +73,11 @@ def step_cost(
     `link_scale` times faster."""
     if not hardware.remotes:
         return NO_NETWORK
-    sent, fetched = step_bytes(spec, hardware, cfg, layer_devices, n_tokens, position)
+    boundaries = _boundaries(spec, hardware, layer_devices, n_tokens)
+    sent, fetched = _step_bytes(spec, cfg, layer_devices, n_tokens, position, boundaries)
     transfer = sum(n / _link_bytes_per_s(hardware, dev, link_scale) for dev, n in (*sent.items(), *fetched.items()))
     latency, crossings = 0.0, 0
-    for prev, nxt, _n in _boundaries(spec, hardware, cfg, layer_devices, n_tokens):
+    for prev, nxt, _n in boundaries:
         # a fetch waits a round trip; a send is priced as one too, as llama.cpp waits on
         # the server's reply before it goes on
         for dev in (prev, nxt):
@@ -98,10 +99,18 @@ def step_bytes(
     step: the activations crossing each device boundary, to each run of blocks the step's
     attention inputs and to the last block's the row id of the one output, and from the
     output layer's device the last token's logits."""
+    return _step_bytes(spec, cfg, layer_devices, n_tokens, position,
+                       _boundaries(spec, hardware, layer_devices, n_tokens))
+
+
+def _step_bytes(
+    spec: ModelSpec, cfg: RunConfig, layer_devices: tuple[str, ...], n_tokens: int, position: int,
+    boundaries: list[tuple[str, str, int]],
+) -> tuple[dict[str, int], dict[str, int]]:
     sent: dict[str, int] = {}
     fetched: dict[str, int] = {}
     inputs = attention_input_bytes(spec, cfg, n_tokens, position)
-    for prev, nxt, n_activations in _boundaries(spec, hardware, cfg, layer_devices, n_tokens):
+    for prev, nxt, n_activations in boundaries:
         nbytes = n_activations * spec.n_embd * ACTIVATION_BYTES * n_tokens
         if is_remote(prev):
             fetched[prev] = fetched.get(prev, 0) + nbytes
@@ -117,7 +126,7 @@ def step_bytes(
 
 
 def _boundaries(
-    spec: ModelSpec, hardware: HardwareProfile, cfg: RunConfig, layer_devices: tuple[str, ...], n_tokens: int,
+    spec: ModelSpec, hardware: HardwareProfile, layer_devices: tuple[str, ...], n_tokens: int,
 ) -> list[tuple[str, str, int]]:
     """(device before, device after, residual-sized tensors that cross) for each boundary in
     graph order that crosses the network (two GPUs of one rpc-server copy between themselves).
@@ -133,16 +142,16 @@ def _boundaries(
       device computes it and sends it beside the residual.
     Counted to the byte from the servers' logs (bench/rpc_split.py --count-bytes), 2, 31 and 32
     token steps included."""
-    full_offload = "cpu" not in layer_devices
+    full_offload = CPU not in layer_devices
     runs = _runs(spec, layer_devices)
     out = []
     for (prev, prev_start, prev_end), (nxt, *_) in zip(runs, runs[1:], strict=False):
         if not (is_remote(prev) or is_remote(nxt)) or _same_server(hardware, prev, nxt):
             continue
-        if prev == "cpu":
+        if prev == CPU:
             two = prev_end > prev_start
         else:
-            two = n_tokens >= NORM_PIN_MAX_TOKENS and not full_offload
+            two = n_tokens >= NORM_PINNED_BELOW_TOKENS and not full_offload
         out.append((prev, nxt, 2 if two else 1))
     return out
 
@@ -151,7 +160,7 @@ def _runs(spec: ModelSpec, layer_devices: tuple[str, ...]) -> list[tuple[str, in
     """(device, first layer, end) in graph order: the CPU's embedding lookup first (input
     embeddings are computed on the CPU), the runs of blocks, then the output layer's device
     where it runs no block."""
-    runs = [("cpu", 0, 0), *device_runs(tuple(layer_devices[: spec.n_layer]))]
+    runs = [(CPU, 0, 0), *device_runs(tuple(layer_devices[: spec.n_layer]))]
     out_dev = layer_devices[spec.n_layer]
     if runs[-1][0] != out_dev:
         runs.append((out_dev, spec.n_layer, spec.n_layer + 1))

@@ -44,6 +44,7 @@ from rooflight.estimate.compute import (
     output_peak,
 )
 from rooflight.estimate.config import RunConfig
+from rooflight.estimate.placement import CPU
 from rooflight.gguf.spec import ModelSpec
 
 F32 = 4
@@ -53,12 +54,12 @@ I64 = 8
 PIPELINE_COPIES = 4
 
 
-def pipeline_parallel(devices: list[str], n_offload_devices: int, cfg: RunConfig, cpu: str = "cpu") -> bool:
+def pipeline_parallel(devices: list[str], n_offload_devices: int, cfg: RunConfig) -> bool:
     """Whether llama.cpp enables pipeline parallelism for this placement: more than one
     offload device in its list (GPUs and RPC servers, whether they get layers or not), every
     block and the output offloaded, the KV cache offloaded, and no tensor overrides (Rooflight
     sets them only for --n-cpu-moe)."""
-    return n_offload_devices > 1 and cpu not in devices and cfg.offload_kqv and not cfg.n_cpu_moe
+    return n_offload_devices > 1 and CPU not in devices and cfg.offload_kqv and not cfg.n_cpu_moe
 
 
 def remote_compute_bytes(spec: ModelSpec, cfg: RunConfig, *, n_blocks: int, runs_output: bool,

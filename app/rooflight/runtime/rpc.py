@@ -30,6 +30,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import IO
 
 from rooflight.errors import OperationFailedError
 from rooflight.hardware.profile import CPUInfo, RemoteMachine
@@ -105,7 +106,7 @@ def server_command(build: Path, *, host: str, port: int, threads: int | None = N
 
 
 def start_server(port: int, *, host: str = "127.0.0.1", threads: int | None = None,
-                 timeout: float = 20.0, debug_log=None) -> subprocess.Popen:
+                 timeout: float = 20.0, debug_log: IO[str] | None = None) -> subprocess.Popen:
     """Start an rpc-server in the background and wait until it accepts connections; the
     caller stops it (stop_server). For tests, benchmarks and a helper started by hand.
     debug_log: an open file that gets the server's log of every command it serves
