@@ -286,3 +286,94 @@ def test_an_unknown_integrated_gpu_stays_out_with_its_reason(tmp_path):
     kfd_node(tmp_path, 1, "0000:05:00.0", 110003, 12)
     gpus, warnings = detect_amd(tmp_path, importer=no_amdsmi)
     assert gpus == [] and "a AMD Radeon 780M whose shared memory, GTT, is not larger" in warnings[0]
+
+
+# ---- Intel integrated GPUs -------------------------------------------------------------
+
+def test_intel_integrated_memory_is_what_llama_cpps_backends_report():
+    """Mesa's Vulkan heap (1/2 of the RAM up to 4 GiB, 3/4 above) or the compute runtime's
+    SYCL figure (80% less 450 MiB), whichever is smaller."""
+    from rooflight.hardware.intel import integrated_memory_bytes
+
+    assert integrated_memory_bytes(4 * GiB) == 2 * GiB  # Vulkan's half
+    assert integrated_memory_bytes(8 * GiB) == int(8 * GiB * 0.8) - (450 << 20)  # SYCL's is smaller
+    assert integrated_memory_bytes(16 * GiB) == 12 * GiB  # from 9 GB on, Vulkan's 3/4
+    assert integrated_memory_bytes(32 * GiB) == 24 * GiB
+
+
+@pytest.mark.parametrize("cpu, device_id, expected", [
+    ("Intel(R) Core(TM) Ultra 7 258V", "0x64a0", "Intel Arc 140V"),
+    ("Intel(R) Core(TM) Ultra 9 288V", "0x64a0", "Intel Arc 140V"),
+    ("Intel(R) Core(TM) Ultra 5 226V", "0x64a0", "Intel Arc 130V"),
+    ("Intel(R) Core(TM) Ultra 9 285H", "0x7d51", "Intel Arc 140T"),
+    ("Intel(R) Core(TM) Ultra 5 225H", "0x7d51", "Intel Arc 130T"),
+    ("Intel(R) Core(TM) Ultra 7 155H", "0x7d55", "Intel Arc Graphics (Meteor Lake)"),
+    ("Intel(R) Core(TM) Ultra 5 125H", "0x7d55", "Intel Arc Graphics 7-core (Meteor Lake)"),
+])
+def test_an_intel_integrated_arc_is_named_by_its_id_and_cpu(tmp_path, cpu, device_id, expected):
+    """xe and i915 publish no memory for an integrated GPU: the PCI id says it is an Arc iGPU,
+    the CPU's family which of the products sharing that id."""
+    make_card(tmp_path, 0, "0000:00:02.0", "0x8086", device_id, {})
+    gpus, warnings = detect_intel(tmp_path, ram_total_bytes=32 * GiB, cpu_name=cpu)
+    assert warnings == []
+    (gpu,) = gpus
+    assert (gpu.name, gpu.vendor, gpu.unified_memory, gpu.vram_total_bytes) == (expected, "intel", True, 24 * GiB)
+
+
+def test_an_intel_integrated_gpu_the_cpu_does_not_name_is_the_slowest_with_a_warning(tmp_path):
+    make_card(tmp_path, 0, "0000:00:02.0", "0x8086", "0x64a0", {})
+    gpus, warnings = detect_intel(tmp_path, ram_total_bytes=16 * GiB, cpu_name="unknown CPU")
+    assert [g.name for g in gpus] == ["Intel Arc 130V"]
+    assert warnings == ["Intel integrated GPU 0x64a0 could be any of Intel Arc 140V, Intel Arc 130V, and the "
+                        "CPU's name (unknown CPU) does not say which; Rooflight assumes the Intel Arc 130V "
+                        "(the slowest); name the GPU in a --hardware profile to plan another"]
+    # without the RAM's size there is nothing to size it by; UHD / Iris Xe ids are not in the table
+    assert detect_intel(tmp_path) == ([], [])
+    make_card(tmp_path, 1, "0000:00:03.0", "0x8086", "0xa7a0", {})  # Raptor Lake-P's Iris Xe
+    assert [g.name for g in detect_intel(tmp_path, ram_total_bytes=16 * GiB, cpu_name="Core Ultra 7 258V")[0]] == [
+        "Intel Arc 140V"]
+
+
+def test_a_detected_lunar_lake_laptop_is_planned_on_its_igpu_with_a_gpu_build(tmp_path):
+    """The whole path: the CPU's name from /proc/cpuinfo picks the Arc 140V, its memory is
+    the RAM's share bounded by free RAM, a Vulkan build offloads to it, and what it takes
+    comes out of the same RAM; with a CPU-only build llama.cpp does not use it."""
+    from rooflight.estimate import Wishes, plan
+    from rooflight.gguf import load_model_spec
+    from rooflight.gguf.synthetic import write_model
+    from rooflight.hardware.intel import integrated_memory_bytes
+
+    make_card(tmp_path, 0, "0000:00:02.0", "0x8086", "0x64a0", {})
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Core(TM) Ultra 7 258V\n"
+                       "flags\t\t: fpu sse sse2 avx avx2 fma f16c avx_vnni\n\n")
+    p = detect(measure_bandwidth=False, probes=Probes(
+        sysfs_root=tmp_path, cpuinfo_path=cpuinfo, nvml=types.ModuleType("pynvml"), importer=no_amdsmi,
+        platform_name="linux", machine="x86_64"))
+    assert p.cpu.name == "Intel(R) Core(TM) Ultra 7 258V"
+    (gpu,) = p.gpus
+    assert (gpu.name, gpu.unified_memory) == ("Intel Arc 140V", True)
+    assert gpu.vram_total_bytes == integrated_memory_bytes(p.cpu.ram_total_bytes)
+    assert gpu.vram_free_bytes == min(gpu.vram_total_bytes, p.cpu.ram_available_bytes)
+    assert gpu.bandwidth_gbs == 136.5 and gpu.fp16_tflops == 33.6  # the table's, by name
+    assert p.backend == "cpu" and p.offload_gpus == ()  # llama_cpp not importable here: no GPU build
+
+    model = write_model(tmp_path / "m.gguf", n_layer=4, n_embd=256, n_ff=512, n_vocab=2000, ftype="F16")
+    vulkan = dataclasses.replace(p, backend="vulkan")  # as with llama.cpp's Vulkan build installed
+    est = plan(load_model_spec(model), vulkan, Wishes(n_ctx=512))
+    assert est.config.n_gpu_layers == 5  # every layer and the output
+    gpu_mem = next(d for d in est.memory.devices if d.device != "cpu")
+    cpu_mem = next(d for d in est.memory.devices if d.device == "cpu")
+    assert cpu_mem.available_bytes <= p.cpu.ram_available_bytes - gpu_mem.total_bytes
+
+
+def test_an_intel_igpu_beside_a_discrete_arc_gets_no_layer(tmp_path):
+    """llama.cpp adds integrated GPUs only where it found no discrete one."""
+    from rooflight.hardware.profile import offload_gpus_of
+
+    make_card(tmp_path, 0, "0000:00:02.0", "0x8086", "0x7d51", {})
+    make_card(tmp_path, 1, "0000:03:00.0", "0x8086", "0xe20b", {"tile0/physical_vram_size_bytes": str(12 * GiB)})
+    gpus, _ = detect_intel(tmp_path, ram_total_bytes=32 * GiB, cpu_name="Intel(R) Core(TM) Ultra 7 255H")
+    assert [g.name for g in gpus] == ["Intel Arc 140T", "Intel Arc B580"]
+    assert [g.name for g in offload_gpus_of(gpus, "vulkan")] == ["Intel Arc B580"]
+    assert [g.name for g in offload_gpus_of(gpus[:1], "sycl")] == ["Intel Arc 140T"]

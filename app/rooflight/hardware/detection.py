@@ -47,14 +47,18 @@ def _fallback_cpu() -> CPUInfo:
     return CPUInfo("unknown CPU", s.cores, s.threads, (), s.ram_total, s.ram_available, None, "unknown")
 
 
-def detect_gpus(probes: Probes) -> tuple[list[GPUInfo], list[str]]:
-    """All GPUs, NVIDIA first, renumbered 0..n-1, figures filled from the table."""
+def detect_gpus(probes: Probes, cpu: CPUInfo | None = None) -> tuple[list[GPUInfo], list[str]]:
+    """All GPUs, NVIDIA first, renumbered 0..n-1, figures filled from the table. An Intel
+    integrated GPU is listed only given the CPU (its memory is a share of the RAM, and the
+    CPU's name tells the Arc 130V from the 140V)."""
     found: list[GPUInfo] = []
     warnings: list[str] = []
     readers: list[tuple[str, Callable[[], tuple[list[GPUInfo], list[str]]]]] = [
         ("NVIDIA", lambda: detect_nvidia(probes.nvml)),
         ("AMD", lambda: detect_amd(probes.sysfs_root, importer=probes.importer)),
-        ("Intel", lambda: detect_intel(probes.sysfs_root)),
+        ("Intel", lambda: detect_intel(probes.sysfs_root,
+                                       ram_total_bytes=cpu.ram_total_bytes if cpu else None,
+                                       cpu_name=cpu.name if cpu else "")),
         (
             "Apple",
             lambda: detect_apple(
@@ -130,7 +134,7 @@ def detect(
         except Exception as exc:
             warnings.append(f"RAM bandwidth could not be measured ({type(exc).__name__}: {exc})")
     try:
-        gpus, more = detect_gpus(probes)
+        gpus, more = detect_gpus(probes, cpu)
         warnings.extend(more)
     except Exception as exc:
         gpus = []

@@ -152,7 +152,7 @@ def refresh_free_memory(hardware: HardwareProfile) -> HardwareProfile:
     gpus = list(hardware.gpus)
     if gpus:
         try:
-            fresh, _ = detect_gpus(Probes())
+            fresh, _ = detect_gpus(Probes(), hardware.cpu)
         except Exception as exc:  # a probe failure must not block a load the plan allowed
             log.debug("free VRAM could not be re-read: %s", exc)
             fresh = []
