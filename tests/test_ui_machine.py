@@ -150,6 +150,9 @@ def test_a_what_if_gpu_that_shares_system_memory_brings_its_pool():
     assert WhatIf(gpu="NVIDIA GB10").describe(short=True) == "GB10"
     mac = what_if_profile(hw, WhatIf(gpu="Apple M4 Max"))
     assert mac.gpus[0].unified_memory and mac.gpus[0].vram_total_bytes < mac.cpu.ram_total_bytes
+    # an Intel iGPU gets the share of the pool llama.cpp's Vulkan and SYCL backends report
+    lunar = what_if_profile(hw, WhatIf(gpu="Intel Arc 140V"))
+    assert lunar.cpu.ram_total_bytes == 16 * GiB and lunar.gpus[0].vram_total_bytes == 12 * GiB
     # the model's bytes on the GPU are taken out of the same RAM the CPU side has
     spec = find_model("llama-3.3-70b").spec("Q4_K_M")
     est = plan(spec, spark, Wishes(n_ctx=8192))

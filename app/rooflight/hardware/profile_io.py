@@ -17,6 +17,7 @@ from typing import Any
 from rooflight.errors import BadInputError
 
 from .apple import metal_working_set_bytes
+from .intel import integrated_memory_bytes
 from .backend import DEFAULT_BACKEND, backend_for_gpus
 from .enrich import table_figures
 from .gpu_table import lookup_gpu, normalize, shared_memory_bytes, similar_gpu_names
@@ -257,6 +258,8 @@ def _gpu_from_dict(d: Any, position: int, origin: str, warnings: list[str]) -> G
             total = t["memory_bytes"]
             if entry["vendor"] == "apple" and unified is not False:
                 total = metal_working_set_bytes(total)  # the share Metal lets one process use
+            elif entry["vendor"] == "intel" and entry.get("unified_memory") and unified is not False:
+                total = integrated_memory_bytes(total)  # the share llama.cpp's backends report
             filled.append("vram_total_bytes")
         if bandwidth is None:
             bandwidth = t["bandwidth_gbs"]
