@@ -309,6 +309,7 @@ def test_intel_integrated_memory_is_what_llama_cpps_backends_report():
     ("Intel(R) Core(TM) Ultra 5 225H", "0x7d51", "Intel Arc 130T"),
     ("Intel(R) Core(TM) Ultra 7 155H", "0x7d55", "Intel Arc Graphics (Meteor Lake)"),
     ("Intel(R) Core(TM) Ultra 5 125H", "0x7d55", "Intel Arc Graphics 7-core (Meteor Lake)"),
+    ("Intel(R) Core(TM) Ultra X7 358H", "0xb080", "Intel Arc B390"),
 ])
 def test_an_intel_integrated_arc_is_named_by_its_id_and_cpu(tmp_path, cpu, device_id, expected):
     """xe and i915 publish no memory for an integrated GPU: the PCI id says it is an Arc iGPU,
@@ -332,6 +333,16 @@ def test_an_intel_integrated_gpu_the_cpu_does_not_name_is_the_slowest_with_a_war
     make_card(tmp_path, 1, "0000:00:03.0", "0x8086", "0xa7a0", {})  # Raptor Lake-P's Iris Xe
     assert [g.name for g in detect_intel(tmp_path, ram_total_bytes=16 * GiB, cpu_name="Core Ultra 7 258V")[0]] == [
         "Intel Arc 140V"]
+
+
+def test_an_intel_igpu_id_known_for_other_cpus_only_is_no_gpu(tmp_path):
+    """Panther Lake's 0xb080 is the Arc B390 in a Core Ultra X7 or X9; beside another CPU
+    it may be a smaller GPU the table lacks, so it is left out and said why."""
+    make_card(tmp_path, 0, "0000:00:02.0", "0x8086", "0xb080", {})
+    gpus, warnings = detect_intel(tmp_path, ram_total_bytes=16 * GiB, cpu_name="Intel(R) Core(TM) Ultra 5 325")
+    assert gpus == [] and warnings == [
+        "Intel integrated GPU 0xb080 is the Intel Arc B390 only in a Core Ultra X7 or Core Ultra X9, not in this "
+        "Intel(R) Core(TM) Ultra 5 325, and Rooflight's GPU table does not know which it is: it is not counted as a GPU"]
 
 
 def test_a_detected_lunar_lake_laptop_is_planned_on_its_igpu_with_a_gpu_build(tmp_path):

@@ -61,9 +61,11 @@ def integrated_memory_bytes(ram_total_bytes: int) -> int:
 
 
 def _integrated_entry(candidates: list[dict[str, Any]], cpu_name: str,
-                      device_id: str, warnings: list[str]) -> dict[str, Any]:
-    """The table entry for an integrated GPU whose id several products share: the one made
-    for this CPU's family ("Core Ultra 5" -> Arc 130V), else the slowest, with a warning."""
+                      device_id: str, warnings: list[str]) -> dict[str, Any] | None:
+    """The table entry for an integrated GPU by its id: the one made for this CPU's family
+    ("Core Ultra 5" -> Arc 130V); for a CPU whose name says none of them, the slowest of
+    several, with a warning, and None for one (Panther Lake's 0xb080 is the Arc B390 in a
+    Core Ultra X7 or X9; beside another CPU it may be a smaller GPU the table lacks)."""
     def words(text: str) -> str:  # "Intel(R) Core(TM) Ultra 7 258V" -> " core ultra 7 258 v "
         return f" {' '.join(normalize(text))} "
 
@@ -71,14 +73,21 @@ def _integrated_entry(candidates: list[dict[str, Any]], cpu_name: str,
     for_cpu = [e for e in candidates if any(words(f) in cpu for f in e.get("cpu_families", ()))]
     if len(for_cpu) == 1:
         return for_cpu[0]
-    slowest = min(candidates, key=lambda e: e["fp16_tflops"])
-    if len(candidates) > 1:
-        names = ", ".join(e["name"] for e in candidates)
+    if len(candidates) == 1:
+        (entry,) = candidates
         warnings.append(
-            f"Intel integrated GPU {device_id} could be any of {names}, and the CPU's name "
-            f"({cpu_name or 'unknown'}) does not say which; Rooflight assumes the {slowest['name']} "
-            "(the slowest); name the GPU in a --hardware profile to plan another"
+            f"Intel integrated GPU {device_id} is the {entry['name']} only in a "
+            f"{' or '.join(entry['cpu_families'])}, not in this {cpu_name or 'CPU'}, and Rooflight's "
+            "GPU table does not know which it is: it is not counted as a GPU"
         )
+        return None
+    slowest = min(candidates, key=lambda e: e["fp16_tflops"])
+    names = ", ".join(e["name"] for e in candidates)
+    warnings.append(
+        f"Intel integrated GPU {device_id} could be any of {names}, and the CPU's name "
+        f"({cpu_name or 'unknown'}) does not say which; Rooflight assumes the {slowest['name']} "
+        "(the slowest); name the GPU in a --hardware profile to plan another"
+    )
     return slowest
 
 
@@ -98,6 +107,8 @@ def detect_intel(
         if total is None and not known:
             if integrated and ram_total_bytes:
                 entry = _integrated_entry(integrated, cpu_name, device_id, warnings)
+                if entry is None:
+                    continue
                 gpus.append(GPUInfo(index=len(gpus), name=entry["name"], vendor="intel",
                                     vram_total_bytes=integrated_memory_bytes(ram_total_bytes),
                                     vram_free_bytes=None,  # detection bounds it by free RAM

@@ -17,10 +17,10 @@ from typing import Any
 from rooflight.errors import BadInputError
 
 from .apple import metal_working_set_bytes
-from .intel import integrated_memory_bytes
 from .backend import DEFAULT_BACKEND, backend_for_gpus
 from .enrich import table_figures
 from .gpu_table import lookup_gpu, normalize, shared_memory_bytes, similar_gpu_names
+from .intel import integrated_memory_bytes
 from .profile import CPUInfo, GPUInfo, HardwareProfile, RemoteMachine
 from .remote import placeholder_cpu
 
