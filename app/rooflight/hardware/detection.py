@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,6 +24,7 @@ from .intel import detect_intel
 from .limits import process_share
 from .nvidia import detect_nvidia
 from .profile import CPUInfo, GPUInfo, HardwareProfile
+from .windows import detect_windows
 
 Runner = Callable[[list[str]], str]
 Importer = Callable[[str], ModuleType]
@@ -66,6 +68,10 @@ def detect_gpus(probes: Probes, cpu: CPUInfo | None = None) -> tuple[list[GPUInf
             ),
         ),
     ]
+    if (probes.platform_name or sys.platform) == "win32":  # no sysfs: the registry
+        readers.append(("AMD and Intel", lambda: detect_windows(
+            probes.importer("winreg"), ram_total_bytes=cpu.ram_total_bytes if cpu else None,
+            cpu_name=cpu.name if cpu else "")))
     for vendor, read in readers:
         try:
             gpus, more = read()

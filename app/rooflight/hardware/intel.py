@@ -60,7 +60,7 @@ def integrated_memory_bytes(ram_total_bytes: int) -> int:
     return max(0, min(vulkan, sycl))
 
 
-def _integrated_entry(candidates: list[dict[str, Any]], cpu_name: str,
+def integrated_entry(candidates: list[dict[str, Any]], cpu_name: str,
                       device_id: str, warnings: list[str]) -> dict[str, Any] | None:
     """The table entry for an integrated GPU by its id: the one made for this CPU's family
     ("Core Ultra 5" -> Arc 130V); for a CPU whose name says none of them, the slowest of
@@ -106,7 +106,7 @@ def detect_intel(
         total = _vram_total(card, dev)
         if total is None and not known:
             if integrated and ram_total_bytes:
-                entry = _integrated_entry(integrated, cpu_name, device_id, warnings)
+                entry = integrated_entry(integrated, cpu_name, device_id, warnings)
                 if entry is None:
                     continue
                 gpus.append(GPUInfo(index=len(gpus), name=entry["name"], vendor="intel",
