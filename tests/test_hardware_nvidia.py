@@ -210,3 +210,53 @@ def test_a_gpu_split_into_mig_instances_is_said_to_be(monkeypatch):
     # a driver or pynvml without the call: no word, no failure
     del nvml.nvmlDeviceGetMigMode
     assert not any("MIG" in w for w in detect_nvidia(nvml)[1])
+
+
+# DGX Spark as NVML answers there: a name and a compute capability, memory Not Supported
+# (NVIDIA's DGX Spark known issues); bandwidth figures not answered either.
+GB10 = {
+    "name": "NVIDIA GB10",
+    "mem": NVMLError(3),
+    "mem_clock": NVMLError(3),
+    "bus": NVMLError(3),
+    "cc": (12, 1),
+    "cores": 6144,
+    "gen": 4,
+    "width": 4,
+}
+
+
+def test_a_unified_memory_gpu_is_a_gpu_of_the_ram():
+    """llama.cpp takes the GB10 as an integrated GPU whose memory is the RAM: so does
+    Rooflight, with no warning about the memory NVML cannot report."""
+    gpus, warnings = detect_nvidia(fake_pynvml([GB10]), ram_total_bytes=120 * GiB)
+    (g,) = gpus
+    assert (g.name, g.unified_memory, g.vram_total_bytes, g.vram_free_bytes) == ("NVIDIA GB10", True, 120 * GiB, None)
+    assert g.pcie_gbs is None  # it reads its weights where they are
+    assert not any("memory size" in w for w in warnings)
+    # without the RAM's size, the table's pool
+    assert detect_nvidia(fake_pynvml([GB10]))[0][0].vram_total_bytes is None
+    # a discrete board whose memory NVML cannot read still says so
+    assert any("memory size" in w for w in detect_nvidia(fake_pynvml([dict(RTX_4090, mem=NVMLError(3))]))[1])
+
+
+def test_a_detected_dgx_spark_plans_one_pool(tmp_path):
+    """Before 2026-12-06 the GB10 was a 128 GiB card beside the 128 GiB RAM: twice the
+    memory the machine has. Now what it takes comes out of the RAM."""
+    from rooflight.catalog import find_model
+    from rooflight.estimate import Wishes, plan
+
+    p = detect(measure_bandwidth=False, probes=Probes(
+        sysfs_root=tmp_path, nvml=fake_pynvml([GB10]), importer=lambda name: (_ for _ in ()).throw(ImportError(name)),
+        platform_name="linux", machine="aarch64"))
+    (g,) = p.gpus
+    assert g.unified_memory and g.vram_total_bytes == p.cpu.ram_total_bytes
+    assert g.vram_free_bytes == min(g.vram_total_bytes, p.cpu.ram_available_bytes)
+    assert g.bandwidth_gbs == 273.0 and g.fp16_tflops  # the table's, by name
+    cuda = type(p)(cpu=p.cpu, gpus=p.gpus, backend="cuda")  # as with a CUDA build installed
+    spec = find_model("llama-3.2-1b").spec("Q4_K_M")
+    est = plan(spec, cuda, Wishes(n_ctx=4096))
+    assert est.config.n_gpu_layers == spec.n_layer + 1 and est.memory.fit == "full_gpu"
+    gpu_mem = next(d for d in est.memory.devices if d.device == "gpu0")
+    cpu_mem = next(d for d in est.memory.devices if d.device == "cpu")
+    assert cpu_mem.available_bytes <= p.cpu.ram_available_bytes - gpu_mem.total_bytes

@@ -56,7 +56,7 @@ def detect_gpus(probes: Probes, cpu: CPUInfo | None = None) -> tuple[list[GPUInf
     found: list[GPUInfo] = []
     warnings: list[str] = []
     readers: list[tuple[str, Callable[[], tuple[list[GPUInfo], list[str]]]]] = [
-        ("NVIDIA", lambda: detect_nvidia(probes.nvml)),
+        ("NVIDIA", lambda: detect_nvidia(probes.nvml, ram_total_bytes=cpu.ram_total_bytes if cpu else None)),
         ("AMD", lambda: detect_amd(probes.sysfs_root, importer=probes.importer)),
         ("Intel", lambda: detect_intel(probes.sysfs_root,
                                        ram_total_bytes=cpu.ram_total_bytes if cpu else None,

@@ -2,6 +2,14 @@
 
 Every NVML call can raise NVMLError (old driver, MIG, a function the board does not
 support): each failure costs only that figure and adds a warning; nothing here raises.
+
+A GPU that shares its system's memory (DGX Spark's GB10, Jetson Thor: the table's
+unified_memory entries) has no memory of its own to report: NVML answers Not Supported
+(NVIDIA's DGX Spark known issues, "nvidia-smi reports memory usage Not Supported"). llama.cpp
+takes such a device (cudaDeviceProp.integrated) as an integrated GPU whose memory is the
+RAM: cudaMemGetInfo's total, and /proc/meminfo's MemAvailable as free (ggml-cuda.cu,
+ggml_backend_cuda_device_get_memory). So it is listed as a unified-memory GPU of the RAM's
+size, whose use comes out of the RAM, as an Apple chip's does.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from .device_order import visible_to_cuda
+from .gpu_table import lookup_gpu
 from .pcie import pcie_gbs
 from .profile import GPUInfo
 
@@ -46,8 +55,11 @@ def _decode(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
-def detect_nvidia(nvml: ModuleType | None = None) -> tuple[list[GPUInfo], list[str]]:
-    """Every NVIDIA GPU NVML sees, in NVML order, and warnings."""
+def detect_nvidia(
+    nvml: ModuleType | None = None, *, ram_total_bytes: int | None = None
+) -> tuple[list[GPUInfo], list[str]]:
+    """Every NVIDIA GPU NVML sees, in NVML order, and warnings. A unified-memory GPU's
+    memory is the RAM's size (ram_total_bytes; the table's pool when it is not given)."""
     nvml = nvml if nvml is not None else _import_pynvml()
     if nvml is None:
         return [], []
@@ -70,7 +82,7 @@ def detect_nvidia(nvml: ModuleType | None = None) -> tuple[list[GPUInfo], list[s
         except Exception as exc:
             return [], [f"NVML could not count the NVIDIA GPUs ({exc})"]
         for i in range(count):
-            gpu = _read_device(nvml, i, warnings)
+            gpu = _read_device(nvml, i, warnings, ram_total_bytes)
             if gpu is not None:
                 gpus.append(gpu)
         # what CUDA (and so llama.cpp) will see: CUDA_VISIBLE_DEVICES hides and reorders
@@ -84,7 +96,8 @@ def detect_nvidia(nvml: ModuleType | None = None) -> tuple[list[GPUInfo], list[s
     return gpus, warnings
 
 
-def _read_device(nvml: ModuleType, i: int, warnings: list[str]) -> GPUInfo | None:
+def _read_device(nvml: ModuleType, i: int, warnings: list[str],
+                 ram_total_bytes: int | None = None) -> GPUInfo | None:
     try:
         handle = nvml.nvmlDeviceGetHandleByIndex(i)
     except Exception as exc:
@@ -107,9 +120,13 @@ def _read_device(nvml: ModuleType, i: int, warnings: list[str]) -> GPUInfo | Non
     name = _decode(name_raw) if name_raw is not None else label
     label = f"NVIDIA GPU {i} ({name})" if name_raw is not None else label
 
-    mem = call("memory size and free memory", "nvmlDeviceGetMemoryInfo")
-    total = int(mem.total) if mem is not None else None
-    free = int(mem.free) if mem is not None else None
+    entry = lookup_gpu(name) if name_raw is not None else None
+    unified = bool(entry and entry.get("unified_memory"))
+    mem = call("memory size and free memory", "nvmlDeviceGetMemoryInfo", quiet=unified)
+    total = int(mem.total) if mem is not None and mem.total else None
+    free = int(mem.free) if mem is not None and mem.total else None
+    if unified:  # the RAM is its memory; detection bounds what is free by the RAM free now
+        total, free = ram_total_bytes or total, None
 
     bandwidth = None
     clock = call("memory clock", "nvmlDeviceGetMaxClockInfo", getattr(nvml, "NVML_CLOCK_MEM", 2))
@@ -157,10 +174,11 @@ def _read_device(nvml: ModuleType, i: int, warnings: list[str]) -> GPUInfo | Non
         vram_free_bytes=free,
         bandwidth_gbs=bandwidth,
         fp16_tflops=None,  # NVML does not say; filled from the GPU table by name
-        unified_memory=False,
+        unified_memory=unified,
         compute_capability=capability,
         sm_count=sm_count,
-        pcie_gbs=pcie_gbs(int(gen) if gen else None, int(width) if width else None),
+        # a unified-memory GPU reads its weights where they are: no host link to pay
+        pcie_gbs=None if unified else pcie_gbs(int(gen) if gen else None, int(width) if width else None),
         source="detected",
         pci_bus_id=_decode(bus_id) if bus_id else None,
     )
