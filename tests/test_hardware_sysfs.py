@@ -247,9 +247,6 @@ def _detect(root: Path):
 def test_an_apu_with_a_small_carve_out_is_a_gpu_on_its_gtt(tmp_path):
     """A Ryzen AI Max+ 395 with the BIOS carve-out at its minimum: llama.cpp's HIP reports
     the GTT's size as the device's memory; Rooflight plans it as one pool with the RAM."""
-    from rooflight.estimate import Wishes, plan
-    from rooflight.gguf import load_model_spec
-    from rooflight.gguf.synthetic import write_model
 
     _strix_halo(tmp_path, 512 << 20, 96 * GiB)
     p = _detect(tmp_path)
@@ -258,9 +255,18 @@ def test_an_apu_with_a_small_carve_out_is_a_gpu_on_its_gtt(tmp_path):
     assert gpu.vram_free_bytes == min(96 * GiB, p.cpu.ram_available_bytes)  # bounded by free RAM
     assert gpu.bandwidth_gbs == 256.0 and gpu.fp16_tflops  # the table's figures, by name
     assert not any("integrated" in w for w in p.warnings)
-    # a plan puts the model on it and counts its share out of the same RAM
+    # as with llama.cpp's ROCm build installed (this one is CPU-only)
+    assert_planned_in_one_pool(tmp_path, dataclasses.replace(p, backend="rocm"))
+
+
+def assert_planned_in_one_pool(tmp_path: Path, p) -> None:
+    """A plan on this profile puts a small model wholly on its one unified-memory GPU and
+    counts the GPU's share out of the same RAM the CPU side has."""
+    from rooflight.estimate import Wishes, plan
+    from rooflight.gguf import load_model_spec
+    from rooflight.gguf.synthetic import write_model
+
     model = write_model(tmp_path / "m.gguf", n_layer=4, n_embd=256, n_ff=512, n_vocab=2000, ftype="F16")
-    p = dataclasses.replace(p, backend="rocm")  # as with llama.cpp's ROCm build installed (this one is CPU-only)
     est = plan(load_model_spec(model), p, Wishes(n_ctx=512))
     assert est.config.n_gpu_layers == 5  # every layer and the output
     gpu_mem = next(d for d in est.memory.devices if d.device != "cpu")
@@ -349,9 +355,6 @@ def test_a_detected_lunar_lake_laptop_is_planned_on_its_igpu_with_a_gpu_build(tm
     """The whole path: the CPU's name from /proc/cpuinfo picks the Arc 140V, its memory is
     the RAM's share bounded by free RAM, a Vulkan build offloads to it, and what it takes
     comes out of the same RAM; with a CPU-only build llama.cpp does not use it."""
-    from rooflight.estimate import Wishes, plan
-    from rooflight.gguf import load_model_spec
-    from rooflight.gguf.synthetic import write_model
     from rooflight.hardware.intel import integrated_memory_bytes
 
     make_card(tmp_path, 0, "0000:00:02.0", "0x8086", "0x64a0", {})
@@ -368,14 +371,7 @@ def test_a_detected_lunar_lake_laptop_is_planned_on_its_igpu_with_a_gpu_build(tm
     assert gpu.vram_free_bytes == min(gpu.vram_total_bytes, p.cpu.ram_available_bytes)
     assert gpu.bandwidth_gbs == 136.5 and gpu.fp16_tflops == 33.6  # the table's, by name
     assert p.backend == "cpu" and p.offload_gpus == ()  # llama_cpp not importable here: no GPU build
-
-    model = write_model(tmp_path / "m.gguf", n_layer=4, n_embd=256, n_ff=512, n_vocab=2000, ftype="F16")
-    vulkan = dataclasses.replace(p, backend="vulkan")  # as with llama.cpp's Vulkan build installed
-    est = plan(load_model_spec(model), vulkan, Wishes(n_ctx=512))
-    assert est.config.n_gpu_layers == 5  # every layer and the output
-    gpu_mem = next(d for d in est.memory.devices if d.device != "cpu")
-    cpu_mem = next(d for d in est.memory.devices if d.device == "cpu")
-    assert cpu_mem.available_bytes <= p.cpu.ram_available_bytes - gpu_mem.total_bytes
+    assert_planned_in_one_pool(tmp_path, dataclasses.replace(p, backend="vulkan"))  # a Vulkan build
 
 
 def test_an_intel_igpu_beside_a_discrete_arc_gets_no_layer(tmp_path):
