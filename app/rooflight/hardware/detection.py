@@ -50,17 +50,18 @@ def _fallback_cpu() -> CPUInfo:
 
 
 def detect_gpus(probes: Probes, cpu: CPUInfo | None = None) -> tuple[list[GPUInfo], list[str]]:
-    """All GPUs, NVIDIA first, renumbered 0..n-1, figures filled from the table. An Intel
-    integrated GPU is listed only given the CPU (its memory is a share of the RAM, and the
-    CPU's name tells the Arc 130V from the 140V)."""
+    """All GPUs, NVIDIA first, renumbered 0..n-1, figures filled from the table. A GPU that
+    shares the RAM without reporting memory of its own (DGX Spark's GB10, an Intel
+    integrated Arc) is sized from the CPU's RAM, and an Intel one is named with the CPU's
+    help (Arc 130V or 140V): without `cpu`, Intel's are not listed."""
     found: list[GPUInfo] = []
     warnings: list[str] = []
+    ram = cpu.ram_total_bytes if cpu else None
+    cpu_name = cpu.name if cpu else ""
     readers: list[tuple[str, Callable[[], tuple[list[GPUInfo], list[str]]]]] = [
-        ("NVIDIA", lambda: detect_nvidia(probes.nvml, ram_total_bytes=cpu.ram_total_bytes if cpu else None)),
+        ("NVIDIA", lambda: detect_nvidia(probes.nvml, ram_total_bytes=ram)),
         ("AMD", lambda: detect_amd(probes.sysfs_root, importer=probes.importer)),
-        ("Intel", lambda: detect_intel(probes.sysfs_root,
-                                       ram_total_bytes=cpu.ram_total_bytes if cpu else None,
-                                       cpu_name=cpu.name if cpu else "")),
+        ("Intel", lambda: detect_intel(probes.sysfs_root, ram_total_bytes=ram, cpu_name=cpu_name)),
         (
             "Apple",
             lambda: detect_apple(
@@ -70,8 +71,7 @@ def detect_gpus(probes: Probes, cpu: CPUInfo | None = None) -> tuple[list[GPUInf
     ]
     if (probes.platform_name or sys.platform) == "win32":  # no sysfs: the registry
         readers.append(("AMD and Intel", lambda: detect_windows(
-            probes.importer("winreg"), ram_total_bytes=cpu.ram_total_bytes if cpu else None,
-            cpu_name=cpu.name if cpu else "")))
+            probes.importer("winreg"), ram_total_bytes=ram, cpu_name=cpu_name)))
     for vendor, read in readers:
         try:
             gpus, more = read()
