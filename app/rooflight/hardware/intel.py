@@ -1,5 +1,5 @@
 """Intel GPUs on Linux, from DRM sysfs: discrete Arc boards and the integrated Arc GPUs of
-Meteor, Lunar and Arrow Lake.
+Meteor, Lunar, Arrow and Panther Lake.
 
 Neither mainline i915 nor xe publishes free VRAM, and only some publish the total:
   - xe: device/tileN/physical_vram_size_bytes (physical VRAM per tile, summed);
@@ -13,8 +13,8 @@ An integrated GPU the table knows by its PCI id (the entries marked unified_memo
 listed as a unified-memory GPU of the RAM that llama.cpp's backends report for it
 (integrated_memory_bytes); where one id is two products (Lunar Lake's 0x64a0: the Arc 130V
 or 140V) the CPU's name picks (the entries' cpu_families). Older integrated GPUs (UHD, Iris
-Xe) and Panther Lake's, whose ids the table does not map, are not listed: plans keep to
-the CPU there.
+Xe), and Panther Lake's but the Arc B390, which the table does not have, are not listed:
+plans keep to the CPU there.
 """
 
 from __future__ import annotations
