@@ -194,13 +194,23 @@ def test_a_laptops_radeon_igpu_beside_an_nvidia_gpu_gets_no_layer(tmp_path):
     importer = fake_llama(tmp_path, [*CPU_LIBS, "libggml-cuda.so"], True)
     backend, warnings = detect_backend(gpus, importer=importer)
     assert backend == "cuda"
-    assert any("GPU 0 (AMD Radeon 780M) cannot be driven by the cuda backend" in w for w in warnings)
+    # the reason that holds whatever the build: llama.cpp skips an iGPU beside a discrete GPU
+    assert any("GPU 0 (AMD Radeon 780M) is integrated" in w and "will not be used" in w for w in warnings)
+    assert not any("cannot be driven" in w for w in warnings)
     cpu = CPUInfo("Ryzen 7 7840HS", 8, 16, ("avx2",), 32 << 30, 24 << 30, 60.0, "measured")
     hw = HardwareProfile(cpu=cpu, gpus=tuple(gpus), backend=backend)
     assert [g.name for g in hw.offload_gpus] == ["NVIDIA GeForce RTX 4060 Laptop GPU"]
     est = plan(find_model("qwen3-8b").spec("Q4_K_M"), hw, Wishes(n_ctx=8192))
     assert set(est.memory.layer_devices) <= {"cpu", "gpu1"}
     assert "gpu0" not in {d.device for d in est.memory.devices}
+
+
+def test_a_discrete_gpu_the_backend_cannot_drive_is_said_so(tmp_path):
+    """An RX 7900 XTX beside an RTX 4090 with a CUDA build: CUDA cannot drive it."""
+    gpus = [gpu("nvidia", "NVIDIA GeForce RTX 4090", index=0), gpu("amd", "AMD Radeon RX 7900 XTX", index=1)]
+    backend, warnings = detect_backend(gpus, importer=fake_llama(tmp_path, [*CPU_LIBS, "libggml-cuda.so"], True))
+    assert backend == "cuda"
+    assert warnings == ["GPU 1 (AMD Radeon RX 7900 XTX) cannot be driven by the cuda backend and will not be used"]
 
 
 def test_vulkan_drives_both_but_llama_cpp_skips_the_integrated_one(tmp_path):

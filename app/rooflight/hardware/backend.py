@@ -176,16 +176,20 @@ def choose_backend(gpus: Sequence[GPUInfo], build: BuildInfo) -> tuple[str, list
         )
         return "cpu", warnings
     used = offload_gpus_of(gpus, chosen)
+    beside_discrete = any(not g.unified_memory for g in used)
     for gpu in gpus:
-        if chosen not in BACKENDS_BY_VENDOR.get(gpu.vendor, ()):
-            warnings.append(
-                f"GPU {gpu.index} ({gpu.name}) cannot be driven by the {chosen} backend and "
-                "will not be used"
-            )
-        elif gpu not in used:
+        if gpu in used:
+            continue
+        if gpu.unified_memory and gpu.vendor != "apple" and beside_discrete:
+            # the first reason, whatever the backend: a laptop's iGPU beside its RTX card
             warnings.append(
                 f"GPU {gpu.index} ({gpu.name}) is integrated, and llama.cpp offloads to "
                 "integrated GPUs only where there is no discrete one: it will not be used"
+            )
+        else:
+            warnings.append(
+                f"GPU {gpu.index} ({gpu.name}) cannot be driven by the {chosen} backend and "
+                "will not be used"
             )
     return chosen, warnings
 
