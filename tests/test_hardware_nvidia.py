@@ -233,7 +233,7 @@ def test_a_unified_memory_gpu_is_a_gpu_of_the_ram():
     (g,) = gpus
     assert (g.name, g.unified_memory, g.vram_total_bytes, g.vram_free_bytes) == ("NVIDIA GB10", True, 120 * GiB, None)
     assert g.pcie_gbs is None  # it reads its weights where they are
-    assert not any("memory size" in w for w in warnings)
+    assert warnings == []  # memory size, clock and bus width are not the GB10's to report
     # without the RAM's size, the table's pool
     assert detect_nvidia(fake_pynvml([GB10]))[0][0].vram_total_bytes is None
     # a discrete board whose memory NVML cannot read still says so
@@ -260,3 +260,46 @@ def test_a_detected_dgx_spark_plans_one_pool(tmp_path):
     gpu_mem = next(d for d in est.memory.devices if d.device == "gpu0")
     cpu_mem = next(d for d in est.memory.devices if d.device == "cpu")
     assert cpu_mem.available_bytes <= p.cpu.ram_available_bytes - gpu_mem.total_bytes
+
+
+def _board(root: Path, model: str) -> None:
+    """The device tree's model, as the kernel exposes it (NUL-terminated)."""
+    path = root / "firmware" / "devicetree" / "base" / "model"
+    path.parent.mkdir(parents=True)
+    path.write_text(model + "\x00")
+
+
+def _detect_on(root: Path, nvml: types.ModuleType):
+    return detect(measure_bandwidth=False, probes=Probes(
+        sysfs_root=root, nvml=nvml, importer=lambda name: (_ for _ in ()).throw(ImportError(name)),
+        platform_name="linux", machine="aarch64"))
+
+
+def test_a_jetson_orin_without_nvml_is_named_by_its_board(tmp_path):
+    """JetPack 6 has no NVML: the device tree names the board, the RAM is the GPU's memory."""
+    _board(tmp_path, "NVIDIA Jetson Orin Nano Engineering Reference Developer Kit Super")
+    p = _detect_on(tmp_path, fake_pynvml([], init_error=12))  # NVML_ERROR_LIBRARY_NOT_FOUND
+    (g,) = p.gpus
+    assert (g.name, g.vendor, g.unified_memory) == ("NVIDIA Jetson Orin Nano Super", "nvidia", True)
+    assert g.vram_total_bytes == p.cpu.ram_total_bytes and g.compute_capability == "8.7"
+    assert g.bandwidth_gbs == 102.0  # the table's, by name
+
+
+def test_jetson_thor_takes_its_boards_name_from_the_device_tree(tmp_path):
+    """NVML says "NVIDIA Thor" (both Thor modules) with memory Not Supported; the board is
+    the AGX Thor developer kit."""
+    _board(tmp_path, "NVIDIA Jetson AGX Thor Developer Kit")
+    thor = dict(GB10, name="NVIDIA Thor", cc=(11, 0), cores=2560)
+    p = _detect_on(tmp_path, fake_pynvml([thor]))
+    (g,) = p.gpus
+    assert (g.name, g.unified_memory, g.compute_capability) == ("NVIDIA Jetson AGX Thor", True, "11.0")
+    assert g.vram_total_bytes == p.cpu.ram_total_bytes
+    assert not any("memory" in w for w in p.warnings)  # size, clock, bus: none is Thor's to report
+
+
+def test_a_board_the_table_lacks_or_no_jetson_adds_nothing(tmp_path):
+    _board(tmp_path, "NVIDIA Jetson Orin NX Engineering Reference Developer Kit Super")
+    assert _detect_on(tmp_path, fake_pynvml([], init_error=12)).gpus == ()
+    # a discrete card NVML names keeps its name, board or not
+    (g,) = _detect_on(tmp_path, fake_pynvml([RTX_4090])).gpus
+    assert g.name == "NVIDIA GeForce RTX 4090" and not g.unified_memory

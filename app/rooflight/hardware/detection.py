@@ -21,6 +21,7 @@ from .bandwidth import ram_bandwidth
 from .cpu import detect_cpu
 from .enrich import enrich_detected
 from .intel import detect_intel
+from .jetson import board_entry, board_gpu
 from .limits import process_share
 from .nvidia import detect_nvidia
 from .profile import CPUInfo, GPUInfo, HardwareProfile
@@ -51,15 +52,17 @@ def _fallback_cpu() -> CPUInfo:
 
 def detect_gpus(probes: Probes, cpu: CPUInfo | None = None) -> tuple[list[GPUInfo], list[str]]:
     """All GPUs, NVIDIA first, renumbered 0..n-1, figures filled from the table. A GPU that
-    shares the RAM without reporting memory of its own (DGX Spark's GB10, an Intel
-    integrated Arc) is sized from the CPU's RAM, and an Intel one is named with the CPU's
-    help (Arc 130V or 140V): without `cpu`, Intel's are not listed."""
+    shares the RAM without reporting memory of its own (DGX Spark's GB10, a Jetson, an
+    Intel integrated Arc) is sized from the CPU's RAM, a Jetson's named by its board
+    (jetson.py) and an Intel one with the CPU's help (Arc 130V or 140V): without `cpu`,
+    Jetsons without NVML and Intel's integrated GPUs are not listed."""
     found: list[GPUInfo] = []
     warnings: list[str] = []
     ram = cpu.ram_total_bytes if cpu else None
     cpu_name = cpu.name if cpu else ""
+    board = board_entry(probes.sysfs_root)  # a Jetson's, which NVML names badly or not at all
     readers: list[tuple[str, Callable[[], tuple[list[GPUInfo], list[str]]]]] = [
-        ("NVIDIA", lambda: detect_nvidia(probes.nvml, ram_total_bytes=ram)),
+        ("NVIDIA", lambda: detect_nvidia(probes.nvml, ram_total_bytes=ram, board=board)),
         ("AMD", lambda: detect_amd(probes.sysfs_root, importer=probes.importer)),
         ("Intel", lambda: detect_intel(probes.sysfs_root, ram_total_bytes=ram, cpu_name=cpu_name)),
         (
@@ -79,6 +82,8 @@ def detect_gpus(probes: Probes, cpu: CPUInfo | None = None) -> tuple[list[GPUInf
             gpus, more = [], [f"{vendor} GPU detection failed ({type(exc).__name__}: {exc})"]
         found.extend(gpus)
         warnings.extend(more)
+    if board is not None and ram and not any(g.vendor == "nvidia" for g in found):
+        found.insert(0, board_gpu(board, ram))  # Orin: no NVML
     out: list[GPUInfo] = []
     for gpu in found:
         # One numbering across vendors. For NVIDIA this is NVML's order (PCI bus order),

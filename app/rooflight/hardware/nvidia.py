@@ -56,10 +56,13 @@ def _decode(value: Any) -> str:
 
 
 def detect_nvidia(
-    nvml: ModuleType | None = None, *, ram_total_bytes: int | None = None
+    nvml: ModuleType | None = None, *, ram_total_bytes: int | None = None,
+    board: dict[str, Any] | None = None,
 ) -> tuple[list[GPUInfo], list[str]]:
     """Every NVIDIA GPU NVML sees, in NVML order, and warnings. A unified-memory GPU's
-    memory is the RAM's size (ram_total_bytes; the table's pool when it is not given)."""
+    memory is the RAM's size (ram_total_bytes; the table's pool when it is not given).
+    `board`: the GPU table's entry for the Jetson board this runs on (jetson.py), the name
+    of NVML's one GPU where the table does not know NVML's ("NVIDIA Thor")."""
     nvml = nvml if nvml is not None else _import_pynvml()
     if nvml is None:
         return [], []
@@ -82,7 +85,7 @@ def detect_nvidia(
         except Exception as exc:
             return [], [f"NVML could not count the NVIDIA GPUs ({exc})"]
         for i in range(count):
-            gpu = _read_device(nvml, i, warnings, ram_total_bytes)
+            gpu = _read_device(nvml, i, warnings, ram_total_bytes, board if count == 1 else None)
             if gpu is not None:
                 gpus.append(gpu)
         # what CUDA (and so llama.cpp) will see: CUDA_VISIBLE_DEVICES hides and reorders
@@ -97,7 +100,7 @@ def detect_nvidia(
 
 
 def _read_device(nvml: ModuleType, i: int, warnings: list[str],
-                 ram_total_bytes: int | None = None) -> GPUInfo | None:
+                 ram_total_bytes: int | None = None, board: dict[str, Any] | None = None) -> GPUInfo | None:
     try:
         handle = nvml.nvmlDeviceGetHandleByIndex(i)
     except Exception as exc:
@@ -121,6 +124,8 @@ def _read_device(nvml: ModuleType, i: int, warnings: list[str],
     label = f"NVIDIA GPU {i} ({name})" if name_raw is not None else label
 
     entry = lookup_gpu(name) if name_raw is not None else None
+    if entry is None and board is not None:  # a Jetson: the device tree names the board
+        entry, name = board, board["name"]
     unified = bool(entry and entry.get("unified_memory"))
     mem = call("memory size and free memory", "nvmlDeviceGetMemoryInfo", quiet=unified)
     total = int(mem.total) if mem is not None and mem.total else None
@@ -129,8 +134,9 @@ def _read_device(nvml: ModuleType, i: int, warnings: list[str],
         total, free = ram_total_bytes or total, None
 
     bandwidth = None
-    clock = call("memory clock", "nvmlDeviceGetMaxClockInfo", getattr(nvml, "NVML_CLOCK_MEM", 2))
-    bus = call("memory bus width", "nvmlDeviceGetMemoryBusWidth")
+    # (a unified-memory GPU's come from the table: NVML has no memory clock for it to give)
+    clock = call("memory clock", "nvmlDeviceGetMaxClockInfo", getattr(nvml, "NVML_CLOCK_MEM", 2), quiet=unified)
+    bus = call("memory bus width", "nvmlDeviceGetMemoryBusWidth", quiet=unified)
     if clock and bus:
         bandwidth = memory_bandwidth_gbs(float(clock), int(bus))
 
