@@ -114,6 +114,20 @@ def test_a_strix_halo_with_a_large_carve_out_and_an_older_driver():
         ("AMD Radeon 8060S", 64 * GiB, False), ("AMD Radeon RX 6800 XT", None, False)]
 
 
+def test_a_card_taken_out_is_not_listed():
+    """Windows keeps a removed card's driver key: only the keys SetupAPI lists as present
+    are read, and where SetupAPI cannot be asked (None) all of them."""
+    reg = fake_winreg({
+        "0000": adapter("AMD Radeon RX 6800 XT", r"PCI\VEN_1002&DEV_73BF", 16 * GiB),  # the old card
+        "0001": adapter("AMD Radeon RX 7900 XTX", r"PCI\VEN_1002&DEV_744C", 24 * GiB),
+    })
+    assert [g.name for g in detect_windows(reg, present={"0001"})[0]] == ["AMD Radeon RX 7900 XTX"]
+    assert len(detect_windows(reg, present=None)[0]) == 2
+    from rooflight.hardware.windows import present_driver_keys
+
+    assert present_driver_keys() is None  # not Windows: SetupAPI cannot be asked
+
+
 def test_detection_on_windows_reads_the_registry_and_fills_from_the_table(tmp_path):
     reg = fake_winreg(DESKTOP)
 
@@ -124,7 +138,7 @@ def test_detection_on_windows_reads_the_registry_and_fills_from_the_table(tmp_pa
 
     p = detect(measure_bandwidth=False, probes=Probes(
         sysfs_root=tmp_path, nvml=types.ModuleType("pynvml"), importer=importer,
-        platform_name="win32", machine="AMD64"))
+        platform_name="win32", machine="AMD64", present_adapters=lambda: {"0000", "0001", "0002", "0003"}))
     (gpu,) = p.gpus
     assert gpu.name == "AMD Radeon RX 7900 XTX" and gpu.bandwidth_gbs == 960.0 and gpu.fp16_tflops
     assert any("AMD Radeon(TM) Graphics has only 512 MiB" in w for w in p.warnings)

@@ -25,7 +25,7 @@ from .jetson import board_entry, board_gpu
 from .limits import process_share
 from .nvidia import detect_nvidia
 from .profile import CPUInfo, GPUInfo, HardwareProfile
-from .windows import detect_windows
+from .windows import detect_windows, present_driver_keys
 
 Runner = Callable[[list[str]], str]
 Importer = Callable[[str], ModuleType]
@@ -43,6 +43,8 @@ class Probes:
     llama_lib_dir: Path | None = None
     platform_name: str | None = None  # sys.platform
     machine: str | None = None  # platform.machine()
+    # Windows: the driver keys of the display adapters present now (SetupAPI; None: all)
+    present_adapters: Callable[[], set[str] | None] = present_driver_keys
 
 
 def _fallback_cpu() -> CPUInfo:
@@ -74,7 +76,8 @@ def detect_gpus(probes: Probes, cpu: CPUInfo | None = None) -> tuple[list[GPUInf
     ]
     if (probes.platform_name or sys.platform) == "win32":  # no sysfs: the registry
         readers.append(("AMD and Intel", lambda: detect_windows(
-            probes.importer("winreg"), ram_total_bytes=ram, cpu_name=cpu_name)))
+            probes.importer("winreg"), ram_total_bytes=ram, cpu_name=cpu_name,
+            present=probes.present_adapters())))
     for vendor, read in readers:
         try:
             gpus, more = read()

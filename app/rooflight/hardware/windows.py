@@ -18,6 +18,11 @@ Free memory is not there (None: all free).
   from the shared RAM, whose size for the GPU is integrated_memory_bytes below.
 - Other integrated GPUs with a token carve-out (most Radeon iGPUs' 512 MiB) are not
   counted, and a warning says so. NVIDIA adapters are NVML's.
+
+A driver key stays after its card is taken out (Windows keeps non-present devices until
+they are uninstalled), so only the keys of adapters present now are read: those SetupAPI
+lists for the display class with DIGCF_PRESENT, each naming its driver key (SPDRP_DRIVER,
+"{4d36e968-...}\\0001"). Where SetupAPI cannot be asked, every key is read.
 """
 
 from __future__ import annotations
@@ -66,8 +71,56 @@ def _as_int(value: Any) -> int | None:
     return None
 
 
-def _adapters(winreg: ModuleType) -> Iterator[dict[str, Any]]:
-    """Each display adapter's driver values, in the registry's order."""
+def present_driver_keys() -> set[str] | None:
+    """The driver keys ("0001") of the display adapters present now, from SetupAPI; None
+    where it cannot be asked (not Windows, or a failure: then every key is read)."""
+    try:
+        import ctypes
+        from ctypes import wintypes
+
+        class Guid(ctypes.Structure):
+            _fields_ = [("Data1", wintypes.DWORD), ("Data2", wintypes.WORD), ("Data3", wintypes.WORD),
+                        ("Data4", ctypes.c_ubyte * 8)]
+
+        class DevInfoData(ctypes.Structure):  # SP_DEVINFO_DATA
+            _fields_ = [("cbSize", wintypes.DWORD), ("ClassGuid", Guid), ("DevInst", wintypes.DWORD),
+                        ("Reserved", ctypes.c_void_p)]
+
+        display = Guid(0x4D36E968, 0xE325, 0x11CE, (ctypes.c_ubyte * 8)(0xBF, 0xC1, 0x08, 0x00, 0x2B, 0xE1, 0x03, 0x18))
+        setupapi = ctypes.WinDLL("setupapi")  # type: ignore[attr-defined]  # Windows only
+        setupapi.SetupDiGetClassDevsW.restype = ctypes.c_void_p
+        setupapi.SetupDiGetClassDevsW.argtypes = [ctypes.POINTER(Guid), wintypes.LPCWSTR, wintypes.HWND, wintypes.DWORD]
+        setupapi.SetupDiEnumDeviceInfo.argtypes = [ctypes.c_void_p, wintypes.DWORD, ctypes.POINTER(DevInfoData)]
+        setupapi.SetupDiGetDeviceRegistryPropertyW.argtypes = [
+            ctypes.c_void_p, ctypes.POINTER(DevInfoData), wintypes.DWORD, ctypes.POINTER(wintypes.DWORD),
+            ctypes.c_void_p, wintypes.DWORD, ctypes.POINTER(wintypes.DWORD)]
+        setupapi.SetupDiDestroyDeviceInfoList.argtypes = [ctypes.c_void_p]
+        digcf_present, spdrp_driver = 0x2, 0x9
+        handle = setupapi.SetupDiGetClassDevsW(ctypes.byref(display), None, None, digcf_present)
+        if handle in (None, ctypes.c_void_p(-1).value):  # INVALID_HANDLE_VALUE
+            return None
+        keys: set[str] = set()
+        try:
+            i = 0
+            while True:
+                data = DevInfoData(cbSize=ctypes.sizeof(DevInfoData))
+                if not setupapi.SetupDiEnumDeviceInfo(handle, i, ctypes.byref(data)):
+                    break  # ERROR_NO_MORE_ITEMS
+                i += 1
+                driver = ctypes.create_unicode_buffer(512)
+                if setupapi.SetupDiGetDeviceRegistryPropertyW(handle, ctypes.byref(data), spdrp_driver, None,
+                                                              driver, ctypes.sizeof(driver), None):
+                    keys.add(driver.value.rsplit("\\", 1)[-1])
+        finally:
+            setupapi.SetupDiDestroyDeviceInfoList(handle)
+        return keys
+    except Exception:  # AttributeError off Windows (no WinDLL), OSError from the DLL
+        return None
+
+
+def _adapters(winreg: ModuleType, present: set[str] | None = None) -> Iterator[dict[str, Any]]:
+    """Each display adapter's driver values, in the registry's order: of the adapters
+    present now where `present` lists their keys."""
     with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, DISPLAY_CLASS) as cls:
         i = 0
         while True:
@@ -76,7 +129,7 @@ def _adapters(winreg: ModuleType) -> Iterator[dict[str, Any]]:
             except OSError:
                 return
             i += 1
-            if not _ADAPTER_KEY.match(sub):
+            if not _ADAPTER_KEY.match(sub) or (present is not None and sub not in present):
                 continue
             try:
                 key = winreg.OpenKey(cls, sub)
@@ -112,13 +165,14 @@ def _intel_integrated(adapter: dict[str, Any], device_id: str, cpu_name: str,
     return integrated_entry(candidates, cpu_name, f"0x{device_id}", warnings) if candidates else None
 
 
-def detect_windows(winreg: ModuleType, *, ram_total_bytes: int | None = None,
-                   cpu_name: str = "") -> tuple[list[GPUInfo], list[str]]:
+def detect_windows(winreg: ModuleType, *, ram_total_bytes: int | None = None, cpu_name: str = "",
+                   present: set[str] | None = None) -> tuple[list[GPUInfo], list[str]]:
     """AMD and Intel GPUs llama.cpp can offload to, in the registry's order, and warnings.
-    Intel's integrated ones need the RAM's size and the CPU's name."""
+    Intel's integrated ones need the RAM's size and the CPU's name. `present`: the driver
+    keys of the adapters present now (present_driver_keys; None: every key)."""
     gpus: list[GPUInfo] = []
     warnings: list[str] = []
-    for adapter in _adapters(winreg):
+    for adapter in _adapters(winreg, present):
         ids = _PCI_ID.search(adapter["device"])
         vendor_id, device_id = (ids.group(1).lower(), ids.group(2).lower()) if ids else ("", "")
         vendor = _VENDORS.get(vendor_id)
