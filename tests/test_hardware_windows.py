@@ -147,3 +147,44 @@ def test_detection_on_windows_reads_the_registry_and_fills_from_the_table(tmp_pa
         sysfs_root=tmp_path, nvml=types.ModuleType("pynvml"), importer=importer,
         platform_name="linux", machine="x86_64"))
     assert linux.gpus == ()
+
+
+def test_present_driver_keys_walks_setupapi(monkeypatch):
+    """SetupAPI itself cannot run here: a stand-in DLL answers its three calls as Windows
+    does for two present adapters, to check what is asked and how the answer is read."""
+    import ctypes
+
+    calls = []
+
+    def get_class_devs(guid, enumerator, hwnd, flags):
+        calls.append(("classdevs", flags))
+        return 1234
+
+    def enum_device_info(handle, index, data):
+        return index < 2
+
+    def get_property(handle, data, prop, regtype, buffer, size, required):
+        calls.append(("property", prop, size))
+        buffer.value = "{4d36e968-e325-11ce-bfc1-08002be10318}\\000" + str(len(calls) - 1)
+        return True
+
+    def destroy(handle):
+        calls.append(("destroy", handle))
+
+    # functions, not methods: ctypes' argtypes and restype are set on them as on a DLL's
+    fake = types.SimpleNamespace(SetupDiGetClassDevsW=get_class_devs, SetupDiEnumDeviceInfo=enum_device_info,
+                                 SetupDiGetDeviceRegistryPropertyW=get_property,
+                                 SetupDiDestroyDeviceInfoList=destroy)
+
+    def win_dll(name):
+        assert name == "setupapi"
+        return fake
+
+    monkeypatch.setattr(ctypes, "WinDLL", win_dll, raising=False)
+    from rooflight.hardware.windows import present_driver_keys
+
+    assert present_driver_keys() == {"0001", "0002"}
+    assert calls[0] == ("classdevs", 0x2)  # DIGCF_PRESENT
+    # SPDRP_DRIVER, into a 512-character buffer given by its size in bytes (wchar: 2 on Windows)
+    assert calls[1] == ("property", 0x9, 512 * ctypes.sizeof(ctypes.c_wchar))
+    assert calls[-1] == ("destroy", 1234)
