@@ -88,16 +88,18 @@ ROCM = BackendConstants(0.853, 156.3e-6, 0.590, 0.256, _FIT, moe_expert_overhead
 # row (a 2026 apt build) still runs x0.37 of what the other devices predict.
 VULKAN = BackendConstants(0.939, 93.5e-6, 0.590, 0.244, _FIT, moe_expert_overhead_tokens=29,
     decode_band=(0.79, 1.18), prefill_band=(0.55, 1.52), band_basis=_OWN)
-# SYCL: 28 rows, 4 devices (Arc B580 with ggml-org's backend, 1.5B and 7B models; Intel's
-# IPEX-LLM fork is left out: neither mainline nor a merged pull request; Arc A770 and Arc Pro
-# B70 on 2026 builds, Lunar Lake's Arc 140V on 2025 builds, Linux and Windows); float efficiency and MoE overhead pooled; quantized prompts priced at the
+# SYCL: 25 rows, 4 devices (Arc B580 with ggml-org's backend, 1.5B and 7B models; Intel's
+# IPEX-LLM fork and a B70 tree 12 commits past master are left out: neither mainline nor a
+# merged pull request; Arc A770 and Arc Pro B70 on 2026 builds, Lunar Lake's Arc 140V on 2025
+# builds, Linux and Windows); float efficiency and MoE overhead pooled; quantized prompts priced at the
 # FP16 GEMM rate of the GGML_SYCL_F16 build (tensor_rates.FLOAT_GEMM_BACKENDS); a build
 # without it (HardwareProfile.sycl_f16 False) at the FP32 rate with the pooled float efficiency,
 # checked, not fitted, on three Arc Pro B60 rows of such a build (x0.69-1.10). Still the
-# weakest-founded backend: out of sample the 140V decodes x0.53-0.81 of what the dGPUs
-# predict, the B70 x1.18-1.58, and prompts range x0.40 (140V) to x1.94 (B580).
-SYCL = BackendConstants(0.603, 102.0e-6, 0.590, 0.142, _FIT, moe_expert_overhead_tokens=42,
-    decode_band=(0.54, 1.58), prefill_band=(0.43, 1.91), band_basis=_OWN)
+# weakest-founded backend: its devices disagree on the cost per layer, which small models
+# show: out of sample the 140V decodes x0.61-0.87 of what the others predict, the B580
+# x1.56-1.89, and prompts range x0.38 (140V) to x2.08 (B580).
+SYCL = BackendConstants(0.577, 160.5e-6, 0.590, 0.138, _FIT, moe_expert_overhead_tokens=42,
+    decode_band=(0.61, 1.84), prefill_band=(0.41, 1.99), band_basis=_OWN)
 # CPU: fitted on this project's 2-core AMD EPYC VM with llama.cpp 0.3.36 against the
 # measured copy bandwidth (hardware/bandwidth.py) over generated llama models of 10-400 MB
 # and Gemma-3-270M (bench/accuracy.py prints the check).
