@@ -297,6 +297,16 @@ def test_jetson_thor_takes_its_boards_name_from_the_device_tree(tmp_path):
     assert not any("memory" in w for w in p.warnings)  # size, clock, bus: none is Thor's to report
 
 
+def test_the_ram_tells_the_agx_orin_modules_apart(tmp_path):
+    """The AGX Orin developer kit's model string is the same with either module."""
+    from rooflight.hardware.jetson import board_entry
+
+    _board(tmp_path, "NVIDIA Jetson AGX Orin Developer Kit")
+    assert board_entry(tmp_path, 61 * GiB)["name"] == "NVIDIA Jetson AGX Orin 64GB"  # as Linux sees 64 GB
+    assert board_entry(tmp_path, 30 * GiB)["name"] == "NVIDIA Jetson AGX Orin 32GB"
+    assert board_entry(tmp_path / "not-a-jetson") is None
+
+
 def test_a_board_the_table_lacks_or_no_jetson_adds_nothing(tmp_path):
     _board(tmp_path, "NVIDIA Jetson Orin NX Engineering Reference Developer Kit Super")
     assert _detect_on(tmp_path, fake_pynvml([], init_error=12)).gpus == ()

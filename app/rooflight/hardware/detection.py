@@ -62,7 +62,7 @@ def detect_gpus(probes: Probes, cpu: CPUInfo | None = None) -> tuple[list[GPUInf
     warnings: list[str] = []
     ram = cpu.ram_total_bytes if cpu else None
     cpu_name = cpu.name if cpu else ""
-    board = board_entry(probes.sysfs_root)  # a Jetson's, which NVML names badly or not at all
+    board = board_entry(probes.sysfs_root, ram)  # a Jetson's, which NVML names badly or not at all
     readers: list[tuple[str, Callable[[], tuple[list[GPUInfo], list[str]]]]] = [
         ("NVIDIA", lambda: detect_nvidia(probes.nvml, ram_total_bytes=ram, board=board)),
         ("AMD", lambda: detect_amd(probes.sysfs_root, importer=probes.importer)),
