@@ -29,7 +29,7 @@ from types import ModuleType
 
 from .gpu_table import lookup_amd_target, lookup_gpu, lookup_pci_id
 from .kfd import KfdGpu, kfd_gpus
-from .profile import GPUInfo
+from .profile import GPUInfo, shared_memory_gpu
 from .sysfs import bus_id, cards, link_gbs, read_int, read_text
 
 AMD_VENDOR = "0x1002"
@@ -124,9 +124,7 @@ def detect_amd(
         if entry is not None and entry.get("unified_memory") and gtt is not None and gtt > total:
             # an APU reaching system RAM through the GTT: that RAM is its memory, and what
             # it takes the CPU side loses (vram_free None: detection bounds it by free RAM)
-            gpus.append(GPUInfo(index=len(gpus), name=name, vendor="amd", vram_total_bytes=gtt,
-                                vram_free_bytes=None, bandwidth_gbs=None, fp16_tflops=None,
-                                unified_memory=True, source="detected"))
+            gpus.append(shared_memory_gpu(len(gpus), name, "amd", gtt))
             continue
         if total < MIN_DEDICATED_BYTES:
             warnings.append(

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from .profile import BACKENDS_BY_VENDOR, GPUInfo, offload_gpus_of
+from .profile import BACKENDS_BY_VENDOR, GPUInfo, is_integrated, offload_gpus_of
 
 Importer = Callable[[str], ModuleType]
 
@@ -176,11 +176,11 @@ def choose_backend(gpus: Sequence[GPUInfo], build: BuildInfo) -> tuple[str, list
         )
         return "cpu", warnings
     used = offload_gpus_of(gpus, chosen)
-    beside_discrete = any(not g.unified_memory for g in used)
+    beside_discrete = not all(map(is_integrated, used))
     for gpu in gpus:
         if gpu in used:
             continue
-        if gpu.unified_memory and gpu.vendor != "apple" and beside_discrete:
+        if is_integrated(gpu) and beside_discrete:
             # the first reason, whatever the backend: a laptop's iGPU beside its RTX card
             warnings.append(
                 f"GPU {gpu.index} ({gpu.name}) is integrated, and llama.cpp offloads to "

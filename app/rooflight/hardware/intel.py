@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .gpu_table import lookup_pci_id, normalize
-from .profile import GPUInfo
+from .profile import GPUInfo, shared_memory_gpu
 from .sysfs import cards, link_gbs, read_int, read_text
 
 INTEL_VENDOR = "0x8086"
@@ -109,11 +109,8 @@ def detect_intel(
                 entry = integrated_entry(integrated, cpu_name, device_id, warnings)
                 if entry is None:
                     continue
-                gpus.append(GPUInfo(index=len(gpus), name=entry["name"], vendor="intel",
-                                    vram_total_bytes=integrated_memory_bytes(ram_total_bytes),
-                                    vram_free_bytes=None,  # detection bounds it by free RAM
-                                    bandwidth_gbs=None, fp16_tflops=None, unified_memory=True,
-                                    source="detected"))
+                gpus.append(shared_memory_gpu(len(gpus), entry["name"], "intel",
+                                              integrated_memory_bytes(ram_total_bytes)))
             continue  # older integrated graphics: not in the table, planned on the CPU
         name = known[0]["name"] if known else f"Intel GPU {device_id}"
         if known and total is not None:  # A770 8 GB and 16 GB share an id

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .gpu_table import lookup_gpu
-from .profile import GPUInfo
+from .profile import GPUInfo, shared_memory_gpu
 from .sysfs import read_text
 
 
@@ -36,6 +36,4 @@ def board_entry(sysfs_root: Path, ram_total_bytes: int | None = None) -> dict | 
 
 def board_gpu(entry: dict, ram_total_bytes: int) -> GPUInfo:
     """The board's GPU where NVML lists none (Orin): the table's, with the RAM as memory."""
-    return GPUInfo(index=0, name=entry["name"], vendor="nvidia", vram_total_bytes=ram_total_bytes,
-                   vram_free_bytes=None,  # detection bounds it by free RAM
-                   bandwidth_gbs=None, fp16_tflops=None, unified_memory=True, source="detected")
+    return shared_memory_gpu(0, entry["name"], "nvidia", ram_total_bytes)

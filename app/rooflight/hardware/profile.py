@@ -31,8 +31,23 @@ def offload_gpus_of(gpus: Iterable[GPUInfo], backend: str) -> tuple[GPUInfo, ...
     if backend == "cpu":
         return ()
     driven = tuple(g for g in gpus if backend in BACKENDS_BY_VENDOR.get(g.vendor, ()))
-    discrete = tuple(g for g in driven if not g.unified_memory or g.vendor == "apple")
+    discrete = tuple(g for g in driven if not is_integrated(g))
     return discrete or driven
+
+
+def is_integrated(gpu: GPUInfo) -> bool:
+    """Whether llama.cpp takes this GPU as integrated (its IGPU device type): one that shares
+    the system's memory, but for an Apple chip's, the only GPU there."""
+    return gpu.unified_memory and gpu.vendor != "apple"
+
+
+def shared_memory_gpu(index: int, name: str, vendor: str, memory_bytes: int) -> GPUInfo:
+    """A detected GPU whose memory is a share of the RAM (an APU's GTT, an Intel iGPU's or a
+    Jetson's share): what it can use now is bounded by the RAM free now, which detection
+    fills in (vram_free None); bandwidth and FP16 come from the GPU table by name."""
+    return GPUInfo(index=index, name=name, vendor=vendor, vram_total_bytes=memory_bytes,
+                   vram_free_bytes=None, bandwidth_gbs=None, fp16_tflops=None,
+                   unified_memory=True, source="detected")
 
 
 def plural(n: int, noun: str) -> str:

@@ -35,7 +35,7 @@ from typing import Any
 from .amd import MIN_DEDICATED_BYTES
 from .gpu_table import lookup_gpu, lookup_pci_id
 from .intel import integrated_entry
-from .profile import GPUInfo
+from .profile import GPUInfo, shared_memory_gpu
 
 DISPLAY_CLASS = r"SYSTEM\CurrentControlSet\Control\Class\{4d36e968-e325-11ce-bfc1-08002be10318}"
 _VENDORS = {"1002": "amd", "8086": "intel"}
@@ -191,11 +191,8 @@ def detect_windows(winreg: ModuleType, *, ram_total_bytes: int | None = None, cp
             entry = (_intel_integrated(adapter, device_id, cpu_name, warnings)
                      if vendor == "intel" and ram_total_bytes else None)
             if entry is not None:
-                gpus.append(GPUInfo(
-                    index=len(gpus), name=entry["name"], vendor=vendor,
-                    vram_total_bytes=integrated_memory_bytes(ram_total_bytes or 0),
-                    vram_free_bytes=None,  # detection bounds it by free RAM
-                    bandwidth_gbs=None, fp16_tflops=None, unified_memory=True, source="detected"))
+                gpus.append(shared_memory_gpu(len(gpus), entry["name"], vendor,
+                                              integrated_memory_bytes(ram_total_bytes or 0)))
                 continue
             shown = "no" if not memory else f"only {memory / 2**20:.0f} MiB of"
             warnings.append(
