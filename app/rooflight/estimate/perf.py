@@ -34,6 +34,7 @@ from rooflight.estimate import (
     output_rows,
     probe_roofline,
     ranges,
+    recurrent_work,
     sycl_attention,
     weight_passes,
 )
@@ -82,6 +83,11 @@ CPU_PREFILL_EFFICIENCY_DEFAULT = 0.42  # K-quants and the rest
 # CPU attention FLOPs cost this many GEMM FLOPs: fitted so that Gemma-3-270M (wide
 # 4 x 256 attention on a 640-wide model) and the narrow-attention llama models agree.
 CPU_ATTENTION_SLOWDOWN = 3.0
+
+
+# the recurrent state scans' share in a measurement's kernel shares: table-priced work
+# (recurrent_work.py), so a bench of a hybrid corrects it apart from the probe's kernels
+SCAN_KERNEL = probe_roofline.table_kernel("recurrent_scan")
 
 
 def cpu_prefill_efficiency(file_type: str) -> float:
@@ -366,6 +372,7 @@ class _DecodeFixed:
     overhead: float  # fixed seconds per token
     cpu_weights: dict[str, float] | None = None  # with a probe: the CPU's weight time by bound
     cpu_kernels: dict[str, float] | None = None  # with a probe: its seconds per kernel (weight type)
+    recurrent_cycles: float = 0.0  # CPU cycles scanning recurrent states (recurrent_work.py)
 
 
 def _handover_s(devices, mem: MemoryPlan, overhead_per_layer: dict[str, float]) -> float:
@@ -382,6 +389,9 @@ def _decode_fixed(
     overhead_per_layer = {dev: _device_constants(hardware, dev).layer_overhead_s for dev in set(devices)}
     reads = _weight_reads_per_token(spec, devices)
     experts.shift_reads(reads, spec, devices, mem.n_cpu_moe)  # experts in RAM are read from RAM
+    cpu_recurrent = sum(recurrent_work.recurrent_layers(spec, s0, s1)
+                        for dev, s0, s1 in device_runs(devices[: spec.n_layer]) if dev == CPU)
+    scan_cycles = recurrent_work.decode_cycles_per_token(spec, cpu_recurrent)
     if probe is not None and cfg is not None and CPU in reads:
         table = layer_table(spec)
         by_type = [table.active_by_type[i] for dev, s0, s1 in device_runs(devices[: spec.n_layer])
@@ -397,14 +407,16 @@ def _decode_fixed(
         kernels: dict[str, float] = {}
         weights = probe_roofline.decode_weights_s(probe, by_type, _probe_table_matvec(hardware, cfg, probe), kernels)
         del reads[CPU]
-        return _DecodeFixed(reads, 0.0, overhead + _handover_s(devices, mem, overhead_per_layer), weights, kernels)
+        return _DecodeFixed(reads, 0.0, overhead + _handover_s(devices, mem, overhead_per_layer), weights, kernels,
+                            scan_cycles)
     overhead = SAMPLING_S_PER_VOCAB * spec.n_vocab
     for dev, start, end in device_runs(devices[: spec.n_layer]):
         overhead = sum(itertools.repeat(overhead_per_layer[dev], end - start), overhead)
     cycles = _cpu_cycles_per_token(spec, devices)
     if mem.n_cpu_moe:  # experts in RAM (estimate/experts.py): the CPU multiplies them too
         cycles += experts.cpu_cycles(spec, devices, mem.n_cpu_moe)
-    return _DecodeFixed(reads, cycles, overhead + _handover_s(devices, mem, overhead_per_layer))
+    return _DecodeFixed(reads, cycles, overhead + _handover_s(devices, mem, overhead_per_layer),
+                        recurrent_cycles=scan_cycles)
 
 
 def _probe_table_matvec(hardware: HardwareProfile, cfg: RunConfig, probe: MachineProbe) -> Callable[[str, float], float]:
@@ -475,6 +487,8 @@ def decode_parts_s(
     if fixed.cpu_weights is not None:
         parts["memory"] += fixed.cpu_weights["memory"]
         parts["compute"] += fixed.cpu_weights["compute"]
+    # the recurrent layers' state scans: an op of their own, after the projections
+    parts["compute"] += fixed.recurrent_cycles / cpu_matvec_hz(hardware, cfg)
     for dev, nbytes in reads.items():
         t_mem = nbytes / _read_bytes_s(hardware, dev)
         # few CPU cores cannot dequantize and multiply as fast as RAM delivers, nor walk a
@@ -643,6 +657,7 @@ class _PrefillWork:
     elements: float = 0.0
     attn_width: float = 0.0  # sum of head_dim x n_head over full-context layers
     n_layers: int = 0
+    recurrent_layers: int = 0  # of n_layers, those keeping a recurrent state (recurrent_work.py)
     swa_width: float = 0.0  # the same over sliding-window layers (they see at most the window)
     params_by_type: dict[str, float] = field(default_factory=dict)  # active elements per weight type (a probe prices these)
     # the routed experts' share of params_by_type (moe_prompt.py prices their overhead, and
@@ -683,6 +698,7 @@ def _prefill_work(spec: ModelSpec, devices: tuple[str, ...]) -> dict[str, _Prefi
             for kind, n in (table.active_by_type[il] if table.active_by_type else {}).items():
                 w.params_by_type[kind] = w.params_by_type.get(kind, 0.0) + n
         w.n_layers += end - start
+        w.recurrent_layers += recurrent_work.recurrent_layers(spec, start, end)
     return per_dev
 
 
@@ -754,6 +770,7 @@ def prefill_time_s(
         layers: dict[str, int] = {}
         tiled: dict[str, float] = {}  # weight bytes tiled kernels read, every pass (weight_passes.py)
         probe_s = 0.0  # the CPU's share priced by the probe
+        scan_s = 0.0  # the CPU-held recurrent layers' state scans (recurrent_work.py)
         pcie_bytes = 0.0
         for dev, w in per_dev.items():
             run_on = main_gpu if (dev == CPU and offload_cpu and main_gpu is not None) else dev
@@ -763,6 +780,11 @@ def prefill_time_s(
             # a CPU multiplies routed experts with MUL_MAT_ID, dearer than the dense kernels
             cpu_extra = (moe_prompt.cpu_extra_by_type(w.routed_by_type, probe.expert_cost_by_type if probe else None)
                          if _runs_on_cpu(hardware, run_on) else {})
+            if dev == CPU and w.recurrent_layers:  # scanned where the state lives, op offload or not
+                t_scan = t * recurrent_work.prefill_cycles_per_token(spec, w.recurrent_layers) / cpu_matvec_hz(
+                    hardware, cfg)
+                scan_s += t_scan
+                tally(kernels, SCAN_KERNEL, t_scan)
             if run_on == CPU and probe is not None:
                 counts = dict(w.params_by_type or {})
                 for kind, n in cpu_extra.items():
@@ -809,8 +831,8 @@ def prefill_time_s(
                 else:
                     flops[dev] = flops.get(dev, 0.0) + 2 * params * output_rows.OUTPUT_ROWS
             reads[devices[spec.n_layer]] = reads.get(devices[spec.n_layer], 0.0) + table.output_bytes
-        step = probe_s
-        bound_times["compute"] += probe_s
+        step = probe_s + scan_s
+        bound_times["compute"] += probe_s + scan_s
         for dev, f in flops.items():
             c = _device_constants(hardware, dev)
             as_float = float_model
@@ -994,6 +1016,8 @@ def estimate_performance(
         decode_kernels = dict(fixed.cpu_kernels or {})
         decode_kernels.update({k: v / len(positions) for k, v in decode_attention.items()})
         decode_kernels[FIXED_KERNEL] = fixed.overhead
+        if fixed.recurrent_cycles:
+            decode_kernels[SCAN_KERNEL] = fixed.recurrent_cycles / cpu_matvec_hz(hardware, cfg)
         if mixed:
             gpu_kernel = probe_roofline.table_kernel(hardware.backend)
             decode_kernels[gpu_kernel] = max(0.0, t_token - sum(decode_kernels.values()))

@@ -1,0 +1,235 @@
+"""Fit and check the CPU price of hybrid models' recurrent state scans (estimate/recurrent_work.py).
+
+    python bench/recurrent_cost.py [--repeats N] [--keep DIR]
+
+Generated hybrid models (gated delta-net: qwen35, qwen35moe, qwen3next; Mamba-2: granitehybrid,
+nemotron_h; Mamba-1: jamba; LFM2's short convolutions) and dense llama models of the same widths
+run with llama.cpp on this CPU, at the plans' configs, interleaved, `--repeats` times each
+(median). Each hybrid is compared with its dense reference (same width, weight type and
+threads): the reference's measured / predicted ratio is what the probe-based estimate misses
+on any model here, so the hybrid's own miss beyond it is what its recurrent layers cost and
+the estimate leaves out.
+
+1. Fit: with recurrent_work's constants at zero, the time each run's prediction lacks to miss
+   by no more than its reference does solves, relative to that time, for the cycles per state
+   element and walk in prompts and the same in decode (least squares over all runs; numpy).
+   The estimator's time is linear in the two (checked against a re-plan for every run).
+2. Check, leave-one-run-out: each run predicted with the constants fitted on the others, and
+   without them, beside its reference's own miss.
+Prints the constants to write into estimate/recurrent_work.py. Needs a stored probe
+(`rooflight probe`); measure on an idle machine (the load is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from rooflight.estimate import Calibration, Wishes, perf, plan, recurrent_work
+from rooflight.gguf import load_model_spec
+from rooflight.gguf.arch_recipe import HybridShape
+from rooflight.gguf.synthetic import write_model
+from rooflight.gguf.synthetic_hybrid import write_hybrid_model
+from rooflight.hardware import detect
+from rooflight.runtime.measure import measure
+from rooflight.store.probes import probe_status
+
+L = 8
+PROMPT, GEN = 512, 64
+ATT = tuple(i in (3, 7) for i in range(L))  # attention layers of the kv0-rule hybrids
+COMMON = dict(n_embd=1024, n_head=8, head_dim=128, n_vocab=8000)
+
+
+def _kv0(heads: int) -> tuple[int, ...]:
+    return tuple(heads if a else 0 for a in ATT)
+
+
+# the hybrids, each run at Q8_0 with the plan's threads (RUNS adds two variations)
+HYBRIDS = {
+    "qwen35-v8s128": HybridShape("qwen35", **COMMON, n_head_kv=(2,) * L, n_ff=(3072,) * L, ssm_d_inner=1024,
+                                  ssm_d_state=128, ssm_dt_rank=8, ssm_n_group=4),
+    "qwen35-v16s64": HybridShape("qwen35", **COMMON, n_head_kv=(2,) * L, n_ff=(3072,) * L, ssm_d_inner=1024,
+                                  ssm_d_state=64, ssm_dt_rank=16, ssm_n_group=8),
+    "granite-s128": HybridShape("granitehybrid", **COMMON, n_head_kv=_kv0(2), n_ff=(3072,) * L,
+                                 ssm_d_inner=2048, ssm_d_state=128, ssm_dt_rank=32, ssm_n_group=1),
+    "qwen35-v16s128": HybridShape("qwen35", **COMMON, n_head_kv=(2,) * L, n_ff=(3072,) * L, ssm_d_inner=2048,
+                                   ssm_d_state=128, ssm_dt_rank=16, ssm_n_group=8),
+    "qwen35moe": HybridShape("qwen35moe", **COMMON, n_head_kv=(2,) * L, n_ff=(1024,) * L, ssm_d_inner=1024,
+                              ssm_d_state=128, ssm_dt_rank=8, ssm_n_group=2, n_expert=8, n_expert_used=2,
+                              n_ff_exp=768, n_ff_shexp=1024),
+    "qwen3next": HybridShape("qwen3next", **COMMON, n_head_kv=(2,) * L, n_ff=(1024,) * L, ssm_d_inner=2048,
+                              ssm_d_state=128, ssm_dt_rank=16, ssm_n_group=4, n_expert=8, n_expert_used=2,
+                              n_ff_exp=768, n_ff_shexp=1024),
+    "granite-s64": HybridShape("granitehybrid", **COMMON, n_head_kv=_kv0(2), n_ff=(3072,) * L,
+                                ssm_d_inner=2048, ssm_d_state=64, ssm_dt_rank=32, ssm_n_group=1),
+    "nemotron_h": HybridShape("nemotron_h", **COMMON, n_head_kv=(0, 0, 0, 2, 0, 0, 0, 0),
+                               n_ff=(0, 4096, 0, 0, 4096, 0, 4096, 0), ssm_d_inner=2048, ssm_d_state=128,
+                               ssm_dt_rank=32, ssm_n_group=2),
+    "jamba": HybridShape("jamba", **COMMON, n_head_kv=tuple(2 if i == 4 else 0 for i in range(L)),
+                          n_ff=(2048,) * L, ssm_d_inner=2048, ssm_d_state=16, ssm_dt_rank=64, n_expert=4,
+                          n_expert_used=2),
+    "lfm2": HybridShape("lfm2", **COMMON, n_head_kv=_kv0(2), n_ff=(3072,) * L),
+    # Qwen3.5-0.8B's own shape (the catalog's hyper-parameters: 24 layers, 248,320 tokens)
+    "qwen3.5-0.8b shape": HybridShape("qwen35", n_embd=1024, n_head=8, head_dim=256, n_head_kv=(2,) * 24,
+                                       n_ff=(3584,) * 24, n_vocab=248320, ssm_d_inner=2048, ssm_d_state=128,
+                                       ssm_dt_rank=16, ssm_n_group=16),
+}
+# dense references: the hybrids' widths with attention in every layer (write_model arguments)
+REFERENCES = {
+    "llama": dict(n_layer=L, n_embd=1024, n_head=8, n_head_kv=2, n_ff=3072, n_vocab=8000),
+    "llama 0.8b-wide": dict(n_layer=24, n_embd=1024, n_head=8, n_head_kv=2, head_dim=256, n_ff=3584,
+                            n_vocab=248320),
+}
+REFERENCE_OF = {"qwen3.5-0.8b shape": "llama 0.8b-wide"}
+# (name, hybrid, weight type, threads): the runs; a reference runs per (weight type, threads)
+RUNS = [(name, name, "Q8_0", None) for name in HYBRIDS] + [
+    ("qwen35-v8s128 Q4_0", "qwen35-v8s128", "Q4_0", None),
+    ("qwen35-v8s128 1 thread", "qwen35-v8s128", "Q8_0", 1),
+]
+
+
+def reference_run(hybrid: str, ftype: str, threads: int | None) -> tuple[str, str]:
+    """(run name, REFERENCES key) of the dense run a hybrid's run is compared with."""
+    ref = REFERENCE_OF.get(hybrid, "llama")
+    return f"{ref} {ftype}" + (f" {threads} thread" if threads else ""), ref
+
+
+@contextlib.contextmanager
+def constants(prefill: float, decode: float):
+    saved = recurrent_work.PREFILL_CYCLES_PER_ELEMENT, recurrent_work.DECODE_CYCLES_PER_ELEMENT
+    recurrent_work.PREFILL_CYCLES_PER_ELEMENT, recurrent_work.DECODE_CYCLES_PER_ELEMENT = prefill, decode
+    try:
+        yield
+    finally:
+        recurrent_work.PREFILL_CYCLES_PER_ELEMENT, recurrent_work.DECODE_CYCLES_PER_ELEMENT = saved
+
+
+def write(folder: Path, hybrid: str, ftype: str) -> Path:
+    if hybrid in REFERENCES:
+        path = folder / f"{hybrid}-{ftype}.gguf".replace(" ", "_")
+        if not path.exists():
+            write_model(path, **REFERENCES[hybrid], ftype=ftype)
+        return path
+    path = folder / f"{hybrid}-{ftype}.gguf".replace(" ", "_")
+    if not path.exists():
+        write_hybrid_model(path, HYBRIDS[hybrid], ftype=ftype)
+    return path
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--keep", type=Path, help="write the models here (kept for another run)")
+    args = ap.parse_args()
+    hw = detect()
+    probe = probe_status(hw).probe
+    if probe is None:
+        print("No probe of this machine and llama.cpp build: run `rooflight probe` first.")
+        return 1
+    cal = Calibration(probe=probe)
+    print(f"load average before: {os.getloadavg()[0]:.2f} (this run's own threads count in the one after)")
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="recurrent-cost-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    # (run name, model, weight type, threads, is a reference)
+    runs = [(name, hybrid, ftype, threads, False) for name, hybrid, ftype, threads in RUNS]
+    ref_of = {name: reference_run(hybrid, ftype, threads)[0] for name, hybrid, ftype, threads in RUNS}
+    for _, hybrid, ftype, threads in RUNS:
+        name, ref = reference_run(hybrid, ftype, threads)
+        if all(r[0] != name for r in runs):
+            runs.append((name, ref, ftype, threads, True))
+    plans, got = {}, {name: [] for name, *_ in runs}
+    for name, hybrid, ftype, threads, _ref in runs:
+        spec = load_model_spec(str(write(folder, hybrid, ftype)))
+        wishes = Wishes(n_ctx=2048, n_gpu_layers=0, n_threads=threads)
+        plans[name] = (spec, wishes)
+    for _ in range(args.repeats):
+        for name, hybrid, ftype, _threads, _ref in runs:
+            spec, wishes = plans[name]
+            est = plan(spec, hw, wishes, calibration=cal)
+            got[name].append(measure(write(folder, hybrid, ftype), est.config, prompt_tokens=PROMPT, gen_tokens=GEN))
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    meas = {n: (statistics.median(1 / g.decode_tok_s for g in v), statistics.median(PROMPT / g.prefill_tok_s for g in v))
+            for n, v in got.items()}
+
+    def predicted(name: str) -> tuple[float, float]:
+        spec, wishes = plans[name]
+        p = plan(spec, hw, wishes, calibration=cal).performance
+        return 1 / p.decode_tok_s, PROMPT / p.prefill_tok_s
+
+    def terms(name: str) -> tuple[float, float]:
+        """(prompt seconds, decode seconds per token) each cycle per element adds to this run."""
+        spec, wishes = plans[name]
+        cfg = plan(spec, hw, wishes, calibration=cal).config
+        n = recurrent_work.recurrent_layers(spec, 0, spec.n_layer)
+        walked = n * recurrent_work.element_walks(spec) / perf.cpu_matvec_hz(hw, cfg)
+        return PROMPT * walked, walked
+
+    with constants(0.0, 0.0):
+        bare = {n: predicted(n) for n in meas}
+    rows = [name for name, *_ in RUNS]
+    unit = {name: terms(name) for name in rows}
+    # per row: the prediction's seconds, linear in the constants, and the seconds it would need
+    # to miss by just its reference's ratio (relative rows: every run weighs alike)
+    goal = {n: tuple(meas[n][i] * bare[ref_of[n]][i] / meas[ref_of[n]][i] for i in (0, 1)) for n in rows}
+
+    def fit(names: list[str]) -> tuple[float, float]:
+        """(prompt, decode) cycles per element: least squares of the relative shortfalls."""
+        out = []
+        for i, j in ((1, 0), (0, 1)):  # goal/bare index, unit index
+            a = np.array([[unit[n][j] / goal[n][i]] for n in names])
+            b = np.array([(goal[n][i] - bare[n][i]) / goal[n][i] for n in names])
+            (c,), *_ = np.linalg.lstsq(a, b, rcond=None)
+            out.append(max(0.0, float(c)))
+        return out[0], out[1]
+
+    def with_constants(n: str, c: tuple[float, float]) -> tuple[float, float]:
+        return bare[n][0] + unit[n][1] * c[1], bare[n][1] + unit[n][0] * c[0]
+
+    final = tuple(round(x, 2) for x in fit(rows))
+    print(f"\nfitted on all {len(rows)} runs: PREFILL_CYCLES_PER_ELEMENT = {final[0]}, "
+          f"DECODE_CYCLES_PER_ELEMENT = {final[1]}")
+    print(f"(in estimate/recurrent_work.py now: {recurrent_work.PREFILL_CYCLES_PER_ELEMENT}, "
+          f"{recurrent_work.DECODE_CYCLES_PER_ELEMENT})")
+    with constants(*final):  # the linear form is the estimator's own: checked on every run
+        for n in rows:
+            replanned, linear = predicted(n), with_constants(n, final)
+            assert all(abs(replanned[i] / linear[i] - 1) < 1e-6 for i in (0, 1)), n
+    print("\nEach run predicted with the constants fitted on the other runs (leave-one-run-out); in "
+          "brackets, without recurrent_work. Predicted / measured tok/s; the reference is the dense "
+          "model of the same widths, weight type and threads.\n")
+    print("| run | decode: measured tok/s | predicted / measured (without) | reference | "
+          "prompt: measured tok/s | predicted / measured (without) | reference |")
+    print("|---|---|---|---|---|---|---|")
+    miss = {"decode": [], "prefill": [], "decode_bare": [], "prefill_bare": []}
+    for n in rows:
+        c = fit([m for m in rows if m != n])
+        held = with_constants(n, c)
+        cells = []
+        for i, kind, per in ((0, "decode", 1.0), (1, "prefill", PROMPT)):
+            r, r0 = meas[n][i] / held[i], meas[n][i] / bare[n][i]
+            rr = meas[ref_of[n]][i] / bare[ref_of[n]][i]
+            cells += [f"{per / meas[n][i]:.1f}", f"x{r:.2f} (x{r0:.2f})", f"x{rr:.2f}"]
+            miss[kind].append((abs(r / rr - 1), n))  # beyond the reference's: what this term answers for
+            miss[kind + "_bare"].append((abs(r0 / rr - 1), n))
+        print(f"| {n} | " + " | ".join(cells) + " |")
+    print()
+    def summary(pairs: list[tuple[float, str]]) -> str:
+        worst = max(pairs)
+        return f"median {statistics.median(x for x, _ in pairs):.1%} (max {worst[0]:.1%}, {worst[1]})"
+
+    for kind in ("decode", "prefill"):
+        print(f"leave-one-run-out, {kind}: miss beyond the reference's, {summary(miss[kind])}; "
+              f"without recurrent_work {summary(miss[kind + '_bare'])}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.exit(main())
