@@ -346,3 +346,26 @@ def test_fp32_sycl_rows_are_priced_by_their_build_and_fit_nothing(result):
     assert result["fitted"]["sycl"]["prefill_float"] == pytest.approx(result["pooled"]["prefill_float"])
     checked = [p for p in result["per_row"] if p["device"] == "Intel Arc Pro B60"]
     assert len(checked) == len(fp32) and all(0.5 < p["ratio"] < 1.5 for p in checked)  # x0.69-1.10 (README)
+
+
+def test_the_hybrid_gpu_rows_keep_the_fitting_sets_rules():
+    """bench/data/hybrid_gpu_rows.json (checks only, bench/hybrid_gpu_check.py): every row
+    sourced outside the held-back sources, on a GPU the table knows, of a model the estimator
+    can build, and the hybrids of them hybrid."""
+    import json
+
+    from rooflight.gguf.recurrent import RECURRENT_RULES
+
+    rows = json.loads((ROOT / "bench" / "data" / "hybrid_gpu_rows.json").read_text(encoding="utf-8"))["rows"]
+    assert len(rows) >= 30
+    for r in rows:
+        where = f"{r['device']} {r['model']} {r['test']}"
+        assert "http" in r["source"] and not any(name in r["source"] for name in RESERVED), where
+        assert r["backend"] in BACKENDS and r["backend"] != "cpu", where
+        entry = lookup_gpu(r["device"])
+        assert entry is not None and entry["name"] == r["device"], where
+        assert re.fullmatch(r"(pp|tg)\d+", r["test"]) and (r["n_prompt"] > 0) != (r["n_gen"] > 0), where
+        assert r["t_s"] > 0, where
+        arch = fit.model_spec(r["model"], r["quant"]).architecture
+        assert (arch in RECURRENT_RULES) == r["model"].startswith(("qwen3.5", "qwen3.6", "qwen3-next",
+                                                                      "qwen3-coder-next")), where

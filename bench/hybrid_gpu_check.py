@@ -1,0 +1,78 @@
+"""Hybrid Qwen models on GPUs: published llama-bench rows against the table estimate.
+
+    python bench/hybrid_gpu_check.py
+
+bench/data/hybrid_gpu_rows.json holds published rows of Qwen3.5, Qwen3.6 and Qwen3-Next
+(gated delta-net layers) on one GPU each, with the dense or plain-MoE models some of their
+sources ran on the same GPU and build. Each is priced as bench/fit_constants.py prices its
+own rows, with the constants it fits on all of them (none on these rows), and printed as
+measured / predicted tokens/s. Where a source ran a companion in the same run, the
+hybrid's ratio over the companion's says what the hybrid's layers cost that the estimate
+leaves out (estimate/recurrent_work.py prices their scans on a CPU only). Nothing here is
+fitted; it says where the GPU estimate of these models stands.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from rooflight.gguf.recurrent import RECURRENT_RULES
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import fit_constants  # noqa: E402 - the fitting set's pricing, beside this file
+
+DATA = HERE / "data" / "hybrid_gpu_rows.json"
+
+
+def is_hybrid(row: dict) -> bool:
+    return fit_constants.model_spec(row["model"], row["quant"]).architecture in RECURRENT_RULES
+
+
+def run_key(row: dict) -> tuple:
+    """Rows of one run: the same GPU, backend and build."""
+    return row["device"], row["backend"], row["build"]
+
+
+def main() -> int:
+    rows = json.loads(DATA.read_text(encoding="utf-8"))["rows"]
+    constants = fit_constants.run()["fitted"]
+    print("| GPU | backend | model | test | measured t/s | measured / predicted | size printed / planned |")
+    print("|---|---|---|---|---|---|---|")
+    ratio = {}
+    for r in rows:
+        r.setdefault("n_depth", 0)
+        ratio[id(r)] = r["t_s"] / fit_constants.predict(r, fit_constants.coefficients(r), constants[r["backend"]])
+        planned = fit_constants.model_spec(r["model"], r["quant"]).file_bytes / 2**30
+        size = f"x{r['size_gib'] / planned:.2f}" if r.get("size_gib") else "not printed"
+        name = r["model"] + ("" if is_hybrid(r) else " (companion)")
+        print(f"| {r['device']} | {r['backend']} | {name} {r['quant']} | {r['test']} | {r['t_s']:.1f} | "
+              f"x{ratio[id(r)]:.2f} | {size} |")
+    for kind in ("tg", "pp"):
+        hyb = [ratio[id(r)] for r in rows if is_hybrid(r) and r["test"].startswith(kind)]
+        print(f"\nhybrid {'decode' if kind == 'tg' else 'prompt'} rows: {len(hyb)}, measured / predicted "
+              f"x{min(hyb):.2f}-{max(hyb):.2f}, median x{statistics.median(hyb):.2f}")
+    # companions also from the fitting set: its rows of the same GPU, backend and build
+    fitting = [r for r in fit_constants.load()["rows"] if r["backend"] != "cpu" and r.get("build")
+               and run_key(r) in {run_key(h) for h in rows}]
+    for r in fitting:
+        ratio[id(r)] = r["t_s"] / fit_constants.predict(r, fit_constants.coefficients(r), constants[r["backend"]])
+    print("\nsame run (GPU, backend, build), hybrid over companion: the hybrids' median ratio over the "
+          "companions' (this file's and the fitting set's rows), by test kind:")
+    for key in sorted({run_key(r) for r in rows}, key=str):
+        run = [r for r in rows + fitting if run_key(r) == key]
+        for kind in ("tg", "pp"):
+            hyb = [ratio[id(r)] for r in run if is_hybrid(r) and r["test"].startswith(kind)]
+            dense = [ratio[id(r)] for r in run if not is_hybrid(r) and r["test"].startswith(kind)]
+            if hyb and dense:
+                print(f"  {key[0]} {key[1]} {key[2]}: {'decode' if kind == 'tg' else 'prompt'} "
+                      f"x{statistics.median(hyb) / statistics.median(dense):.2f} ({len(hyb)} hybrid, "
+                      f"{len(dense)} companion rows)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
