@@ -369,3 +369,21 @@ def test_the_hybrid_gpu_rows_keep_the_fitting_sets_rules():
         arch = fit.model_spec(r["model"], r["quant"]).architecture
         assert (arch in RECURRENT_RULES) == r["model"].startswith(("qwen3.5", "qwen3.6", "qwen3-next",
                                                                       "qwen3-coder-next")), where
+
+
+def test_the_hybrid_gpu_band_is_derived_from_the_hybrid_rows_and_holds_on_held_out_gpus():
+    """backend_constants.HYBRID_GPU_*_BAND is what bench/hybrid_gpu_check.py derives from the
+    published hybrid rows (priced with the fitted constants), and holds 8 of 10 rows of each
+    GPU left out of its percentiles."""
+    import json
+
+    spec = importlib.util.spec_from_file_location("hybrid_gpu_check", ROOT / "bench" / "hybrid_gpu_check.py")
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    rows = json.loads(check.DATA.read_text(encoding="utf-8"))["rows"]
+    found = check.band(rows, check.ratios(rows))
+    assert (found["decode"], found["prefill"]) == (bc.HYBRID_GPU_DECODE_BAND, bc.HYBRID_GPU_PREFILL_BAND)
+    assert f"p{found['tail']:g}-p{100 - found['tail']:g}" in bc.HYBRID_GPU_BAND_BASIS
+    for kind in ("decode", "prefill"):
+        inside, total = found[kind + "_held_out"]
+        assert inside >= 0.8 * total

@@ -109,3 +109,25 @@ def test_a_probe_based_estimate_counts_the_scans_as_table_priced_work():
     for shares in (hybrid.kernels.decode, hybrid.kernels.prefill):
         assert 0.0 < dict(shares)[SCAN_KERNEL] < 1.0
     assert SCAN_KERNEL not in dict(dense.kernels.decode) | dict(dense.kernels.prefill)
+
+
+def test_a_hybrid_on_a_gpu_gets_the_hybrid_band_joined_with_its_backends():
+    """Published GPU rows of hybrids fall outside the backends' bands (README): a plan with
+    recurrent layers on a GPU widens its range by the band derived from them; a plain MoE
+    model on the same GPU, or a hybrid all on the CPU, keeps its band."""
+    from rooflight.estimate import Wishes, plan
+    from rooflight.estimate import backend_constants as bc
+    from rooflight.hardware import profile_from_dict
+
+    gpu = profile_from_dict({"gpus": [{"name": "RTX 4090"}], "backend": "cuda"})
+    hybrid = plan(_spec("qwen3.6-35b-a3b"), gpu, Wishes(n_ctx=8192)).performance
+    dense = plan(_spec("qwen3-30b-a3b"), gpu, Wishes(n_ctx=8192)).performance
+    lo, hi = min(bc.CUDA.decode_band[0], bc.HYBRID_GPU_DECODE_BAND[0]), max(bc.CUDA.decode_band[1],
+                                                                           bc.HYBRID_GPU_DECODE_BAND[1])
+    assert hybrid.decode_tok_s_range == pytest.approx((hybrid.decode_tok_s * lo, hybrid.decode_tok_s * hi))
+    assert bc.HYBRID_GPU_BAND_BASIS in hybrid.range_basis
+    assert dense.decode_tok_s_range == pytest.approx((dense.decode_tok_s * bc.CUDA.decode_band[0],
+                                                      dense.decode_tok_s * bc.CUDA.decode_band[1]))
+    assert bc.HYBRID_GPU_BAND_BASIS not in dense.range_basis
+    cpu = plan(_spec("qwen3.6-35b-a3b"), machine(ram=64 * GiB, backend="cpu"), Wishes(n_ctx=8192)).performance
+    assert bc.HYBRID_GPU_BAND_BASIS not in cpu.range_basis

@@ -1028,7 +1028,8 @@ def estimate_performance(
     decode = decode_factor / t_token
     prefill = prefill_factor * max(1, prompt_tokens) / t_prefill
 
-    band = _band(hardware, basis, probe, c.residuals, kernels, cfg.flash_attn)
+    recurrent_on_gpu = any(recr and dev != CPU for recr, dev in zip(spec.recurrent_layers, mem.layer_devices, strict=False))
+    band = _band(hardware, basis, probe, c.residuals, kernels, cfg.flash_attn, recurrent_on_gpu)
     (d_lo, d_hi), (p_lo, p_hi) = band.decode, band.prefill
     return PerfEstimate(
         decode_tok_s=decode,
@@ -1090,18 +1091,22 @@ def _partial_note(basis: str, calibrated: bool, matched: tuple[Ratio, ...], deco
 
 
 def _band(hardware: HardwareProfile, basis: str, probe: MachineProbe | None,
-          residuals: tuple[list[float], list[float]], kernels: KernelShares | None, flash_attn: bool) -> ranges.Band:
+          residuals: tuple[list[float], list[float]], kernels: KernelShares | None, flash_attn: bool,
+          recurrent_on_gpu: bool = False) -> ranges.Band:
     """The range's band: this machine's measurements where there are enough (their ratios
     to the estimate as it now stands: Calibration.residuals), else the probe's (widened by
     the spread of the figures this estimate's kernels stand on) or the backend's
-    out-of-sample band; a mixed plan (the CPU's share on the probe, the GPUs' on the table)
-    and an estimate with weight types the probe did not measure combine the probe's band and
-    the table's by the table-priced share of the time (ranges.combined)."""
+    out-of-sample band, joined with the hybrid band where a hybrid's recurrent layers run on
+    a GPU (ranges.for_hybrid_gpu); a mixed plan (the CPU's share on the probe, the GPUs' on
+    the table) and an estimate with weight types the probe did not measure combine the
+    probe's band and the table's by the table-priced share of the time (ranges.combined)."""
     if residuals[0]:
         measured = ranges.measured_band(*residuals)
         if measured is not None:
             return measured
     table = ranges.table_band(hardware.backend, BACKENDS.get(hardware.backend, _VULKAN))
+    if recurrent_on_gpu:
+        table = ranges.for_hybrid_gpu(table)
     if basis == "probe" and probe is not None:
         own = ranges.probe_band(probe.spread_of(kernels.decode if kernels else (), prefill=False, flash_attn=flash_attn),
                                 probe.spread_of(kernels.prefill if kernels else (), prefill=True, flash_attn=flash_attn),

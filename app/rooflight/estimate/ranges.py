@@ -3,7 +3,9 @@
 residual exists.
 
 - table estimates: the backend's out-of-sample band (leave-one-device-out over published
-  llama-bench rows: BackendConstants.decode_band / prefill_band / band_basis);
+  llama-bench rows: BackendConstants.decode_band / prefill_band / band_basis), joined, for a
+  hybrid model's recurrent layers on a GPU, with the band of published hybrid rows
+  (for_hybrid_gpu);
 - probe estimates: the probe model's out-of-sample band on the machine it was checked on
   (bench/accuracy.py: shapes the probe does not use), widened by the run-to-run spread of
   the figures the estimate stands on;
@@ -81,6 +83,15 @@ def probe_band(decode_spread: float, prefill_spread: float, disturbed: bool) -> 
     return Band(widened(PROBE_DECODE_BAND, decode_spread), widened(PROBE_PREFILL_BAND, prefill_spread),
                 f"8 of 10 measurements fall inside: {PROBE_BAND_BASIS}, widened by the run-to-run spread of the "
                 f"probe's figures it stands on (decode {decode_spread:.0%}, prompt {prefill_spread:.0%}){busy}")
+
+
+def for_hybrid_gpu(table: Band) -> Band:
+    """A table band joined with the band of hybrid models whose recurrent layers run on a GPU,
+    which the estimate does not fully price there (backend_constants.HYBRID_GPU_*_BAND)."""
+    def join(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
+        return min(a[0], b[0]), max(a[1], b[1])
+    return Band(join(table.decode, _bc.HYBRID_GPU_DECODE_BAND), join(table.prefill, _bc.HYBRID_GPU_PREFILL_BAND),
+                f"{table.basis}; {_bc.HYBRID_GPU_BAND_BASIS}")
 
 
 TABLE_SUFFIX = " (table)"  # the kernel-share names of table-priced work (probe_roofline.table_kernel)
