@@ -22,8 +22,9 @@ cache (one head's state, token after token); decode walks a state that comes fro
 each token, at a higher price per element.
 
 The two constants are fitted on generated hybrid models against llama.cpp on this
-project's VM, and checked on other shapes held out of the fit (bench/recurrent_cost.py,
-which prints both). GPUs: not priced (their scan kernels were never measured here).
+project's VM, each run checked with the constants fitted on the others
+(bench/recurrent_cost.py). GPUs: not priced (their scan kernels were never measured here;
+a hybrid's range on a GPU is widened instead: ranges.for_hybrid_gpu).
 """
 
 from __future__ import annotations
