@@ -1,6 +1,6 @@
 """Fit and check the CPU price of hybrid models' recurrent state scans (estimate/recurrent_work.py).
 
-    python bench/recurrent_cost.py [--repeats N] [--keep DIR]
+    python bench/recurrent_cost.py [--repeats N] [--keep DIR] [--real]
 
 Generated hybrid models (gated delta-net: qwen35, qwen35moe, qwen3next; Mamba-2: granitehybrid,
 nemotron_h; Mamba-1: jamba; LFM2's short convolutions) and dense llama models of the same widths
@@ -16,6 +16,8 @@ the estimate leaves out.
    The estimator's time is linear in the two (checked against a re-plan for every run).
 2. Check, leave-one-run-out: each run predicted with the constants fitted on the others, and
    without them, beside its reference's own miss.
+--real instead checks two real models' shapes (Qwen3.5-2B, Granite 4.0 H Micro; 2-3.4 GB) with
+the constants as they are, each beside its dense reference, and fits nothing.
 Prints the constants to write into estimate/recurrent_work.py. Needs a stored probe
 (`rooflight probe`); measure on an idle machine (the load is printed).
 """
@@ -87,7 +89,23 @@ REFERENCES = {
     "llama 0.8b-wide": dict(n_layer=24, n_embd=1024, n_head=8, n_head_kv=2, head_dim=256, n_ff=3584,
                             n_vocab=248320),
 }
-REFERENCE_OF = {"qwen3.5-0.8b shape": "llama 0.8b-wide"}
+REFERENCE_OF = {"qwen3.5-0.8b shape": "llama 0.8b-wide", "qwen3.5-2b shape": "llama 2b-wide",
+                "granite-4.0-h-micro shape": "llama micro-wide"}
+# --real: two more real models' shapes (the catalog's hyper-parameters), 2-3.4 GB at Q8_0, each
+# beside its dense reference, checked with the constants as they are (nothing fitted on them)
+REAL = {
+    "qwen3.5-2b shape": HybridShape("qwen35", n_embd=2048, n_head=8, head_dim=256, n_head_kv=(2,) * 24,
+                                    n_ff=(6144,) * 24, n_vocab=248320, ssm_d_inner=2048, ssm_d_state=128,
+                                    ssm_dt_rank=16, ssm_n_group=16),
+    "granite-4.0-h-micro shape": HybridShape("granitehybrid", n_embd=2048, n_head=32, head_dim=64,
+                                             n_head_kv=tuple(8 if i in (5, 15, 25, 35) else 0 for i in range(40)),
+                                             n_ff=(8192,) * 40, n_vocab=100352, ssm_d_inner=4096, ssm_d_state=128,
+                                             ssm_dt_rank=64, ssm_n_group=1),
+}
+REFERENCES.update({
+    "llama 2b-wide": dict(n_layer=24, n_embd=2048, n_head=8, n_head_kv=2, head_dim=256, n_ff=6144, n_vocab=248320),
+    "llama micro-wide": dict(n_layer=40, n_embd=2048, n_head=32, n_head_kv=8, n_ff=8192, n_vocab=100352),
+})
 # (name, hybrid, weight type, threads): the runs; a reference runs per (weight type, threads)
 RUNS = [(name, name, "Q8_0", None) for name in HYBRIDS] + [
     ("qwen35-v8s128 Q4_0", "qwen35-v8s128", "Q4_0", None),
@@ -119,7 +137,7 @@ def write(folder: Path, hybrid: str, ftype: str) -> Path:
         return path
     path = folder / f"{hybrid}-{ftype}.gguf".replace(" ", "_")
     if not path.exists():
-        write_hybrid_model(path, HYBRIDS[hybrid], ftype=ftype)
+        write_hybrid_model(path, {**HYBRIDS, **REAL}[hybrid], ftype=ftype)
     return path
 
 
@@ -127,7 +145,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--keep", type=Path, help="write the models here (kept for another run)")
+    ap.add_argument("--real", action="store_true",
+                    help="check two real models' shapes with the constants as they are (no fit)")
     args = ap.parse_args()
+    run_list = [(name, name, "Q8_0", None) for name in REAL] if args.real else RUNS
     hw = detect()
     probe = probe_status(hw).probe
     if probe is None:
@@ -138,9 +159,9 @@ def main() -> int:
     folder = args.keep or Path(tempfile.mkdtemp(prefix="recurrent-cost-"))
     folder.mkdir(parents=True, exist_ok=True)
     # (run name, model, weight type, threads, is a reference)
-    runs = [(name, hybrid, ftype, threads, False) for name, hybrid, ftype, threads in RUNS]
-    ref_of = {name: reference_run(hybrid, ftype, threads)[0] for name, hybrid, ftype, threads in RUNS}
-    for _, hybrid, ftype, threads in RUNS:
+    runs = [(name, hybrid, ftype, threads, False) for name, hybrid, ftype, threads in run_list]
+    ref_of = {name: reference_run(hybrid, ftype, threads)[0] for name, hybrid, ftype, threads in run_list}
+    for _, hybrid, ftype, threads in run_list:
         name, ref = reference_run(hybrid, ftype, threads)
         if all(r[0] != name for r in runs):
             runs.append((name, ref, ftype, threads, True))
@@ -173,6 +194,18 @@ def main() -> int:
 
     with constants(0.0, 0.0):
         bare = {n: predicted(n) for n in meas}
+    if args.real:
+        now = {n: predicted(n) for n in meas}
+        print("\n| run | decode: measured tok/s | predicted / measured (without) | reference | "
+              "prompt: measured tok/s | predicted / measured (without) | reference |")
+        print("|---|---|---|---|---|---|---|")
+        for n, *_ in run_list:
+            cells = []
+            for i, per in ((0, 1.0), (1, PROMPT)):
+                cells += [f"{per / meas[n][i]:.1f}", f"x{meas[n][i] / now[n][i]:.2f} (x{meas[n][i] / bare[n][i]:.2f})",
+                          f"x{meas[ref_of[n]][i] / now[ref_of[n]][i]:.2f}"]
+            print(f"| {n} | " + " | ".join(cells) + " |")
+        return 0
     rows = [name for name, *_ in RUNS]
     unit = {name: terms(name) for name in rows}
     # per row: the prediction's seconds, linear in the constants, and the seconds it would need
