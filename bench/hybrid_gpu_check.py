@@ -18,6 +18,7 @@ rows of each GPU held out of the percentiles (the rule of the backends' own band
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -39,8 +40,11 @@ def is_hybrid(row: dict) -> bool:
 
 
 def run_key(row: dict) -> tuple:
-    """Rows of one run: the same GPU, backend and build."""
-    return row["device"], row["backend"], row["build"]
+    """Rows of one run: the same GPU, backend and build (its commit hash where the build names
+    one: sources print "b8038 (05a6f0e89)" and "05a6f0e89 (8038)" for the same build)."""
+    build = row.get("build") or ""
+    commit = re.search(r"\b[0-9a-f]{7,9}\b", build)
+    return row["device"], row["backend"], commit.group(0) if commit else build
 
 
 def ratios(rows: list[dict]) -> dict[int, float]:
