@@ -47,9 +47,10 @@ def run_key(row: dict) -> tuple:
     return row["device"], row["backend"], commit.group(0) if commit else build
 
 
-def ratios(rows: list[dict]) -> dict[int, float]:
-    """{id(row): measured / predicted tokens/s} with the constants fit_constants.py fits."""
-    constants = fit_constants.run()["fitted"]
+def ratios(rows: list[dict], constants: dict | None = None) -> dict[int, float]:
+    """{id(row): measured / predicted tokens/s} with the constants fit_constants.py fits
+    (given, or fitted here)."""
+    constants = constants or fit_constants.run()["fitted"]
     out = {}
     for r in rows:
         r.setdefault("n_depth", 0)
@@ -88,7 +89,8 @@ def band(rows: list[dict], ratio: dict[int, float]) -> dict:
 
 def main() -> int:
     rows = json.loads(DATA.read_text(encoding="utf-8"))["rows"]
-    ratio = ratios(rows)
+    constants = fit_constants.run()["fitted"]
+    ratio = ratios(rows, constants)
     print("| GPU | backend | model | test | measured t/s | measured / predicted | size printed / planned |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
@@ -104,7 +106,7 @@ def main() -> int:
     # companions also from the fitting set: its rows of the same GPU, backend and build
     fitting = [r for r in fit_constants.load()["rows"] if r["backend"] != "cpu" and r.get("build")
                and run_key(r) in {run_key(h) for h in rows}]
-    ratio.update(ratios(fitting))
+    ratio.update(ratios(fitting, constants))
     found = band(rows, ratio)
     print(f"\nthe band for hybrids on GPUs (p{found['tail']:g}-p{100 - found['tail']:g} of their ratios, joined with "
           "the backend's band): each GPU held out of the percentiles, its rows inside:")

@@ -129,15 +129,14 @@ def constants(prefill: float, decode: float):
         recurrent_work.PREFILL_CYCLES_PER_ELEMENT, recurrent_work.DECODE_CYCLES_PER_ELEMENT = saved
 
 
-def write(folder: Path, hybrid: str, ftype: str) -> Path:
-    if hybrid in REFERENCES:
-        path = folder / f"{hybrid}-{ftype}.gguf".replace(" ", "_")
-        if not path.exists():
-            write_model(path, **REFERENCES[hybrid], ftype=ftype)
-        return path
-    path = folder / f"{hybrid}-{ftype}.gguf".replace(" ", "_")
+def write(folder: Path, model: str, ftype: str) -> Path:
+    """The GGUF of a hybrid or a dense reference at this weight type (written once per folder)."""
+    path = folder / f"{model}-{ftype}.gguf".replace(" ", "_")
     if not path.exists():
-        write_hybrid_model(path, {**HYBRIDS, **REAL}[hybrid], ftype=ftype)
+        if model in REFERENCES:
+            write_model(path, **REFERENCES[model], ftype=ftype)
+        else:
+            write_hybrid_model(path, {**HYBRIDS, **REAL}[model], ftype=ftype)
     return path
 
 
