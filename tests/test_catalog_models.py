@@ -218,6 +218,35 @@ def test_published_sizes_are_used():
     assert seen >= 8
 
 
+def test_a_published_size_keeps_the_recipes_tensor_types():
+    """A Q4_K_M file resized to its published size keeps its Q6_K tensors (priced per type);
+    the two Qwen3 30B-A3B 2507 models, one sized by the recipe and one by its published
+    file, then get the same estimate. Another quant's file takes that quant's main type."""
+    import json
+    from pathlib import Path
+
+    from rooflight.catalog.hub_specs import resize_spec
+    from rooflight.estimate import Wishes, plan
+    from rooflight.hardware import profile_from_dict
+
+    sized, recipe = find_model("qwen3-30b-a3b-thinking-2507"), find_model("qwen3-30b-a3b-instruct-2507")
+    assert sized.published_size("Q4_K_M") and not recipe.published_size("Q4_K_M")
+
+    def types(spec):
+        return {t.name: t.ggml_type for t in spec.tensors}
+
+    assert types(sized.spec("Q4_K_M")) == types(recipe.spec("Q4_K_M"))
+    assert "Q6_K" in types(sized.spec("Q4_K_M")).values()
+    as_q8 = resize_spec(recipe.spec("Q4_K_M"), 32 * 10**9, quant="Q8_0")
+    assert set(types(as_q8).values()) == {"F32", "Q8_0"}
+
+    profile = Path(__file__).parent / "profiles" / "laptop-16gb-cpu.json"
+    hw = profile_from_dict(json.loads(profile.read_text()), measure_bandwidth=False)
+    a, b = (plan(m.spec("Q4_K_M"), hw, Wishes(n_ctx=4096, n_gpu_layers=0)).performance for m in (sized, recipe))
+    assert a.decode_tok_s == pytest.approx(b.decode_tok_s, rel=0.005)
+    assert a.prefill_tok_s == pytest.approx(b.prefill_tok_s, rel=0.005)
+
+
 def test_known_file_errors_fixed():
     """Issue 15's checks against the mirrored listings."""
     oss20, oss120 = find_model("gpt-oss-20b"), find_model("gpt-oss-120b")

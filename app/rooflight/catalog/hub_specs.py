@@ -6,8 +6,9 @@ model's real architecture, hyper-parameters and tensor shapes; every other quant
 of the same repository differs only in its weights' types and bytes, and the Hub's file
 listing says exactly how many bytes each file has. `resize_spec` spreads that exact size
 over the weight tensors in the proportions of the header that was read and gives them
-the quant's main type. KV cache, compute buffers and parameter counts (which do not
-depend on the quant) stay exact; weights are exact in total and close per layer.
+the quant's main type (a file of the header's own quant keeps each tensor's type). KV
+cache, compute buffers and parameter counts (which do not depend on the quant) stay
+exact; weights are exact in total and close per layer.
 The catalog uses the same resize when the Hub confirms a computed file size.
 """
 
@@ -46,6 +47,10 @@ def quant_base_type(quant: str | None) -> str | None:
     return m.group(1) if m else None
 
 
+def _label(quant: str) -> str:
+    return quant.upper().removeprefix("UD-")
+
+
 def resize_spec(
     spec: ModelSpec, file_bytes: int, *, quant: str | None = None, header_bytes: int | None = None
 ) -> ModelSpec:
@@ -63,7 +68,11 @@ def resize_spec(
     if scalable <= 0 or target <= 0:
         return replace(spec, file_bytes=file_bytes, file_type=(quant or spec.file_type).upper())
     k = target / scalable
-    base = quant_base_type(quant)
+    # Another quant than the spec's own: its tensors take that quant's main type. The spec's
+    # own quant (a recipe resized to its published file): each tensor keeps its recipe type,
+    # so a Q4_K_M file's Q6_K tensors stay Q6_K (the kernels price them per type).
+    same = quant is None or _label(quant) == _label(spec.file_type)
+    base = None if same else quant_base_type(quant)
     tensors = tuple(
         t if t.ggml_type in _FIXED_TYPES
         else TensorInfo(t.name, base or t.ggml_type, t.shape, round(t.n_bytes * k), t.layer)
@@ -71,7 +80,7 @@ def resize_spec(
     )
     return replace(
         spec, tensors=tensors, file_bytes=file_bytes,
-        file_type=(quant.upper().removeprefix("UD-") if quant else spec.file_type),
+        file_type=(_label(quant) if quant else spec.file_type),
     )
 
 

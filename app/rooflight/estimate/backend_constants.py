@@ -113,7 +113,7 @@ SYCL = BackendConstants(0.577, 160.5e-6, 0.590, 0.138, _FIT, moe_expert_overhead
 _CPU_BAND = ("constants fitted on the project's 2-core EPYC VM, datasheet shares on 19 published CPUs; "
              f"band: {_PCT} of those CPUs' leave-one-CPU-out ratios, checked on held-out CPUs")
 CPU = BackendConstants(1.15, 10e-6, 0.38, 0.42, "fitted on a 2-core EPYC VM, bench/accuracy.py",
-                       decode_band=(0.54, 2.0), prefill_band=(0.37, 2.2), band_basis=_CPU_BAND)
+                       decode_band=(0.54, 2.01), prefill_band=(0.37, 2.2), band_basis=_CPU_BAND)
 
 BACKENDS = {"cuda": CUDA, "metal": METAL, "rocm": ROCM, "vulkan": VULKAN, "sycl": SYCL, "cpu": CPU}
 
@@ -125,7 +125,7 @@ BACKENDS = {"cuda": CUDA, "metal": METAL, "rocm": ROCM, "vulkan": VULKAN, "sycl"
 # rows held out of them (bench/hybrid_gpu_check.py): p1-p99, 12 of 15 decode and 16 of 19
 # prompt rows inside.
 HYBRID_GPU_DECODE_BAND = (0.49, 1.34)
-HYBRID_GPU_PREFILL_BAND = (0.22, 1.93)
+HYBRID_GPU_PREFILL_BAND = (0.22, 1.92)
 HYBRID_GPU_BAND_BASIS = ("widened for a hybrid model's layers on a GPU, which the estimate does not fully price: "
                          "p1-p99 of published hybrid rows on 7 GPUs, checked on GPUs held out")
 
