@@ -247,6 +247,24 @@ def test_a_published_size_keeps_the_recipes_tensor_types():
     assert a.prefill_tok_s == pytest.approx(b.prefill_tok_s, rel=0.005)
 
 
+@pytest.mark.parametrize("model_id", ["nemotron-nano-9b-v2", "qwen2.5-0.5b", "qwen3-30b-a3b-instruct-2507"])
+def test_another_quant_scaled_from_a_header_is_typed_as_its_file(model_id):
+    """`rooflight search` estimates a repository's other files from one header (Q4_K_M):
+    scaled to a Q5_K_M, Q6_K or Q8_0 file, each tensor gets the type llama.cpp's quantizer
+    gives it there (the recipe's), fallbacks for rows a 256-block does not divide
+    included (this Nemotron's and Qwen2.5-0.5B's widths), and the bytes follow the types."""
+    from rooflight.catalog.hub_specs import resize_spec
+
+    model = find_model(model_id)
+    header = model._computed("Q4_K_M")
+    for quant in ("Q5_K_M", "Q6_K", "Q8_0"):
+        own = model._computed(quant)
+        scaled = resize_spec(header, own.file_bytes, quant=quant)
+        assert [t.ggml_type for t in scaled.tensors] == [t.ggml_type for t in own.tensors], quant
+        for a, b in zip(scaled.tensors, own.tensors, strict=True):
+            assert a.n_bytes == pytest.approx(b.n_bytes, rel=1e-3, abs=2), (quant, a.name)
+
+
 def test_known_file_errors_fixed():
     """Issue 15's checks against the mirrored listings."""
     oss20, oss120 = find_model("gpt-oss-20b"), find_model("gpt-oss-120b")

@@ -5,10 +5,12 @@ repository with 25 quantizations is not read 25 times to rank it. One header giv
 model's real architecture, hyper-parameters and tensor shapes; every other quantization
 of the same repository differs only in its weights' types and bytes, and the Hub's file
 listing says exactly how many bytes each file has. `resize_spec` spreads that exact size
-over the weight tensors in the proportions of the header that was read and gives them
-the quant's main type (a file of the header's own quant keeps each tensor's type). KV
-cache, compute buffers and parameter counts (which do not depend on the quant) stay
-exact; weights are exact in total and close per layer.
+over the weight tensors of the header that was read, each typed as that quant's file
+would have it (the header's main type becomes the quant's; the tensors its mix gave more
+bits keep them; llama.cpp's fallbacks for rows a block does not divide), a file of the
+header's own quant keeping every tensor's type. KV cache, compute buffers and parameter
+counts (which do not depend on the quant) stay exact; weights are exact in total and
+close per layer.
 The catalog uses the same resize when the Hub confirms a computed file size.
 """
 
@@ -18,6 +20,7 @@ import re
 from dataclasses import fields, replace
 from typing import Any
 
+from rooflight.gguf.quant_recipe import type_block_size
 from rooflight.gguf.spec import ModelSpec, TensorInfo
 
 # The tensor type most weights get in a file of this quant (llama.cpp's
@@ -51,10 +54,62 @@ def _label(quant: str) -> str:
     return quant.upper().removeprefix("UD-")
 
 
+# llama-quant.cpp tensor_type_fallback(): the type a tensor gets when its rows (ne0) do not
+# fill whole blocks of the type it was meant to get; F16 when the fallback does not fit either
+_FALLBACK = {
+    **dict.fromkeys(("IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ4_XS"), "IQ4_NL"),
+    **dict.fromkeys(("Q2_K", "Q3_K", "TQ1_0", "TQ2_0"), "Q4_0"),
+    "MXFP4": "Q8_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0", "NVFP4": "Q8_0",
+}
+
+
+def _fits(type_name: str, ne0: int) -> bool:
+    return ne0 % type_block_size(type_name)[0] == 0
+
+
+def _with_fallback(type_name: str, ne0: int) -> str:
+    if _fits(type_name, ne0):
+        return type_name
+    fallback = _FALLBACK.get(type_name, "F16")
+    return fallback if _fits(fallback, ne0) else "F16"
+
+
+def _bits(type_name: str) -> float:
+    block, size = type_block_size(type_name)
+    return 8 * size / block
+
+
+def _main_type(spec: ModelSpec) -> str:
+    """The type most of the spec's weight bytes are in (its file's main type)."""
+    by_type: dict[str, int] = {}
+    for t in spec.tensors:
+        if t.ggml_type not in _FIXED_TYPES:
+            by_type[t.ggml_type] = by_type.get(t.ggml_type, 0) + t.n_bytes
+    return max(by_type, key=by_type.__getitem__)
+
+
+def _retype(t: TensorInfo, source: str, target: str) -> str:
+    """The type tensor t of a file whose main type is `source` has in the same model's file
+    of main type `target`: the main type's tensors (and their fallbacks for rows a block does
+    not divide) take the target; a tensor the source's mix gave more bits (a Q4_K_M file's
+    Q6_K output, attention V and half its FFN down) keeps its type unless the target has
+    more; the target's fallbacks apply."""
+    ne0 = t.shape[0]
+    main = t.ggml_type in (source, _with_fallback(source, ne0))
+    if main or _bits(t.ggml_type) < _bits(target):
+        return _with_fallback(target, ne0)
+    return t.ggml_type
+
+
 def resize_spec(
     spec: ModelSpec, file_bytes: int, *, quant: str | None = None, header_bytes: int | None = None
 ) -> ModelSpec:
     """`spec` as a file of `file_bytes` bytes (and of quant `quant`, if given).
+
+    Another quant than the spec's own re-types its tensors as that quant's file would have
+    them (_retype); the spec's own quant (a recipe resized to its published file) keeps
+    every tensor's type. Each tensor's bytes follow its type, then all are scaled by one
+    factor to the file's size.
 
     header_bytes: bytes of the target file that are not tensor data (header, padding);
     default: the same as `spec`'s own file, which for a spec built from hyper-parameters
@@ -63,25 +118,23 @@ def resize_spec(
     """
     overhead = max(0, spec.file_bytes - spec.tensor_bytes) if header_bytes is None else header_bytes
     fixed = sum(t.n_bytes for t in spec.tensors if t.ggml_type in _FIXED_TYPES)
-    scalable = spec.tensor_bytes - fixed
-    target = file_bytes - overhead - fixed
-    if scalable <= 0 or target <= 0:
+    target_bytes = file_bytes - overhead - fixed
+    if spec.tensor_bytes - fixed <= 0 or target_bytes <= 0:
         return replace(spec, file_bytes=file_bytes, file_type=(quant or spec.file_type).upper())
-    k = target / scalable
-    # Another quant than the spec's own: its tensors take that quant's main type. The spec's
-    # own quant (a recipe resized to its published file): each tensor keeps its recipe type,
-    # so a Q4_K_M file's Q6_K tensors stay Q6_K (the kernels price them per type).
     same = quant is None or _label(quant) == _label(spec.file_type)
-    base = None if same else quant_base_type(quant)
+    target = None if same else quant_base_type(quant)
+    source = quant_base_type(spec.file_type) or _main_type(spec)
+    typed = []  # (tensor, its type in the target file, its bytes at that type before scaling)
+    for t in spec.tensors:
+        new = t.ggml_type if t.ggml_type in _FIXED_TYPES or target is None else _retype(t, source, target)
+        typed.append((t, new, t.n_bytes if new == t.ggml_type else t.n_elements * _bits(new) / 8))
+    k = target_bytes / sum(b for t, new, b in typed if new not in _FIXED_TYPES)
     tensors = tuple(
-        t if t.ggml_type in _FIXED_TYPES
-        else TensorInfo(t.name, base or t.ggml_type, t.shape, round(t.n_bytes * k), t.layer)
-        for t in spec.tensors
+        t if new in _FIXED_TYPES else TensorInfo(t.name, new, t.shape, round(b * k), t.layer)
+        for t, new, b in typed
     )
-    return replace(
-        spec, tensors=tensors, file_bytes=file_bytes,
-        file_type=(_label(quant) if quant else spec.file_type),
-    )
+    return replace(spec, tensors=tensors, file_bytes=file_bytes,
+                   file_type=(_label(quant) if quant else spec.file_type))
 
 
 # ---- the disk form of a ModelSpec (hub_cache "specs") -----------------------------------
