@@ -265,6 +265,23 @@ def test_another_quant_scaled_from_a_header_is_typed_as_its_file(model_id):
             assert a.n_bytes == pytest.approx(b.n_bytes, rel=1e-3, abs=2), (quant, a.name)
 
 
+def test_gpt_oss_files_keep_their_mxfp4_experts_whatever_their_label():
+    """A gpt-oss file labelled Q4_K_M or F16 keeps the released MXFP4 experts (its quantizers
+    say so); the label says what the other tensors became (Q4_K, with llama.cpp's Q5_0
+    fallback for its 2880-wide rows; F16). The MXFP4 file is the release: Q8_0 besides."""
+    model = find_model("gpt-oss-20b")
+
+    def types(quant):
+        return {t.ggml_type for t in model.spec(quant).tensors if t.ggml_type != "F32"}
+
+    experts = {t.ggml_type for t in model.spec("Q4_K_M").tensors if t.name.endswith("_exps.weight")}
+    assert experts == {"MXFP4"}
+    assert types("Q4_K_M") == {"MXFP4", "Q4_K", "Q5_0"}
+    assert types("MXFP4") == {"MXFP4", "Q8_0"}
+    if "F16" in model.quants:
+        assert types("F16") == {"MXFP4", "F16"}
+
+
 def test_known_file_errors_fixed():
     """Issue 15's checks against the mirrored listings."""
     oss20, oss120 = find_model("gpt-oss-20b"), find_model("gpt-oss-120b")

@@ -51,7 +51,14 @@ def quant_base_type(quant: str | None) -> str | None:
 
 
 def _label(quant: str) -> str:
-    return quant.upper().removeprefix("UD-")
+    label = quant.upper().removeprefix("UD-")
+    return "MXFP4" if label == "MXFP4_MOE" else label  # gpt-oss as released, either name
+
+
+# Types a quantizer leaves as released whatever the file's label: gpt-oss's MXFP4 experts
+# (its quantizers say so on their model cards: catalog/models.py); the label then says what
+# the other tensors became.
+_KEPT_TYPES = ("MXFP4",)
 
 
 # llama-quant.cpp tensor_type_fallback(): the type a tensor gets when its rows (ne0) do not
@@ -80,12 +87,12 @@ def _bits(type_name: str) -> float:
 
 
 def _main_type(spec: ModelSpec) -> str:
-    """The type most of the spec's weight bytes are in (its file's main type)."""
+    """The type most of the spec's requantizable weight bytes are in (its file's main type)."""
     by_type: dict[str, int] = {}
     for t in spec.tensors:
-        if t.ggml_type not in _FIXED_TYPES:
+        if t.ggml_type not in _FIXED_TYPES + _KEPT_TYPES:
             by_type[t.ggml_type] = by_type.get(t.ggml_type, 0) + t.n_bytes
-    return max(by_type, key=by_type.__getitem__)
+    return max(by_type, key=by_type.__getitem__) if by_type else ""
 
 
 def _retype(t: TensorInfo, source: str, target: str) -> str:
@@ -123,10 +130,13 @@ def resize_spec(
         return replace(spec, file_bytes=file_bytes, file_type=(quant or spec.file_type).upper())
     same = quant is None or _label(quant) == _label(spec.file_type)
     target = None if same else quant_base_type(quant)
-    source = quant_base_type(spec.file_type) or _main_type(spec)
+    source = quant_base_type(spec.file_type)
+    if source is None or source in _KEPT_TYPES:
+        source = _main_type(spec)
     typed = []  # (tensor, its type in the target file, its bytes at that type before scaling)
     for t in spec.tensors:
-        new = t.ggml_type if t.ggml_type in _FIXED_TYPES or target is None else _retype(t, source, target)
+        new = (t.ggml_type if target is None or t.ggml_type in _FIXED_TYPES + _KEPT_TYPES
+               else _retype(t, source, target))
         typed.append((t, new, t.n_bytes if new == t.ggml_type else t.n_elements * _bits(new) / 8))
     k = target_bytes / sum(b for t, new, b in typed if new not in _FIXED_TYPES)
     tensors = tuple(
