@@ -16,7 +16,6 @@ the recipe's types are the reference, so this isolates what the resize itself lo
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -24,8 +23,9 @@ from pathlib import Path
 from rooflight.catalog import load_catalog
 from rooflight.catalog.arch_support import unavailable_reason
 from rooflight.catalog.hub_specs import resize_spec
+from rooflight.errors import BadInputError
 from rooflight.estimate import Calibration, Wishes, plan
-from rooflight.hardware import detect, profile_from_dict
+from rooflight.hardware import detect, load_profile
 from rooflight.store.probes import probe_status
 
 TARGETS = ("Q4_0", "Q4_K_S", "Q5_K_M", "Q6_K", "Q8_0", "F16")
@@ -37,7 +37,11 @@ def main() -> int:
     ap.add_argument("--header", default="Q4_K_M", help="the quant whose header is read (default Q4_K_M)")
     args = ap.parse_args()
     if args.hardware:
-        hw, cal = profile_from_dict(json.loads(args.hardware.read_text()), measure_bandwidth=False), None
+        try:
+            hw, cal = load_profile(args.hardware, measure_bandwidth=False), None
+        except BadInputError as exc:
+            print(exc, file=sys.stderr)
+            return 2
     else:
         hw = detect()
         probe = probe_status(hw).probe

@@ -43,7 +43,7 @@ def quant_base_type(quant: str | None) -> str | None:
     """'Q4_K_M' -> 'Q4_K', 'UD-Q4_K_XL' -> 'Q4_K', 'IQ2_M' -> 'IQ2_S'; None if unknown."""
     if not quant:
         return None
-    q = quant.upper().removeprefix("UD-")
+    q = _label(quant)
     if q in _BASE_TYPE:
         return _BASE_TYPE[q]
     m = _K_QUANT.match(q)
