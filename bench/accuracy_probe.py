@@ -299,13 +299,14 @@ def record_files(paths: list[str] | None = None) -> list[Path]:
 
 
 def load_record(path: Path) -> tuple[dict, HardwareProfile, MachineProbe]:
-    """A saved record, its machine's hardware profile and the probe its run stood on;
-    ValueError (one sentence naming the file) for a file that is not one."""
+    """A saved record, its machine's hardware profile and the probe its run stood on (as it
+    was, whatever PROBE_METHOD derived it: its `method` says which); ValueError (one sentence
+    naming the file) for a file that is not one."""
     try:
         rec = json.loads(path.read_text(encoding="utf-8"))
         hw = profile_from_dict(rec["hardware"], detect_cpu_if_missing=False, measure_bandwidth=False,
                                origin=str(path))
-        return rec, hw, MachineProbe.from_dict(rec["probe"])
+        return rec, hw, MachineProbe.from_dict(rec["probe"], any_method=True)
     except (OSError, ValueError, KeyError, TypeError, RooflightError) as exc:
         raise ValueError(f"{path} is not a saved accuracy record ({type(exc).__name__}: {exc}); "
                          "bench/accuracy_probe.py --save writes them.") from exc

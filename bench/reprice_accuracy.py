@@ -10,18 +10,21 @@ profile and probe, the same wishes), and its new estimate is printed beside the 
 printed and the measured median, as predicted / measured - 1, with the median errors and the
 count inside the printed range, old and new. A change that helps one shape and hurts others
 shows here first; the saved runs are measurements no constant of the change was fitted on
-unless the change says so.
+unless the change says so. A record whose probe an older PROBE_METHOD derived is priced with
+its figures as they were, and says so: a change of method changes what a figure is per.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 from rooflight.estimate import Calibration, plan
+from rooflight.estimate.probe import PROBE_METHOD
 from rooflight.gguf import load_model_spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -96,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(exc, file=sys.stderr)
                 unreadable += 1
                 continue
-            print(f"\n{f.name}")
+            method = json.loads(f.read_text(encoding="utf-8"))["probe"].get("method", 1)
+            print(f"\n{f.name}" + (f"  (its probe: method {method}, priced as it was; now {PROBE_METHOD})"
+                                    if method != PROBE_METHOD else ""))
             print(f"{'model':24}{'pos':>6} | {'decode: run / now':>20} | {'prefill: run / now':>20}")
             for r in rows:
                 cells = [f"{o / m - 1:+8.1%}{'' if oi else '*'} {n / m - 1:+8.1%}{'' if ni else '*'}"

@@ -150,10 +150,18 @@ def test_kv_cache_type(models):
 
 
 def test_flash_attention(models):
+    """Offered where it makes the model fit: on this tiny model flash attention decodes slower
+    on a CPU (measured x0.56 of off after a 512-token prompt on the Zen 4 VM, estimated
+    x0.75), so with room to spare its memory alone does not earn a card."""
     path = models["kv-heavy"]
-    a, before = _advice(path, Wishes(n_ctx=4096, flash_attn="off"))
+    spec = load_model_spec(str(path))
+    need = {fa: plan(spec, HOST, Wishes(n_ctx=4096, flash_attn=fa)).memory.total_bytes for fa in ("off", "on")}
+    tight = replace(HOST, cpu=replace(HOST.cpu, ram_total_bytes=2 * GiB,
+                                      ram_available_bytes=512 * MiB + (need["off"] + need["on"]) // 2))
+    a, before = _advice(path, Wishes(n_ctx=4096, flash_attn="off"), tight)
+    assert a.baseline.fit == "too_large"
     card = _card(a, "flash_attn")
-    assert card.settings["flash_attn"] is True
+    assert card.settings["flash_attn"] is True and card.after["fit"] == "cpu_only"
     assert -_check_memory_pair(path, before, card) > 0
 
 

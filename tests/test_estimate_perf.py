@@ -9,7 +9,7 @@ from rooflight.estimate.kv import kv_bytes_read_per_token
 from rooflight.estimate.layers import layer_table
 from rooflight.estimate.perf import BACKENDS, SAMPLING_S_PER_VOCAB, Ratio, decode_time_s
 from rooflight.gguf.from_hparams import spec_from_hparams
-from test_estimate_memory import GiB, llama, machine
+from test_estimate_memory import GiB, gemma_like, llama, machine
 
 
 def test_decode_time_is_bytes_over_bandwidth_plus_fixed_cost_cpu():
@@ -289,9 +289,10 @@ def test_narrow_heads_accumulate_v_in_scalar_code_past_the_f16_simd_block():
     def units(spec, isa, c=cfg):
         return cpu_attention_units(spec, c, 1000, isa)
 
-    # every V element of every query head and cell, scalar: n_head x 64 x the cycles each
+    # every V element of every query head and cell, scalar: n_head x 64 x the cycles each (the
+    # cells of 2 threads' split of a 1024-cell view: cpu_attention_cells)
     extra = units(narrow, fp16) - units(narrow, avx512)
-    assert extra == pytest.approx(4 * 1000 * 16 * 64 * SCALAR_V_CYCLES, rel=0.01)
+    assert extra == pytest.approx(4 * 1024 * 16 * 64 * SCALAR_V_CYCLES, rel=0.01)
     assert units(narrow, avx512) == units(narrow, ("avx2",)) == units(narrow, ())
     assert units(wide, fp16) == units(wide, avx512)  # 128 wide: whole blocks everywhere
     # only the flash-attention decode path with an F16 cache accumulates in F16
@@ -303,3 +304,47 @@ def test_narrow_heads_accumulate_v_in_scalar_code_past_the_f16_simd_block():
                     Wishes(n_ctx=8192, n_threads=2, prompt_tokens=4096, flash_attn="on")).performance.decode_tok_s
           for isa in (fp16, avx512)}
     assert on[fp16] < 0.9 * on[avx512]
+
+
+def test_cpu_decode_attention_costs_the_busiest_threads_chunk_of_the_cache_view():
+    """llama.cpp's CPU flash attention splits a token's cache view (padded to 256 cells) into
+    one chunk per thread from 512 cells on, and skips masked cells: the token waits for the
+    fullest chunk. Measured on the Zen 4 VM (bench/attention_split.py): with 2 threads decode
+    after 530 positions cost what after 740 did; with 1 thread it grew with the positions."""
+    from rooflight.estimate.perf import cpu_attention_cells
+
+    spec = llama(n_layer=2)
+    two = RunConfig(n_ctx=4096, n_gpu_layers=0, n_threads=2, flash_attn=True)
+    one = replace(two, n_threads=1)
+    assert cpu_attention_cells(spec, two, 530) == cpu_attention_cells(spec, two, 740) == (768, 768)
+    assert cpu_attention_cells(spec, one, 530) == (530, 530)
+    assert cpu_attention_cells(spec, replace(two, n_threads=16), 530) == (768, 768)
+    assert cpu_attention_cells(spec, two, 300) == (512, 512)  # a 512-cell view: the first chunk of 256 full
+    assert cpu_attention_cells(spec, two, 200) == (200, 200)  # under 512 cells: heads shared, no split
+    # a quantized cache takes the other path; without flash attention the mat-muls see every cell
+    assert cpu_attention_cells(spec, replace(two, kv_type="q8_0"), 530) == (530, 530)
+    assert cpu_attention_cells(spec, replace(two, flash_attn=False), 530) == (768, 768)
+
+
+def test_a_sliding_window_layer_costs_its_window_or_the_busiest_chunk_around_it():
+    """A Gemma 3 window of 512 in its 1024-cell cache: the kernel visits the window, which
+    lies in one thread's chunk; bench/swa_attention.py measured the windowed model's extra
+    time at 4096 positions as 0.290 of the full model's with 1 thread (0.265 priced, 0.369
+    by the whole cache) and 0.358 with 2 (0.358 priced)."""
+    from rooflight.estimate.kv import kv_cells_attended, kv_reads_by_layer, window_positions
+    from rooflight.estimate.perf import cpu_attention_cells
+
+    spec = gemma_like()
+    two = RunConfig(n_ctx=8192, n_gpu_layers=0, n_threads=2, flash_attn=True)
+    visited = kv_cells_attended(spec, two, 4096)
+    assert visited[:6] == (512,) * 5 + (4096,)
+    assert cpu_attention_cells(spec, replace(two, n_threads=1), 4096)[:6] == (512,) * 5 + (4096,)
+    assert cpu_attention_cells(spec, two, 4096)[:6] == (1024,) * 5 + (4352,)
+    # the bytes it reads are the visited cells'; a GPU's reads stay the padded view's
+    row = 2 * 256 * 2  # K and V, one head of 256, f16
+    assert kv_reads_by_layer(spec, two, 4096, attended=True)[0] == 512 * row
+    assert kv_reads_by_layer(spec, two, 4096)[0] == 1024 * row
+    # llama4's chunked window: the positions since its chunk began
+    chunked = replace(spec, swa_type="chunked")
+    assert window_positions(chunked, 0, 8192 + 100) == 100 % 512 + 1
+    assert window_positions(spec, 5, 4096) is None  # a full layer

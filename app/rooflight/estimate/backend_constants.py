@@ -113,7 +113,7 @@ SYCL = BackendConstants(0.577, 160.5e-6, 0.590, 0.138, _FIT, moe_expert_overhead
 _CPU_BAND = ("constants fitted on the project's 2-core EPYC VM, datasheet shares on 19 published CPUs; "
              f"band: {_PCT} of those CPUs' leave-one-CPU-out ratios, checked on held-out CPUs")
 CPU = BackendConstants(1.15, 10e-6, 0.38, 0.42, "fitted on a 2-core EPYC VM, bench/accuracy.py",
-                       decode_band=(0.54, 2.01), prefill_band=(0.37, 2.2), band_basis=_CPU_BAND)
+                       decode_band=(0.53, 2.01), prefill_band=(0.37, 2.2), band_basis=_CPU_BAND)
 
 BACKENDS = {"cuda": CUDA, "metal": METAL, "rocm": ROCM, "vulkan": VULKAN, "sycl": SYCL, "cpu": CPU}
 

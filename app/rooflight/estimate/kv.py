@@ -130,12 +130,42 @@ def kv_cells_seen(spec: ModelSpec, cfg: RunConfig, position: int, *, padded: boo
     return tuple(map(min, cells, itertools.repeat(seen)))
 
 
-def kv_reads_by_layer(spec: ModelSpec, cfg: RunConfig, position: int) -> tuple[float, ...]:
-    """kv_bytes_read_per_token for every layer at once."""
+def window_positions(spec: ModelSpec, layer: int, position: int) -> int | None:
+    """How many positions the mask leaves a sliding-window layer's token at `position`
+    (llama_hparams::is_masked_swa): the last `window` with the standard window, those since
+    the chunk began with llama4's chunked one, half the window back with the symmetric one;
+    None for a layer that sees the whole context."""
+    if not (spec.sliding_window and spec.swa_layers and spec.swa_layers[layer]):
+        return None
+    window = spec.sliding_window
+    if spec.swa_type == "chunked":
+        return position % window + 1
+    if spec.swa_type == "symmetric":
+        return window // 2 + 1
+    return window
+
+
+def kv_cells_attended(spec: ModelSpec, cfg: RunConfig, position: int) -> tuple[int, ...]:
+    """Per layer, the cached positions llama.cpp's CPU flash-attention kernel works on when
+    generating at `position`: it skips a masked cell before reading it (ggml-cpu/ops.cpp,
+    flash_attn_ext_f16_one_chunk: `if (mv == -INFINITY) continue;`), so a sliding-window
+    layer costs its window, not its cache of window + n_ubatch cells. (Without flash
+    attention the two mat-muls run over every cell, masked or not: kv_cells_seen.)"""
+    seen = kv_cells_seen(spec, cfg, position, padded=False)
+    return tuple(s if (w := window_positions(spec, il, max(position, 1))) is None else min(s, w)
+                 for il, s in enumerate(seen))
+
+
+def kv_reads_by_layer(spec: ModelSpec, cfg: RunConfig, position: int, *, attended: bool = False) -> tuple[float, ...]:
+    """kv_bytes_read_per_token for every layer at once; attended: only the cells a CPU
+    flash-attention kernel reads (kv_cells_attended) rather than the padded range."""
     cells, rows, _, state_io = _kv_table(spec, cfg)
-    seen = padded_ctx(max(position, 1))
+    if attended:
+        seen_cells = kv_cells_attended(spec, cfg, position)
+    else:
+        seen_cells = tuple(map(min, cells, itertools.repeat(padded_ctx(max(position, 1)))))
     # layers without a cache have 0 cells and 0.0 bytes per cell: they read 0.0
-    reads = tuple(map(operator.mul, map(min, cells, itertools.repeat(seen)), rows))
+    reads = tuple(map(operator.mul, seen_cells, rows))
     if spec.recurrent_layers:
         reads = tuple(map(operator.add, reads, state_io))
     return reads

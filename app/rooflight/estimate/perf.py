@@ -52,7 +52,7 @@ from rooflight.estimate.kernel_calibration import (
 )
 from rooflight.estimate.kernel_calibration import MIN_COVERAGE as _MIN_KERNEL_COVERAGE
 from rooflight.estimate.kernel_calibration import factor as _kernel_factor
-from rooflight.estimate.kv import kv_cells_seen, kv_reads_by_layer
+from rooflight.estimate.kv import kv_cells_attended, kv_cells_seen, kv_reads_by_layer
 from rooflight.estimate.layers import cpu_cycles_per_weight, layer_table
 from rooflight.estimate.memory import MemoryPlan
 from rooflight.estimate.network import step_cost
@@ -466,6 +466,8 @@ def decode_parts_s(
     fixed = _fixed or _decode_fixed(spec, hardware, mem, cfg, probe)
     reads = dict(fixed.reads)
     kv_reads = kv_reads_by_layer(spec, cfg, position)
+    # the CPU's flash attention reads only the cells the mask leaves (kv_cells_attended)
+    cpu_kv_reads = kv_reads_by_layer(spec, cfg, position, attended=True) if cfg.flash_attn else kv_reads
     kv_runs = device_runs(devices[: spec.n_layer]) if cfg.offload_kqv else ((CPU, 0, spec.n_layer),)
     attention_cycles = 0.0
     parts = {"memory": 0.0, "compute": 0.0, "overhead": fixed.overhead}
@@ -481,7 +483,7 @@ def decode_parts_s(
             else:
                 parts["compute"] += cyc / (_cpu_threads(hardware, cfg) * _cpu_hz(hardware))
             continue
-        reads[dev] = sum(kv_reads[start:end], reads.get(dev, 0.0))
+        reads[dev] = sum((cpu_kv_reads if dev == CPU else kv_reads)[start:end], reads.get(dev, 0.0))
         if dev == CPU:
             attention_cycles += _cpu_attention_cycles(spec, cfg, position, start, end, hardware.cpu.isa)
     if fixed.cpu_weights is not None:
@@ -565,11 +567,44 @@ def f16_simd_block(isa: Iterable[str]) -> int | None:
     return None
 
 
+# llama.cpp's CPU flash attention gives each thread one contiguous chunk of a token's cache
+# view when the view holds this many cells or more (ggml-cpu/ops.cpp, use_split_kv_path: one
+# query row, K and V both F16 or F32), and a thread skips the masked cells of its chunk; the
+# token waits for the thread whose chunk holds the most cells it must visit. Below it, or
+# with a quantized cache, the threads share the query heads and each visits every unmasked
+# cell. Measured on the 2-core Zen 4 VM (2026-12-06, an attention-only model, 16 heads of
+# 128): with 2 threads, decode after 530 cached positions cost what it cost after 740, and
+# after 790 what after 1000 (the view steps at 768 and 1024 cells); with 1 thread it grew
+# with the positions. bench/swa_attention.py checks the sliding-window half.
+SPLIT_KV_MIN_CELLS = 512
+
+
+def cpu_attention_cells(spec: ModelSpec, cfg: RunConfig, position: int) -> tuple[int, ...]:
+    """Per layer, the cached cells one token's CPU decode attention costs at `position`,
+    counted as if its threads shared them evenly (what _ATTENTION_CYCLES are per).
+
+    Flash attention on: the cells the mask leaves (kv.kv_cells_attended: a sliding-window
+    layer's window, not its window + n_ubatch cache), except on the split path, where the
+    busiest thread's chunk sets the time: threads x min(chunk, cells visited), taking a
+    window as lying within one chunk. So with 2 threads a Gemma 3 layer's 512-token window in
+    its 1024-cell cache costs the whole cache, with 1 thread the window; and a full layer
+    costs its view padded to 256 cells (llama_kv_cache::get_n_kv), not its positions. Off:
+    the two mat-muls run over every cell of the view, masked or not."""
+    views = kv_cells_seen(spec, cfg, position + 1)  # the cache holds the token being generated
+    if not cfg.flash_attn:
+        return views
+    visited = kv_cells_attended(spec, cfg, position)
+    if cfg.kv_type != "f16":
+        return visited
+    threads = max(1, cfg.n_threads)
+    return tuple(threads * min(-(-view // threads), cells) if view >= SPLIT_KV_MIN_CELLS else cells
+                 for cells, view in zip(visited, views, strict=True))
+
+
 def _cpu_attention_cycles(spec: ModelSpec, cfg: RunConfig, position: int, start: int, end: int,
                           isa: Iterable[str] = ()) -> float:
     """Cycles for attention over the cached positions of layers [start, end) for one token."""
-    # the kernel skips masked cells (padding, positions not yet written) before any work
-    seen = kv_cells_seen(spec, cfg, position, padded=False)
+    seen = cpu_attention_cells(spec, cfg, position)
     per_element, per_mac = _ATTENTION_CYCLES[bool(cfg.flash_attn)]
     block = f16_simd_block(isa) if cfg.flash_attn and cfg.kv_type == "f16" else None
     cycles = 0.0

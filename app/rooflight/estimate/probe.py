@@ -51,8 +51,12 @@ KEEP = 3
 # twice the last-level cache (runtime/probe.attention_shape); method 2's cache-resident
 # figure priced real models' decode attention 1.2-1.8x fast. 4: the models load with
 # op_offload off; on a GPU build, method 3's prompt figures had the GPU's matmuls in them
-# (its CPU-only machines measure the same again, once). Older probes are measured again.
-PROBE_METHOD = 4
+# (its CPU-only machines measure the same again, once). 5: decode attention units count the
+# cells of the busiest thread's chunk of the cache view (perf.cpu_attention_cells); with 2 or
+# more threads, method 4's long-cache figure was per 1040-1170 positions where the kernel
+# walked a 1280-cell view, and priced attention 10-20% dear under the new units. Older
+# probes are measured again.
+PROBE_METHOD = 5
 
 @dataclass(frozen=True)
 class Repeats:
@@ -337,8 +341,11 @@ class MachineProbe:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> MachineProbe:
-        if int(d.get("method", 1)) != PROBE_METHOD:
+    def from_dict(cls, d: dict, *, any_method: bool = False) -> MachineProbe:
+        """any_method: read a probe of an older PROBE_METHOD as it is (bench tools reading
+        the kept accuracy records; the app measures such a probe again instead)."""
+        method = int(d.get("method", 1))
+        if method != PROBE_METHOD and not any_method:
             raise ValueError("a probe derived by other arithmetic than this version's: measure again")
         return cls(
             machine=d["machine"], build=d["build"], n_threads=int(d["n_threads"]),
@@ -348,7 +355,7 @@ class MachineProbe:
             fixed=FixedCosts(**d["fixed"]), spread=float(d["spread"]),
             disturbed=bool(d["disturbed"]), created_at=float(d.get("created_at", 0.0)),
             duration_s=float(d.get("duration_s", 0.0)), notes=tuple(d.get("notes", ())),
-            encode=EncodeFigure(**d["encode"]) if d.get("encode") else None, method=PROBE_METHOD,
+            encode=EncodeFigure(**d["encode"]) if d.get("encode") else None, method=method,
             expert_costs=tuple((str(k), float(v)) for k, v in d.get("expert_costs", ())),
             extra_buffers=bool(d.get("extra_buffers", True)),
             gpus=tuple(GpuFigures.from_dict(g) for g in d.get("gpus", ())),

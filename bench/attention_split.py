@@ -1,0 +1,88 @@
+"""CPU decode attention across the 256-cell steps of llama.cpp's cache view, at each thread
+count: does the estimator's price per attention unit stay flat over positions?
+
+    python bench/attention_split.py [--rounds 5] [--threads 1,2]
+
+With flash attention on and a view of 512 cells or more, llama.cpp gives each thread one
+contiguous chunk of the view (ggml-cpu/ops.cpp, use_split_kv_path), and the view grows in
+steps of 256 cells (llama_kv_cache::get_n_kv): with 2 threads a token after 530 positions
+waits for a first chunk of 384 cells, as one after 740 does. perf.cpu_attention_cells prices
+that; the rule before priced the positions. One attention-only model (8 layers of 16 heads of
+128, F16, tiny feed-forward blocks), decode of 16 tokens after each prompt, the median of
+--rounds, interleaved round by round. Per prompt: the extra time over a 16-token cache and
+that time per attention unit under each rule (microseconds per million units); the right
+rule gives one figure at every position, so the spread (largest / smallest) is printed for
+each. Nothing is fitted. Prints the 1-minute load average before the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from rooflight.estimate import Wishes, plan
+from rooflight.estimate.perf import cpu_attention_units
+from rooflight.gguf import load_model_spec
+from rooflight.gguf.synthetic import write_model
+from rooflight.hardware import detect
+from rooflight.runtime.measure import measure
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from attention_delta import whole_cache  # noqa: E402
+
+SHORT, GEN = 16, 16
+PROMPTS = (240, 480, 530, 740, 790, 1000, 1040)
+SHAPE = dict(n_layer=8, n_embd=256, n_head=16, n_head_kv=16, head_dim=128, n_ff=256, ftype="F16")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
+    args = ap.parse_args()
+    try:
+        thread_counts = [int(t) for t in args.threads.split(",")]
+    except ValueError:
+        ap.error("--threads takes whole numbers separated by commas, such as 1,2")
+    if args.rounds < 1 or min(thread_counts) < 1:
+        ap.error("--rounds and every thread count must be at least 1")
+    hw = detect()
+    print(f"load average before: {os.getloadavg()[0]:.2f}; {hw.cpu.name}")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write_model(Path(tmp) / "attention.gguf", context_length=4096, tiled=True, **SHAPE)
+        spec = load_model_spec(str(path))
+        cfgs = {t: plan(spec, hw, Wishes(n_ctx=2048, n_gpu_layers=0, prompt_tokens=512, gen_tokens=GEN,
+                                         flash_attn="on", n_threads=t)).config for t in thread_counts}
+        times: dict[tuple[int, int], list[float]] = {}
+        for _ in range(args.rounds):
+            for t, cfg in cfgs.items():
+                for prompt in (SHORT, *PROMPTS):
+                    got = measure(path, cfg, prompt_tokens=prompt, gen_tokens=GEN)
+                    times.setdefault((t, prompt), []).append(1 / got.decode_tok_s)
+
+    def units(cfg, prompt: int) -> float:
+        """Mean attention units of the GEN tokens after `prompt` positions."""
+        return statistics.fmean(cpu_attention_units(spec, cfg, prompt + i, hw.cpu.isa) for i in range(GEN))
+
+    for t, cfg in cfgs.items():
+        print(f"\n{t} thread(s): {'prompt':>6} {'extra ms':>9} {'us/Munit now':>13} {'us/Munit before':>16}")
+        base = statistics.median(times[(t, SHORT)])
+        now, before = [], []
+        for prompt in PROMPTS:
+            extra = statistics.median(times[(t, prompt)]) - base
+            per_now = extra / (units(cfg, prompt) - units(cfg, SHORT)) * 1e12
+            with whole_cache():
+                per_before = extra / (units(cfg, prompt) - units(cfg, SHORT)) * 1e12
+            now.append(per_now)
+            before.append(per_before)
+            print(f"{'':13} {prompt:6d} {extra * 1e3:9.2f} {per_now:13.1f} {per_before:16.1f}")
+        print(f"{'':13} spread (largest / smallest): now x{max(now) / min(now):.2f}, before x{max(before) / min(before):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
