@@ -83,7 +83,7 @@ class ProbeStore:
         if stored:
             # stored for this machine and build, but measured the way an older version did
             return ProbeStatus(None, "outdated", "The stored probe was measured by an older version of Rooflight, "
-                                                 "which measured less: measure this machine again.")
+                                                 "which derived its figures otherwise: measure this machine again.")
         same_machine = self._db.execute("SELECT build FROM probes WHERE machine = ? ORDER BY created_at DESC",
                                         (machine,)).fetchone()
         if same_machine:
