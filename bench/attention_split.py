@@ -39,24 +39,32 @@ PROMPTS = (240, 480, 530, 740, 790, 1000, 1040)
 SHAPE = dict(n_layer=8, n_embd=256, n_head=16, n_head_kv=16, head_dim=128, n_ff=256, ftype="F16")
 
 
+def thread_counts(ap: argparse.ArgumentParser, text: str) -> list[int]:
+    """--threads' comma-separated counts, or ap.error's one sentence."""
+    try:
+        counts = [int(t) for t in text.split(",")]
+    except ValueError:
+        ap.error("--threads takes whole numbers separated by commas, such as 1,2")
+    if min(counts) < 1:
+        ap.error("every thread count must be at least 1")
+    return counts
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
     args = ap.parse_args()
-    try:
-        thread_counts = [int(t) for t in args.threads.split(",")]
-    except ValueError:
-        ap.error("--threads takes whole numbers separated by commas, such as 1,2")
-    if args.rounds < 1 or min(thread_counts) < 1:
-        ap.error("--rounds and every thread count must be at least 1")
+    counts = thread_counts(ap, args.threads)
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
     hw = detect()
     print(f"load average before: {os.getloadavg()[0]:.2f}; {hw.cpu.name}")
     with tempfile.TemporaryDirectory() as tmp:
         path = write_model(Path(tmp) / "attention.gguf", context_length=4096, tiled=True, **SHAPE)
         spec = load_model_spec(str(path))
         cfgs = {t: plan(spec, hw, Wishes(n_ctx=2048, n_gpu_layers=0, prompt_tokens=512, gen_tokens=GEN,
-                                         flash_attn="on", n_threads=t)).config for t in thread_counts}
+                                         flash_attn="on", n_threads=t)).config for t in counts}
         times: dict[tuple[int, int], list[float]] = {}
         for _ in range(args.rounds):
             for t, cfg in cfgs.items():

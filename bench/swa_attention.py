@@ -37,6 +37,7 @@ from rooflight.runtime.measure import measure
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attention_delta import whole_cache  # noqa: E402
+from attention_split import thread_counts  # noqa: E402
 
 SHORT, GEN = 16, 32
 GEMMA3 = dict(arch="gemma3", n_layer=18, n_embd=640, n_head=4, n_head_kv=1, head_dim=256, n_ff=256,
@@ -57,10 +58,7 @@ def main() -> int:
     ap.add_argument("--long", type=int, default=4096, help="positions for the Gemma pair (gpt-oss: half)")
     ap.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
     args = ap.parse_args()
-    try:
-        thread_counts = [int(t) for t in args.threads.split(",")]
-    except ValueError:
-        ap.error("--threads takes whole numbers separated by commas, such as 1,2")
+    counts = thread_counts(ap, args.threads)
     if args.rounds < 1 or args.long <= 2 * SHORT:
         ap.error(f"--rounds must be at least 1 and --long more than {2 * SHORT}")
     hw = detect()
@@ -72,7 +70,7 @@ def main() -> int:
             n_ctx = long + 512
             paths = [write_model(Path(tmp) / f"{name}-{w}.gguf", context_length=max(8192, 2 * n_ctx), tiled=True,
                                  sliding_window=w, **kw) for w in (window, 4 * n_ctx)]
-            for threads in thread_counts:
+            for threads in counts:
                 for path in paths:
                     spec = load_model_spec(str(path))
                     cfg = plan(spec, hw, Wishes(n_ctx=n_ctx, n_gpu_layers=0, prompt_tokens=long, gen_tokens=GEN,

@@ -146,11 +146,12 @@ def window_positions(spec: ModelSpec, layer: int, position: int) -> int | None:
 
 
 def kv_cells_attended(spec: ModelSpec, cfg: RunConfig, position: int) -> tuple[int, ...]:
-    """Per layer, the cached positions llama.cpp's CPU flash-attention kernel works on when
+    """Per layer, the cached positions llama.cpp's CPU flash-attention kernel visits when
     generating at `position`: it skips a masked cell before reading it (ggml-cpu/ops.cpp,
     flash_attn_ext_f16_one_chunk: `if (mv == -INFINITY) continue;`), so a sliding-window
-    layer costs its window, not its cache of window + n_ubatch cells. (Without flash
-    attention the two mat-muls run over every cell, masked or not: kv_cells_seen.)"""
+    layer reads its window, not its cache of window + n_ubatch cells. What the visits cost
+    over the threads is perf.cpu_attention_cells; without flash attention the two mat-muls
+    run over every cell, masked or not."""
     seen = kv_cells_seen(spec, cfg, position, padded=False)
     return tuple(s if (w := window_positions(spec, il, max(position, 1))) is None else min(s, w)
                  for il, s in enumerate(seen))

@@ -575,7 +575,7 @@ def f16_simd_block(isa: Iterable[str]) -> int | None:
 # cell. Measured on the 2-core Zen 4 VM (2026-12-06, an attention-only model, 16 heads of
 # 128): with 2 threads, decode after 530 cached positions cost what it cost after 740, and
 # after 790 what after 1000 (the view steps at 768 and 1024 cells); with 1 thread it grew
-# with the positions. bench/swa_attention.py checks the sliding-window half.
+# with the positions (bench/attention_split.py); bench/swa_attention.py checks windows.
 SPLIT_KV_MIN_CELLS = 512
 
 

@@ -54,7 +54,7 @@ KEEP = 3
 # (its CPU-only machines measure the same again, once). 5: decode attention units count the
 # cells of the busiest thread's chunk of the cache view (perf.cpu_attention_cells); with 2 or
 # more threads, method 4's long-cache figure was per 1040-1170 positions where the kernel
-# walked a 1280-cell view, and priced attention 10-20% dear under the new units. Older
+# walked a 1280-cell view, and priced attention 11-22% dear under the new units. Older
 # probes are measured again.
 PROBE_METHOD = 5
 
