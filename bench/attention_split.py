@@ -10,9 +10,12 @@ waits for a first chunk of 384 cells, as one after 740 does. perf.cpu_attention_
 that; the rule before priced the positions. One attention-only model (8 layers of 16 heads of
 128, F16, tiny feed-forward blocks), decode of 16 tokens after each prompt, the median of
 --rounds, interleaved round by round. Per prompt: the extra time over a 16-token cache and
-that time per attention unit under each rule (microseconds per million units); the right
-rule gives one figure at every position, so the spread (largest / smallest) is printed for
-each. Nothing is fitted. Prints the 1-minute load average before the run.
+that time per attention unit under each rule (microseconds per million units), and their
+spread (largest / smallest) over the prompts on the split path (a view of 512 cells or more:
+the 240-token one runs the other path, at its own rate). Then the telling pairs, two prompts
+in one view (530 and 740: 768 cells; 790 and 1000: 1024): the later one's extra time over
+the earlier one's, measured and under each rule (1.00 by the chunks, 1.41 and 1.27 by the
+positions). Nothing is fitted. Prints the 1-minute load average before the run.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from attention_delta import whole_cache  # noqa: E402
 
 SHORT, GEN = 16, 16
 PROMPTS = (240, 480, 530, 740, 790, 1000, 1040)
+SPLIT_FROM = 480  # the first prompt whose view holds 512 cells
+PAIRS = ((530, 740), (790, 1000))
 SHAPE = dict(n_layer=8, n_embd=256, n_head=16, n_head_kv=16, head_dim=128, n_ff=256, ftype="F16")
 
 
@@ -48,6 +53,12 @@ def thread_counts(ap: argparse.ArgumentParser, text: str) -> list[int]:
     if min(counts) < 1:
         ap.error("every thread count must be at least 1")
     return counts
+
+
+def split_spread(per_unit: dict[int, float]) -> float:
+    """Largest / smallest cost per unit over the prompts on the split path."""
+    split = [per_unit[p] for p in PROMPTS if p >= SPLIT_FROM]
+    return max(split) / min(split)
 
 
 def main() -> int:
@@ -79,16 +90,18 @@ def main() -> int:
     for t, cfg in cfgs.items():
         print(f"\n{t} thread(s): {'prompt':>6} {'extra ms':>9} {'us/Munit now':>13} {'us/Munit before':>16}")
         base = statistics.median(times[(t, SHORT)])
-        now, before = [], []
+        extra = {prompt: statistics.median(times[(t, prompt)]) - base for prompt in PROMPTS}
+        added = {prompt: units(cfg, prompt) - units(cfg, SHORT) for prompt in PROMPTS}
+        with whole_cache():
+            added_before = {prompt: units(cfg, prompt) - units(cfg, SHORT) for prompt in PROMPTS}
+        now = {p: extra[p] / added[p] * 1e12 for p in PROMPTS}
+        before = {p: extra[p] / added_before[p] * 1e12 for p in PROMPTS}
         for prompt in PROMPTS:
-            extra = statistics.median(times[(t, prompt)]) - base
-            per_now = extra / (units(cfg, prompt) - units(cfg, SHORT)) * 1e12
-            with whole_cache():
-                per_before = extra / (units(cfg, prompt) - units(cfg, SHORT)) * 1e12
-            now.append(per_now)
-            before.append(per_before)
-            print(f"{'':13} {prompt:6d} {extra * 1e3:9.2f} {per_now:13.1f} {per_before:16.1f}")
-        print(f"{'':13} spread (largest / smallest): now x{max(now) / min(now):.2f}, before x{max(before) / min(before):.2f}")
+            print(f"{'':13} {prompt:6d} {extra[prompt] * 1e3:9.2f} {now[prompt]:13.1f} {before[prompt]:16.1f}")
+        print(f"{'':13} spread on the split path: now x{split_spread(now):.2f}, before x{split_spread(before):.2f}")
+        for a, b in PAIRS:
+            print(f"{'':13} {b} over {a}: measured x{extra[b] / extra[a]:.2f}, now x{added[b] / added[a]:.2f},"
+                  f" before x{added_before[b] / added_before[a]:.2f}")
     return 0
 
 
