@@ -45,3 +45,16 @@ def test_ranking_the_catalog_imports_neither_numpy_nor_the_gguf_package():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+def test_fallback_types_follow_llama_quants_table():
+    """tensor_type_fallback() in llama-quant.cpp (llama-cpp-python 0.3.36): 256-block types
+    whose rows a block does not divide fall back to a 32-block type, a 32-block type keeps
+    itself, and F16 is left where neither fits; one table serves the recipe and the Hub's
+    resized files (catalog/hub_specs.py)."""
+    from rooflight.gguf.quant_recipe import fallback_type
+
+    assert [fallback_type(t, 2880) for t in ("Q4_K", "Q5_K", "Q6_K", "Q3_K", "IQ2_XS", "IQ4_XS", "MXFP4", "Q8_0")] \
+        == ["Q5_0", "Q5_1", "Q8_0", "Q4_0", "IQ4_NL", "IQ4_NL", "MXFP4", "Q8_0"]
+    assert fallback_type("Q4_K", 4096) == "Q4_K"
+    assert fallback_type("Q4_K", 100) == fallback_type("MXFP4", 100) == "F16"

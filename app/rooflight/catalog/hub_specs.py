@@ -20,7 +20,7 @@ import re
 from dataclasses import fields, replace
 from typing import Any
 
-from rooflight.gguf.quant_recipe import type_block_size
+from rooflight.gguf.quant_recipe import fallback_type, type_block_size
 from rooflight.gguf.spec import ModelSpec, TensorInfo
 
 # The tensor type most weights get in a file of this quant (llama.cpp's
@@ -61,26 +61,6 @@ def _label(quant: str) -> str:
 _KEPT_TYPES = ("MXFP4",)
 
 
-# llama-quant.cpp tensor_type_fallback(): the type a tensor gets when its rows (ne0) do not
-# fill whole blocks of the type it was meant to get; F16 when the fallback does not fit either
-_FALLBACK = {
-    **dict.fromkeys(("IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ4_XS"), "IQ4_NL"),
-    **dict.fromkeys(("Q2_K", "Q3_K", "TQ1_0", "TQ2_0"), "Q4_0"),
-    "MXFP4": "Q8_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0", "NVFP4": "Q8_0",
-}
-
-
-def _fits(type_name: str, ne0: int) -> bool:
-    return ne0 % type_block_size(type_name)[0] == 0
-
-
-def _with_fallback(type_name: str, ne0: int) -> str:
-    if _fits(type_name, ne0):
-        return type_name
-    fallback = _FALLBACK.get(type_name, "F16")
-    return fallback if _fits(fallback, ne0) else "F16"
-
-
 def _bits(type_name: str) -> float:
     block, size = type_block_size(type_name)
     return 8 * size / block
@@ -102,9 +82,9 @@ def _retype(t: TensorInfo, source: str, target: str) -> str:
     Q6_K output, attention V and half its FFN down) keeps its type unless the target has
     more; the target's fallbacks apply."""
     ne0 = t.shape[0]
-    main = t.ggml_type in (source, _with_fallback(source, ne0))
+    main = t.ggml_type in (source, fallback_type(source, ne0))
     if main or _bits(t.ggml_type) < _bits(target):
-        return _with_fallback(target, ne0)
+        return fallback_type(target, ne0)
     return t.ggml_type
 
 

@@ -187,14 +187,32 @@ def _use_more_bits(i_layer: int, n_layer: int) -> bool:
     )
 
 
+# llama-quant.cpp tensor_type_fallback(): the type a tensor gets when its rows (ne0) do not
+# fill whole blocks of the type it was meant to get. A 32-block type keeps itself; either way
+# F16 where the result does not fit. NVFP4 (64-blocks) has no fallback there (llama-quantize
+# stops): Q8_0 stands in.
+_FALLBACK_TYPES = {
+    **dict.fromkeys(("IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ4_XS"), "IQ4_NL"),
+    **dict.fromkeys(("Q2_K", "Q3_K", "TQ1_0", "TQ2_0"), "Q4_0"),
+    "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0", "NVFP4": "Q8_0",
+}
+_IQ4_NL_BLOCK = 32  # the one fallback outside the recipe's types: known here, so no gguf import
+
+
+def fallback_type(type_name: str, ne0: int) -> str:
+    """tensor_type_fallback() by type name: `type_name` where ne0 fills its blocks, else its
+    fallback, else F16."""
+    for name in (type_name, _FALLBACK_TYPES.get(type_name, type_name)):
+        if ne0 % (_IQ4_NL_BLOCK if name == "IQ4_NL" else type_block_size(name)[0]) == 0:
+            return name
+    return "F16"
+
+
 def _fallback(qtype: GGMLType, ne0: int) -> GGMLType:
-    """tensor_type_fallback(): the type llama-quant uses when ne0 does not fill whole blocks."""
-    if ne0 % GGML_BLOCK_SIZES[qtype][0] == 0:
-        return qtype
-    qtype = {Q.Q4_K: Q.Q5_0, Q.Q5_K: Q.Q5_1, Q.Q6_K: Q.Q8_0, Q.IQ4_XS: Q.Q4_0, Q.NVFP4: Q.Q8_0}.get(qtype, qtype)
-    if ne0 % GGML_BLOCK_SIZES[qtype][0]:
-        return Q.F16
-    return qtype
+    """fallback_type for the recipe's types; IQ4_NL, which the writer cannot write, as Q4_0
+    (the same 4.5 bits in 32-blocks)."""
+    name = fallback_type(TYPE_NAMES[qtype], ne0)
+    return Q.Q4_0 if name == "IQ4_NL" else GGMLType[name]
 
 
 def _weight_type(
