@@ -25,6 +25,7 @@ from rooflight.catalog.arch_support import unavailable_reason
 from rooflight.catalog.hub_specs import resize_spec
 from rooflight.errors import BadInputError
 from rooflight.estimate import Calibration, Wishes, plan
+from rooflight.gguf.quant_recipe import normalize_ftype
 from rooflight.hardware import detect, load_profile
 from rooflight.store.probes import probe_status
 
@@ -36,6 +37,10 @@ def main() -> int:
     ap.add_argument("--hardware", type=Path, help="a hardware profile JSON (default: this machine)")
     ap.add_argument("--header", default="Q4_K_M", help="the quant whose header is read (default Q4_K_M)")
     args = ap.parse_args()
+    try:
+        normalize_ftype(args.header)
+    except ValueError as exc:
+        ap.error(f"--header: {exc}")
     if args.hardware:
         try:
             hw, cal = load_profile(args.hardware, measure_bandwidth=False), None
