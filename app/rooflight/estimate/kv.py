@@ -153,6 +153,8 @@ def kv_cells_attended(spec: ModelSpec, cfg: RunConfig, position: int) -> tuple[i
     over the threads is perf.cpu_attention_cells; without flash attention the two mat-muls
     run over every cell, masked or not."""
     seen = kv_cells_seen(spec, cfg, position, padded=False)
+    if not spec.sliding_window:
+        return seen
     return tuple(s if (w := window_positions(spec, il, max(position, 1))) is None else min(s, w)
                  for il, s in enumerate(seen))
 

@@ -466,8 +466,9 @@ def decode_parts_s(
     fixed = _fixed or _decode_fixed(spec, hardware, mem, cfg, probe)
     reads = dict(fixed.reads)
     kv_reads = kv_reads_by_layer(spec, cfg, position)
-    # the CPU's flash attention reads only the cells the mask leaves (kv_cells_attended)
-    cpu_kv_reads = kv_reads_by_layer(spec, cfg, position, attended=True) if cfg.flash_attn else kv_reads
+    # the CPU's flash attention reads only the cells the mask leaves (kv_cells_attended);
+    # computed once, where the table prices a CPU run
+    cpu_kv_reads: tuple[float, ...] | None = None
     kv_runs = device_runs(devices[: spec.n_layer]) if cfg.offload_kqv else ((CPU, 0, spec.n_layer),)
     attention_cycles = 0.0
     parts = {"memory": 0.0, "compute": 0.0, "overhead": fixed.overhead}
@@ -483,7 +484,12 @@ def decode_parts_s(
             else:
                 parts["compute"] += cyc / (_cpu_threads(hardware, cfg) * _cpu_hz(hardware))
             continue
-        reads[dev] = sum((cpu_kv_reads if dev == CPU else kv_reads)[start:end], reads.get(dev, 0.0))
+        run_reads = kv_reads
+        if dev == CPU and cfg.flash_attn:
+            if cpu_kv_reads is None:
+                cpu_kv_reads = kv_reads_by_layer(spec, cfg, position, attended=True)
+            run_reads = cpu_kv_reads
+        reads[dev] = sum(run_reads[start:end], reads.get(dev, 0.0))
         if dev == CPU:
             attention_cycles += _cpu_attention_cycles(spec, cfg, position, start, end, hardware.cpu.isa)
     if fixed.cpu_weights is not None:
