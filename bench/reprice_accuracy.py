@@ -63,7 +63,7 @@ class Specs(dict):
 
 def reprice(path: Path, specs: dict) -> list[dict]:
     """Every row of a saved record with its new estimate: {name, prompt, KIND: (old, new,
-    measured, old inside, new inside)}."""
+    measured, old inside, new inside), KIND_range: the new printed range}."""
     rec, hw, probe = load_record(path)
     cal = Calibration(probe=probe)
     out = []
@@ -77,6 +77,7 @@ def reprice(path: Path, specs: dict) -> list[dict]:
         for key, _ in KINDS:
             got, (value, (low, high)) = row[key], new[key]
             entry[key] = (got["probe"], value, got["measured"], got["inside"], low <= got["measured"] <= high)
+            entry[key + "_range"] = (low, high)
         out.append(entry)
     return out
 

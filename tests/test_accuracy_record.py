@@ -122,3 +122,40 @@ def test_a_file_that_is_not_a_record_is_named_and_the_others_still_read(tmp_path
     reprice = _bench("reprice_accuracy")
     assert reprice.main([str(bad)]) == 1  # one sentence, no traceback
     assert "is not a saved accuracy record" in capsys.readouterr().err
+
+
+def test_probe_band_check_widens_each_row_by_its_own_spread_and_derives_bands_out_of_sample():
+    """bench/probe_band_check.py's arithmetic on rows made by hand: a row's w is read back from
+    its printed range, a base band holds a row when the row's own widening reaches it, and a
+    derived band is the tails of r * w and r / w, never excluding 1.0."""
+    check = _bench("probe_band_check")
+    base = (0.8, 1.3)
+    r, wl, wh = check.row_factors(90.0, 100.0, 100.0 * 0.8 / 1.1, 100.0 * 1.3 * 1.1, base)
+    assert (r, wl, wh) == pytest.approx((0.9, 1.1, 1.1))
+    rows = [(0.75, 1.1, 1.1),   # 0.75 >= 0.8 / 1.1 = 0.727: inside only thanks to its widening
+            (0.70, 1.0, 1.0),   # below
+            (1.40, 1.1, 1.1),   # 1.40 <= 1.43: inside
+            (1.50, 1.1, 1.1)]   # above
+    assert check.inside(rows, base) == 2
+    many = [(x, 1.0, 1.0) for x in (0.90, 0.95, 1.00, 1.05, 1.10, 1.15, 1.20, 1.25, 1.30, 1.35, 1.40)]
+    lo, hi = check.derived_band(many, 10)
+    assert lo == pytest.approx(0.95) and hi == pytest.approx(1.35)
+    assert check.derived_band([(x, 1.0, 1.0) for x in (1.1, 1.2, 1.3)] * 4, 10)[0] == 1.0  # holds 1.0
+
+
+def test_probe_band_check_groups_an_early_record_with_the_machine_whose_profile_it_shares():
+    check = _bench("probe_band_check")
+    cpu = {"name": "Intel(R) Xeon(R) Processor", "isa": ["avx2"], "ram_total_bytes": 1, "ram_available_bytes": 5}
+    records = {"early": {"hardware": {"cpu": dict(cpu, ram_available_bytes=7)}},
+               "later": {"hardware": {"cpu": cpu}, "cpu_id": "family 6 model 167", "last_level_cache_bytes": 480 << 20},
+               "other": {"hardware": {"cpu": dict(cpu, isa=["avx512f"])}, "cpu_id": "family 6 model 207",
+                         "last_level_cache_bytes": 300 << 20}}
+    keys = check.machine_keys(records)
+    assert keys["early"] == keys["later"] == "family 6 model 167, L3 480 MiB"
+    assert keys["other"] == "family 6 model 207, L3 300 MiB"
+
+
+def test_probe_band_check_without_records_says_what_to_run(tmp_path, capsys):
+    check = _bench("probe_band_check")
+    assert check.main([str(tmp_path / "none")]) == 1
+    assert "run bench/accuracy_probe.py --save" in capsys.readouterr().out
