@@ -23,19 +23,16 @@ means". Measures nothing.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from rooflight.estimate import ranges
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from accuracy_probe import RESULTS_DIR, record_files  # noqa: E402
-from reprice_accuracy import KINDS, Specs, reprice  # noqa: E402
+from reprice_accuracy import KINDS, repriced, saved_files  # noqa: E402
 
 BASE = {"decode_tok_s": ranges.PROBE_DECODE_BAND, "prefill_tok_s": ranges.PROBE_PREFILL_BAND}
 TAILS = (10, 3)  # percentiles tried for a derived band: the 10th-90th, then fit_constants' BAND_TAIL
@@ -82,24 +79,17 @@ def machine_keys(records: dict[str, dict]) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("paths", nargs="*", metavar="PATH")
-    args = ap.parse_args(argv)
-    files = record_files(args.paths)
+    files = saved_files(argv, __doc__)
     if not files:
-        print(f"no saved record: run bench/accuracy_probe.py --save (they go to {RESULTS_DIR})")
         return 1
     rows: dict[str, dict[str, list]] = {key: {} for key, _ in KINDS}  # kind -> machine -> rows
     records, priced = {}, {}
-    with tempfile.TemporaryDirectory() as tmp:
-        specs = Specs(Path(tmp))
-        for f in files:
-            try:
-                priced[f.name] = reprice(f, specs)
-            except ValueError as exc:  # not a record: say so, check the others
-                print(exc, file=sys.stderr)
-                return 1
+    for f, entries in repriced(files):
+        if entries is not None:
+            priced[f.name] = entries
             records[f.name] = json.loads(f.read_text(encoding="utf-8"))
+    if not priced:
+        return 1
     machines = machine_keys(records)
     for name, entries in priced.items():
         for e in entries:
@@ -128,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                 cells.append(f"{f'x{band[0]:.2f}-{band[1]:.2f}: {inside(held, band) / len(held):.0%}':>30}")
             print(f"  {machine[:44]:44} {len(held):4} " + " ".join(cells))
     print(f"\n(a band that says 8 of 10 should hold at least {COVERAGE:.0%} of a machine it was not derived on)")
-    return 0
+    return 1 if len(priced) < len(files) else 0
 
 
 if __name__ == "__main__":

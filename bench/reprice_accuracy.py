@@ -21,6 +21,7 @@ import json
 import statistics
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from rooflight.estimate import Calibration, plan
@@ -82,40 +83,55 @@ def reprice(path: Path, specs: dict) -> list[dict]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def saved_files(argv: list[str] | None, doc: str) -> list[Path]:
+    """The records a record tool's command line names (PATH ...: files or folders; default
+    RESULTS_DIR; --help shows doc's first line); with none, says what to run."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("paths", nargs="*", metavar="PATH")
-    args = ap.parse_args(argv)
-    files = record_files(args.paths)
+    files = record_files(ap.parse_args(argv).paths)
     if not files:
         print(f"no saved record: run bench/accuracy_probe.py --save (they go to {RESULTS_DIR})")
-        return 1
+    return files
+
+
+def repriced(files: list[Path]) -> Iterator[tuple[Path, list[dict] | None]]:
+    """Each record with its rows priced again (reprice; the shapes generated once, in a
+    temporary folder), or None for a file that is not a record, its reason on stderr."""
     with tempfile.TemporaryDirectory() as tmp:
         specs = Specs(Path(tmp))
-        unreadable = 0
         for f in files:
             try:
                 rows = reprice(f, specs)
-            except ValueError as exc:  # not a record: say so, price the others
+            except ValueError as exc:  # not a record: say so, go on with the others
                 print(exc, file=sys.stderr)
-                unreadable += 1
-                continue
-            method = json.loads(f.read_text(encoding="utf-8"))["probe"].get("method", 1)
-            print(f"\n{f.name}" + (f"  (its probe: method {method}, priced as it was; now {PROBE_METHOD})"
-                                    if method != PROBE_METHOD else ""))
-            print(f"{'model':24}{'pos':>6} | {'decode: run / now':>20} | {'prefill: run / now':>20}")
-            for r in rows:
-                cells = [f"{o / m - 1:+8.1%}{'' if oi else '*'} {n / m - 1:+8.1%}{'' if ni else '*'}"
-                         for o, n, m, oi, ni in (r[k] for k, _ in KINDS)]
-                print(f"{r['name']:24}{r['prompt']:6} | {cells[0]:>20} | {cells[1]:>20}")
-            for key, label in KINDS:
-                old = statistics.median(abs(r[key][0] / r[key][2] - 1) for r in rows)
-                new = statistics.median(abs(r[key][1] / r[key][2] - 1) for r in rows)
-                print(f"{label}: median error {old:.1%} -> {new:.1%}")
-            inside = [sum(r[k][i] for r in rows for k, _ in KINDS) for i in (3, 4)]
-            print(f"inside the printed range: {inside[0]} -> {inside[1]} of {2 * len(rows)} (* outside)")
-    return 1 if unreadable else 0
+                rows = None
+            yield f, rows
 
+
+def main(argv: list[str] | None = None) -> int:
+    files = saved_files(argv, __doc__)
+    if not files:
+        return 1
+    unreadable = 0
+    for f, rows in repriced(files):
+        if rows is None:
+            unreadable += 1
+            continue
+        method = json.loads(f.read_text(encoding="utf-8"))["probe"].get("method", 1)
+        print(f"\n{f.name}" + (f"  (its probe: method {method}, priced as it was; now {PROBE_METHOD})"
+                                if method != PROBE_METHOD else ""))
+        print(f"{'model':24}{'pos':>6} | {'decode: run / now':>20} | {'prefill: run / now':>20}")
+        for r in rows:
+            cells = [f"{o / m - 1:+8.1%}{'' if oi else '*'} {n / m - 1:+8.1%}{'' if ni else '*'}"
+                     for o, n, m, oi, ni in (r[k] for k, _ in KINDS)]
+            print(f"{r['name']:24}{r['prompt']:6} | {cells[0]:>20} | {cells[1]:>20}")
+        for key, label in KINDS:
+            old = statistics.median(abs(r[key][0] / r[key][2] - 1) for r in rows)
+            new = statistics.median(abs(r[key][1] / r[key][2] - 1) for r in rows)
+            print(f"{label}: median error {old:.1%} -> {new:.1%}")
+        inside = [sum(r[k][i] for r in rows for k, _ in KINDS) for i in (3, 4)]
+        print(f"inside the printed range: {inside[0]} -> {inside[1]} of {2 * len(rows)} (* outside)")
+    return 1 if unreadable else 0
 
 if __name__ == "__main__":
     sys.exit(main())
