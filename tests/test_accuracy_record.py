@@ -159,3 +159,10 @@ def test_probe_band_check_without_records_says_what_to_run(tmp_path, capsys):
     check = _bench("probe_band_check")
     assert check.main([str(tmp_path / "none")]) == 1
     assert "run bench/accuracy_probe.py --save" in capsys.readouterr().out
+
+
+def test_probe_band_check_names_a_file_that_is_not_a_record(tmp_path, capsys):
+    bad = tmp_path / "accuracy_probe-broken.json"
+    bad.write_text("{not json")
+    assert _bench("probe_band_check").main([str(bad)]) == 1
+    assert f"{bad} is not a saved accuracy record" in capsys.readouterr().err
