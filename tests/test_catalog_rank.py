@@ -63,6 +63,29 @@ def test_rank_cli_json():
                           capture_output=True, text=True).returncode == 2
 
 
+def test_rank_says_what_its_speeds_stand_on_and_offers_the_probe_for_this_machine(tmp_path):
+    """No probe stored (the test's own data folder): the text ranking says its speeds come
+    from the table and, for this machine only, names `rooflight probe`; a what-if profile gets
+    the first line without the hint."""
+    from rooflight.format import PROBE_HINT
+
+    def rank_text(*extra: str) -> str:
+        r = subprocess.run([sys.executable, "-m", "rooflight", "rank", "--max-params", "1", *extra],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    here = rank_text()
+    assert "speeds from table constants (no probe of this machine)." in here
+    assert here.rstrip().endswith(PROBE_HINT)
+    profile = tmp_path / "machine.json"
+    profile.write_text(json.dumps({"cpu": {"name": "What-if CPU", "cores": 8, "threads": 16, "isa": ["avx2"],
+                                           "ram_total_bytes": 32 * GiB, "ram_bandwidth_gbs": 60.0},
+                                   "gpus": [], "backend": "cpu"}))
+    what_if = rank_text("--hardware", str(profile))
+    assert "speeds from table constants" in what_if and PROBE_HINT not in what_if
+
+
 def test_each_model_listed_lower_says_why():
     """The ranking sorts by tier and successor before score, so a model listed below others
     of lower score says why, in the JSON, in the CLI's group and row, and in its key."""
@@ -101,6 +124,7 @@ def test_each_model_listed_lower_says_why():
     for reason in {w.label: w for r in ranked for w in r.ranked_lower_because()}.values():
         assert f"{reason.label}: {reason.meaning}" in key
     assert picks.tier_reasons(ranked[0].best, threshold) == ()
+    assert "speeds from table constants (no probe of this machine)." in text
 
 
 # ---- invariants --------------------------------------------------------------------------

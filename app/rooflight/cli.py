@@ -70,7 +70,7 @@ def cmd_estimate(args) -> int:
 
 def cmd_rank(args) -> int:
     from rooflight.catalog.rank import rank_models
-    from rooflight.format import format_ranking
+    from rooflight.format import PROBE_HINT, format_ranking, ranking_bases
 
     check_use_case(args.use_case, also=("vision", "multilingual"))  # catalog tags filter too
     from rooflight.catalog.hub import cached_catalog_files, refresh_catalog_files
@@ -105,6 +105,8 @@ def cmd_rank(args) -> int:
         print(format_ranking(ranked))
         for row in unavailable:
             print(f"{row['name']}: {row['reason']}")
+        if args.hardware is None and "table" in ranking_bases(ranked):
+            print(PROBE_HINT)
     return 0
 
 

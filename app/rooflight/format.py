@@ -74,6 +74,12 @@ BASIS_WORDS = {
 }
 
 
+# Under a ranking of this machine whose speeds stand on the table: the table's CPU figures
+# were fitted on other machines and missed a new CPU by up to 2.4x (README, "Accuracy").
+PROBE_HINT = ("These speeds come from table constants: `rooflight probe` measures this machine's "
+              "llama.cpp kernels in about 30 s, and estimates then stand on them.")
+
+
 def speed_basis(p) -> str:
     """What the speeds stand on and what their range is, in one sentence (CLI and tooltip)."""
     basis = BASIS_WORDS.get(getattr(p, "basis", "table"), p.basis)
@@ -92,6 +98,13 @@ def network_sentence(net: dict) -> str:
 
 # The ranking's groups (catalog/picks.tier), as `rooflight rank` heads them
 RANK_GROUPS = {2: "Runs well here", 1: "Runs, but not comfortably", 0: "Too large for this machine"}
+
+
+def ranking_bases(ranked) -> list[str]:
+    """What a ranking's speeds stand on (performance.basis of each row's pick), in the order
+    BASIS_WORDS lists them."""
+    seen = {r.best.estimate.performance.basis for r in ranked}
+    return [b for b in BASIS_WORDS if b in seen] + sorted(seen - BASIS_WORDS.keys())
 
 
 def format_ranking(ranked) -> str:
@@ -117,6 +130,8 @@ def format_ranking(ranked) -> str:
         )
     lines.append("")
     lines.append("decode/prefill in tokens/s at the model's context; memory over all devices.")
+    if bases := ranking_bases(ranked):
+        lines.append("speeds from " + " and ".join(BASIS_WORDS.get(b, b) for b in bases) + ".")
     if labels:
         lines.append("why lower: " + "; ".join(f"{label}: {text}" for label, text in labels.items()) + ".")
     if any(r.installed for r in ranked):
