@@ -70,10 +70,19 @@ def test_estimate_for_named_gpu_profile(model, tmp_path):
     assert doc["performance"]["calibrated"] is False
 
 
-def test_estimate_text_output(model):
+def test_estimate_text_output(model, tmp_path):
+    """No probe stored (the test's own data folder): the estimate names `rooflight probe`
+    for this machine, not for a what-if profile."""
+    from rooflight.format import PROBE_HINT
+
     r = run("estimate", str(model))
     assert r.returncode == 0, r.stderr
     assert "Fit:" in r.stdout and "Decode:" in r.stdout
+    assert "Speeds from table constants" in r.stdout and r.stdout.rstrip().endswith(PROBE_HINT)
+    prof = tmp_path / "3090.json"
+    prof.write_text(json.dumps({"gpus": [{"name": "RTX 3090"}]}))
+    what_if = run("estimate", str(model), "--hardware", str(prof))
+    assert what_if.returncode == 0 and PROBE_HINT not in what_if.stdout
 
 
 @pytest.mark.parametrize(

@@ -37,7 +37,7 @@ def cmd_hardware(args) -> int:
 def cmd_estimate(args) -> int:
     from rooflight.commands.common import model_spec_for
     from rooflight.estimate import plan
-    from rooflight.format import format_estimate
+    from rooflight.format import PROBE_HINT, format_estimate
 
     spec = model_spec_for(args.model, getattr(args, "quant", None), getattr(args, "mmproj", None))
     profile = _hardware(args)
@@ -65,6 +65,8 @@ def cmd_estimate(args) -> int:
         print(format_estimate(est))
         if getattr(args, "confirm", False):
             print(said)
+        if args.hardware is None and est.performance.basis == "table":
+            print(PROBE_HINT)
     return 0
 
 

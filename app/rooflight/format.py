@@ -74,8 +74,9 @@ BASIS_WORDS = {
 }
 
 
-# Under a ranking of this machine whose speeds stand on the table: the table's CPU figures
-# were fitted on other machines and missed a new CPU by up to 2.4x (README, "Accuracy").
+# Under an estimate or a ranking of this machine whose speeds stand on the table: the
+# table's CPU figures were fitted on other machines and missed a new CPU by up to 2.4x
+# (README, "Accuracy").
 PROBE_HINT = ("These speeds come from table constants: `rooflight probe` measures this machine's "
               "llama.cpp kernels in about 30 s, and estimates then stand on them.")
 
