@@ -15,6 +15,7 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
+from rooflight.commands.chat_input import LineInput
 from rooflight.commands.common import N_CPU_MOE_HELP, emit_json, gpu_layers, n_cpu_moe, positive_int
 from rooflight.commands.rpc import add_rpc_option, remotes_from_args
 from rooflight.errors import BadInputError, RooflightError
@@ -224,16 +225,6 @@ class _Interrupts:
             signal.signal(signal.SIGINT, self._previous)
 
 
-def _read_line(interactive: bool) -> str | None:
-    try:
-        if interactive:
-            return input("> ")
-        line = sys.stdin.readline()
-        return None if line == "" else line.rstrip("\n")
-    except EOFError:
-        return None
-
-
 def cmd_chat(args) -> int:
     from rooflight.runtime.chat import ChatSession
     from rooflight.runtime.engine import load_engine
@@ -283,7 +274,8 @@ def cmd_chat(args) -> int:
 def _loop(session, interactive: bool, as_json: bool, lp, images: list | None = None) -> int:
     replies: list[dict] = []
     try:
-        _converse(session, interactive, as_json, list(images or []), replies)
+        with LineInput(interactive) as lines:
+            _converse(session, lines, as_json, list(images or []), replies)
     except KeyboardInterrupt:
         # Ctrl-C at the prompt, a second one while a reply streams, or one between the two
         # (a reply's last line printed, the prompt not shown yet): leave, cleanly
@@ -297,13 +289,14 @@ def _loop(session, interactive: bool, as_json: bool, lp, images: list | None = N
     return 0
 
 
-def _converse(session, interactive: bool, as_json: bool, pending: list, replies: list[dict]) -> None:
+def _converse(session, lines: LineInput, as_json: bool, pending: list, replies: list[dict]) -> None:
     """Messages and commands until the input ends or /quit; each reply is added to replies.
     pending: images attached to the next message sent."""
+    interactive = lines.interactive
     last = None
     interrupts = _Interrupts()
     while True:
-        line = _read_line(interactive)
+        line = lines.read()
         if line is None:
             break
         text = line.strip()
