@@ -48,11 +48,13 @@ def test_a_ctrl_c_another_thread_takes_ends_the_wait(pipe_stdin):
     """The main thread blocks SIGINT, so the kernel hands it to the one thread that does not,
     as it may hand it to one of llama.cpp's: the wait must still end in a KeyboardInterrupt
     here, not when the next line comes (written 5 s later as a fallback)."""
+    finished = threading.Event()
+
     def other_thread():
         time.sleep(0.3)
         os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(5)
-        os.write(pipe_stdin, b"the next line\n")
+        if not finished.wait(5):  # never once the test is over: the descriptor may be reused
+            os.write(pipe_stdin, b"the next line\n")
 
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     worker = threading.Thread(target=other_thread, daemon=True)
@@ -64,5 +66,7 @@ def test_a_ctrl_c_another_thread_takes_ends_the_wait(pipe_stdin):
             lines.read()
         assert time.monotonic() - t0 < 3
     finally:
+        finished.set()
+        worker.join()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         signal.signal(signal.SIGINT, previous)
