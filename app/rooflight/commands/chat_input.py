@@ -8,8 +8,10 @@ line came (tests/test_cli_chat.py's Ctrl-C test hung 1 time in 11 on a 2-core Xe
 2026-12-06). signal.set_wakeup_fd makes every signal, whichever thread took it, write a byte
 to a socket the wait selects on; Python then runs the handler in this thread. A pipe or file
 is read from its descriptor with a buffer of our own (a select cannot see the lines Python's
-stdin buffer already holds). Windows, a stdin without a descriptor (a test's StringIO) and a
-caller off the main thread read as before.
+stdin buffer already holds). A terminal is read with input() as before: readline's own wait
+cannot take the socket, and waiting before it drew the prompt twice and left the line to the
+tty's editing, so there a Ctrl-C a worker thread takes still waits for Enter. Windows, a stdin
+without a descriptor (a test's StringIO) and a caller off the main thread read as before.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ class LineInput:
         self._eof = False
 
     def __enter__(self) -> LineInput:
-        if os.name != "posix" or threading.current_thread() is not threading.main_thread():
+        if self.interactive or os.name != "posix" or threading.current_thread() is not threading.main_thread():
             return self
         try:
             fd = sys.stdin.fileno()
@@ -67,13 +69,8 @@ class LineInput:
     def read(self) -> str | None:
         try:
             if self.interactive:
-                if self._fd is not None:
-                    # the prompt shows while we wait; input() then draws it again over it
-                    sys.stdout.write(PROMPT)
-                    sys.stdout.flush()
-                    self._wait()
-                    sys.stdout.write("\r")
-                    sys.stdout.flush()
+                # a terminal keeps input(): waiting first would leave the line to the tty's
+                # own editing (no readline history or keys) and draw the prompt twice
                 return input(PROMPT)
             if self._fd is None:
                 line = sys.stdin.readline()
