@@ -1,6 +1,7 @@
 """Fit and check the CPU price of hybrid models' recurrent state scans (estimate/recurrent_work.py).
 
-    python bench/recurrent_cost.py [--repeats N] [--keep DIR] [--real]
+    python bench/recurrent_cost.py [--repeats N] [--keep DIR] [--real] [--save]
+    python bench/recurrent_cost.py --pool [PATH ...]
 
 Generated hybrid models (gated delta-net: qwen35, qwen35moe, qwen3next; Mamba-2: granitehybrid,
 nemotron_h; Mamba-1: jamba; LFM2's short convolutions) and dense llama models of the same widths
@@ -20,12 +21,20 @@ the estimate leaves out.
 the constants as they are, each beside its dense reference, and fits nothing.
 Prints the constants to write into estimate/recurrent_work.py. Needs a stored probe
 (`rooflight probe`); measure on an idle machine (the load is printed).
+--save keeps the run as a JSON record in bench/results/recurrent/ (each run's measured and
+predicted seconds, and the seconds a cycle per element adds: all the fit needs).
+--pool measures nothing: it fits the constants on the saved records of every machine but one
+and checks them on that one (leave-one-machine-out), beside the shipped constants and none:
+what one machine's runs cannot say about the next (the prompt constant refitted per VM has
+ranged 0.14-0.58).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
+import json
 import os
 import statistics
 import sys
@@ -41,8 +50,14 @@ from rooflight.gguf.synthetic import write_model
 from rooflight.gguf.synthetic_hybrid import write_hybrid_model
 from rooflight.hardware import detect
 from rooflight.runtime.measure import measure
+from rooflight.runtime.probe import last_level_cache_bytes
+from rooflight.runtime.rpc import llama_cpp_version
 from rooflight.store.probes import probe_status
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from accuracy_probe import cpu_id  # noqa: E402 - beside this file
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results" / "recurrent"
 L = 8
 PROMPT, GEN = 512, 64
 ATT = tuple(i in (3, 7) for i in range(L))  # attention layers of the kv0-rule hybrids
@@ -140,13 +155,139 @@ def write(folder: Path, model: str, ftype: str) -> Path:
     return path
 
 
+# ---- the fit, on plain per-run figures (a live run's or saved records'): each run is
+# {"reference": name, "measured": [decode s per token, prompt s], "bare": the same predicted
+# with the constants at zero, "unit": [prompt s, decode s per token] one cycle per element
+# adds}; a reference has "measured" and "bare" only. Index 0 is decode, 1 the prompt.
+
+def _goal(runs: dict, refs: dict, n: str) -> tuple[float, float]:
+    """The seconds run n's prediction would need to miss by just its reference's ratio."""
+    r, ref = runs[n], refs[runs[n]["reference"]]
+    return tuple(r["measured"][i] * ref["bare"][i] / ref["measured"][i] for i in (0, 1))
+
+
+def fit(runs: dict, refs: dict, names: list[str]) -> tuple[float, float]:
+    """(prompt, decode) cycles per element: least squares of the relative shortfalls (relative
+    rows: every run weighs alike)."""
+    out = []
+    for i, j in ((1, 0), (0, 1)):  # goal/bare index, unit index
+        goals = {n: _goal(runs, refs, n)[i] for n in names}
+        a = np.array([[runs[n]["unit"][j] / goals[n]] for n in names])
+        b = np.array([(goals[n] - runs[n]["bare"][i]) / goals[n] for n in names])
+        (c,), *_ = np.linalg.lstsq(a, b, rcond=None)
+        out.append(max(0.0, float(c)))
+    return out[0], out[1]
+
+
+def with_constants(run: dict, c: tuple[float, float]) -> tuple[float, float]:
+    """(decode s per token, prompt s) predicted with constants c = (prompt, decode)."""
+    return run["bare"][0] + run["unit"][1] * c[1], run["bare"][1] + run["unit"][0] * c[0]
+
+
+def miss(runs: dict, refs: dict, n: str, i: int, c: tuple[float, float] | None) -> float:
+    """|run n's measured / predicted (with c; None: without the term) over its reference's - 1|."""
+    r, ref = runs[n], refs[runs[n]["reference"]]
+    predicted = with_constants(r, c)[i] if c is not None else r["bare"][i]
+    return abs(r["measured"][i] / predicted / (ref["measured"][i] / ref["bare"][i]) - 1)
+
+
+def summary(pairs: list[tuple[float, str]]) -> str:
+    worst = max(pairs)
+    return f"median {statistics.median(x for x, _ in pairs):.1%} (max {worst[0]:.1%}, {worst[1]})"
+
+
+def record(runs: dict, refs: dict, repeats: int, load: tuple[float, float], when: datetime.datetime) -> dict:
+    """One run of this script as JSON: every figure the fit and the check need."""
+    def rounded(d: dict) -> dict:
+        return {k: ([float(f"{x:.6g}") for x in v] if isinstance(v, (list, tuple)) else v) for k, v in d.items()}
+
+    return {"script": "bench/recurrent_cost.py", "utc": when.isoformat(timespec="seconds"), "repeats": repeats,
+            "load_1min_before": round(load[0], 2), "load_1min_after": round(load[1], 2),
+            "cpu_id": cpu_id(), "last_level_cache_bytes": last_level_cache_bytes(),
+            "llama_cpp_python": llama_cpp_version(),
+            "shipped": [recurrent_work.PREFILL_CYCLES_PER_ELEMENT, recurrent_work.DECODE_CYCLES_PER_ELEMENT],
+            "runs": {n: rounded(r) for n, r in runs.items()}, "references": {n: rounded(r) for n, r in refs.items()}}
+
+
+def load_records(paths: list[str]) -> list[tuple[str, dict]]:
+    """(machine key, record) for each saved record in these files and folders (default
+    RESULTS_DIR); a file that is not one is named on stderr and left out."""
+    files = sorted(f for p in (paths or [str(RESULTS_DIR)]) for f in
+                   (Path(p).glob("recurrent_cost-*.json") if Path(p).is_dir() else [Path(p)]) if f.is_file())
+    out = []
+    for f in files:
+        try:
+            rec = json.loads(f.read_text(encoding="utf-8"))
+            key = f"{rec['cpu_id']}, L3 {rec['last_level_cache_bytes'] >> 20} MiB"
+            if not isinstance(rec["runs"], dict) or not isinstance(rec["references"], dict):
+                raise ValueError("no runs")
+        except (OSError, ValueError, KeyError, TypeError):
+            print(f"{f} is not a record of bench/recurrent_cost.py --save; left out.", file=sys.stderr)
+            continue
+        out.append((key, rec))
+    return out
+
+
+def pool(records: list[tuple[str, dict]]) -> dict[str, dict]:
+    """Leave one machine out: {machine: {"fitted": constants from the other machines' runs,
+    "runs": n, kind: {"held out", "shipped", "none"}: median miss beyond the reference's}},
+    plus "all": {"fitted": the constants from every run}. Runs are named per record so two
+    records' runs stay apart."""
+    runs, refs, machine_of = {}, {}, {}
+    for k, (key, rec) in enumerate(records):
+        for n, r in rec["runs"].items():
+            runs[f"{k}:{n}"] = dict(r, reference=f"{k}:{r['reference']}")
+            machine_of[f"{k}:{n}"] = key
+        refs.update({f"{k}:{n}": r for n, r in rec["references"].items()})
+    out: dict[str, dict] = {}
+    for key in sorted(set(machine_of.values())):
+        held = [n for n in runs if machine_of[n] == key]
+        others = [n for n in runs if machine_of[n] != key]
+        c = fit(runs, refs, others) if others else None
+        shipped = tuple(records[int(held[0].split(":")[0])][1]["shipped"])
+        entry: dict = {"fitted": c, "runs": len(held)}
+        for i, kind in ((0, "decode"), (1, "prefill")):
+            entry[kind] = {"held out": statistics.median(miss(runs, refs, n, i, c) for n in held) if c else None,
+                           "shipped": statistics.median(miss(runs, refs, n, i, shipped) for n in held),
+                           "none": statistics.median(miss(runs, refs, n, i, None) for n in held)}
+        out[key] = entry
+    out["all"] = {"fitted": fit(runs, refs, list(runs)) if runs else None}
+    return out
+
+
+def print_pool(result: dict[str, dict]) -> None:
+    print("| machine held out | runs | constants from the others (prompt, decode) | decode: held out / shipped / none "
+          "| prompts: held out / shipped / none |")
+    print("|---|---|---|---|---|")
+    for key, e in result.items():
+        if key == "all":
+            continue
+        c = "none: no other machine" if e["fitted"] is None else f"{e['fitted'][0]:.2f}, {e['fitted'][1]:.2f}"
+        cells = [" / ".join("-" if e[k][w] is None else f"{e[k][w]:.1%}" for w in ("held out", "shipped", "none"))
+                 for k in ("decode", "prefill")]
+        print(f"| {key} | {e['runs']} | {c} | {cells[0]} | {cells[1]} |")
+    if result["all"]["fitted"] is not None:
+        print(f"\nfitted on every machine's runs: PREFILL_CYCLES_PER_ELEMENT = {result['all']['fitted'][0]:.2f}, "
+              f"DECODE_CYCLES_PER_ELEMENT = {result['all']['fitted'][1]:.2f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--keep", type=Path, help="write the models here (kept for another run)")
     ap.add_argument("--real", action="store_true",
                     help="check two real models' shapes with the constants as they are (no fit)")
+    ap.add_argument("--save", action="store_true", help=f"keep the run as a JSON record under {RESULTS_DIR}")
+    ap.add_argument("--pool", nargs="*", metavar="PATH",
+                    help="measure nothing: leave-one-machine-out over saved records (default: all of them)")
     args = ap.parse_args()
+    if args.pool is not None:
+        records = load_records(args.pool)
+        if not records:
+            print(f"no saved record: run bench/recurrent_cost.py --save (they go to {RESULTS_DIR})")
+            return 1
+        print_pool(pool(records))
+        return 0
     run_list = [(name, name, "Q8_0", None) for name in REAL] if args.real else RUNS
     hw = detect()
     probe = probe_status(hw).probe
@@ -154,7 +295,8 @@ def main() -> int:
         print("No probe of this machine and llama.cpp build: run `rooflight probe` first.")
         return 1
     cal = Calibration(probe=probe)
-    print(f"load average before: {os.getloadavg()[0]:.2f} (this run's own threads count in the one after)")
+    load_before = os.getloadavg()[0]
+    print(f"load average before: {load_before:.2f} (this run's own threads count in the one after)")
     folder = args.keep or Path(tempfile.mkdtemp(prefix="recurrent-cost-"))
     folder.mkdir(parents=True, exist_ok=True)
     # (run name, model, weight type, threads, is a reference)
@@ -174,7 +316,8 @@ def main() -> int:
             spec, wishes = plans[name]
             est = plan(spec, hw, wishes, calibration=cal)
             got[name].append(measure(write(folder, hybrid, ftype), est.config, prompt_tokens=PROMPT, gen_tokens=GEN))
-    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    load_after = os.getloadavg()[0]
+    print(f"load average after: {load_after:.2f}")
     meas = {n: (statistics.median(1 / g.decode_tok_s for g in v), statistics.median(PROMPT / g.prefill_tok_s for g in v))
             for n, v in got.items()}
 
@@ -206,32 +349,26 @@ def main() -> int:
             print(f"| {n} | " + " | ".join(cells) + " |")
         return 0
     rows = [name for name, *_ in RUNS]
-    unit = {name: terms(name) for name in rows}
-    # per row: the prediction's seconds, linear in the constants, and the seconds it would need
-    # to miss by just its reference's ratio (relative rows: every run weighs alike)
-    goal = {n: tuple(meas[n][i] * bare[ref_of[n]][i] / meas[ref_of[n]][i] for i in (0, 1)) for n in rows}
+    runs = {n: {"reference": ref_of[n], "measured": list(meas[n]), "bare": list(bare[n]), "unit": list(terms(n))}
+            for n in rows}
+    refs = {ref_of[n]: {"measured": list(meas[ref_of[n]]), "bare": list(bare[ref_of[n]])} for n in rows}
+    if args.save:
+        when = datetime.datetime.now(datetime.UTC)
+        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+        slug = (cpu_id() or "cpu").replace(" ", "-")
+        out = RESULTS_DIR / f"recurrent_cost-{slug}-{when:%Y%m%dT%H%M%SZ}.json"
+        out.write_text(json.dumps(record(runs, refs, args.repeats, (load_before, load_after), when), indent=1),
+                       encoding="utf-8")
+        print(f"saved: {out}")
 
-    def fit(names: list[str]) -> tuple[float, float]:
-        """(prompt, decode) cycles per element: least squares of the relative shortfalls."""
-        out = []
-        for i, j in ((1, 0), (0, 1)):  # goal/bare index, unit index
-            a = np.array([[unit[n][j] / goal[n][i]] for n in names])
-            b = np.array([(goal[n][i] - bare[n][i]) / goal[n][i] for n in names])
-            (c,), *_ = np.linalg.lstsq(a, b, rcond=None)
-            out.append(max(0.0, float(c)))
-        return out[0], out[1]
-
-    def with_constants(n: str, c: tuple[float, float]) -> tuple[float, float]:
-        return bare[n][0] + unit[n][1] * c[1], bare[n][1] + unit[n][0] * c[0]
-
-    final = tuple(round(x, 2) for x in fit(rows))
+    final = tuple(round(x, 2) for x in fit(runs, refs, rows))
     print(f"\nfitted on all {len(rows)} runs: PREFILL_CYCLES_PER_ELEMENT = {final[0]}, "
           f"DECODE_CYCLES_PER_ELEMENT = {final[1]}")
     print(f"(in estimate/recurrent_work.py now: {recurrent_work.PREFILL_CYCLES_PER_ELEMENT}, "
           f"{recurrent_work.DECODE_CYCLES_PER_ELEMENT})")
     with constants(*final):  # the linear form is the estimator's own: checked on every run
         for n in rows:
-            replanned, linear = predicted(n), with_constants(n, final)
+            replanned, linear = predicted(n), with_constants(runs[n], final)
             assert all(abs(replanned[i] / linear[i] - 1) < 1e-6 for i in (0, 1)), n
     print("\nEach run predicted with the constants fitted on the other runs (leave-one-run-out); in "
           "brackets, without recurrent_work. Predicted / measured tok/s; the reference is the dense "
@@ -239,36 +376,31 @@ def main() -> int:
     print("| run | decode: measured tok/s | predicted / measured (without) | reference | "
           "prompt: measured tok/s | predicted / measured (without) | reference |")
     print("|---|---|---|---|---|---|---|")
-    miss = {"decode": [], "prefill": [], "decode_bare": [], "prefill_bare": []}
+    misses: dict[str, list[tuple[float, str]]] = {"decode": [], "prefill": [], "decode_bare": [], "prefill_bare": []}
     for n in rows:
-        c = fit([m for m in rows if m != n])
-        held = with_constants(n, c)
+        c = fit(runs, refs, [m for m in rows if m != n])
+        held = with_constants(runs[n], c)
         cells = []
         for i, kind, per in ((0, "decode", 1.0), (1, "prefill", PROMPT)):
             r, r0 = meas[n][i] / held[i], meas[n][i] / bare[n][i]
             rr = meas[ref_of[n]][i] / bare[ref_of[n]][i]
             cells += [f"{per / meas[n][i]:.1f}", f"x{r:.2f} (x{r0:.2f})", f"x{rr:.2f}"]
-            miss[kind].append((abs(r / rr - 1), n))  # beyond the reference's: what this term answers for
-            miss[kind + "_bare"].append((abs(r0 / rr - 1), n))
+            # beyond the reference's: what this term answers for
+            misses[kind].append((miss(runs, refs, n, i, c), n))
+            misses[kind + "_bare"].append((miss(runs, refs, n, i, None), n))
         print(f"| {n} | " + " | ".join(cells) + " |")
     print()
-    def summary(pairs: list[tuple[float, str]]) -> str:
-        worst = max(pairs)
-        return f"median {statistics.median(x for x, _ in pairs):.1%} (max {worst[0]:.1%}, {worst[1]})"
-
     for kind in ("decode", "prefill"):
-        print(f"leave-one-run-out, {kind}: miss beyond the reference's, {summary(miss[kind])}; "
-              f"without recurrent_work {summary(miss[kind + '_bare'])}")
+        print(f"leave-one-run-out, {kind}: miss beyond the reference's, {summary(misses[kind])}; "
+              f"without recurrent_work {summary(misses[kind + '_bare'])}")
     # the shipped constants, fitted on another machine's runs: out of sample on this one
     shipped = (recurrent_work.PREFILL_CYCLES_PER_ELEMENT, recurrent_work.DECODE_CYCLES_PER_ELEMENT)
     for i, kind in ((0, "decode"), (1, "prefill")):
-        pairs = [(abs(meas[n][i] / with_constants(n, shipped)[i] / (meas[ref_of[n]][i] / bare[ref_of[n]][i]) - 1), n)
-                 for n in rows]
+        pairs = [(miss(runs, refs, n, i, shipped), n) for n in rows]
         print(f"with the constants in recurrent_work.py ({shipped[0]}, {shipped[1]}), {kind}: miss beyond "
               f"the reference's, {summary(pairs)}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     sys.exit(main())
