@@ -4,6 +4,7 @@ this measures the same weight type at other widths, side by side, to show how fa
 holds on this machine.
 
     python bench/probe_width.py [--types Q8_0,Q4_0,F16] [--rounds 5] [--mb 200] [--fit-edges]
+                                [--decode-only] [--save]
 
 Decode: generated llama models of about --mb MB each at 512, 1024, 2048 and 4096 wide
 (layers chosen for equal bytes), 16 tokens after a 4-token prompt. Prefill: a 512-token
@@ -12,6 +13,12 @@ round (the machine's speed drifts between seconds); the median of --rounds count
 ns per weight (decode: per weight per token, after the probe's per-layer cost of this
 machine's stored probe where there is one; prefill: per weight that multiplies every
 prompt token, so without the last block's FFN) and the ratio to the probe's width.
+Decode is also read per layer: what a layer of each width costs beyond its weights priced at
+the 2048-wide figure (flat over the widths where the extra cost is per layer; on a Zen 5 VM,
+2026-12-06, 35-70 us a layer for Q4_0, Q5_0, Q6_K and Q4_K, about 10 for Q8_0). --save keeps
+the decode sweep as a JSON record in bench/results/width/ (with the machine's CPU id), for a
+price of those costs to be checked on machines it was not fitted on; --decode-only skips the
+prompts.
 --fit-edges: prompts only, then the estimate of each prompt on the stored probe and the
 matmul_shape.EDGE_ELEMENTS that makes measured / estimated flattest over the widths (the
 shapes here are not the ones bench/accuracy_probe.py checks the estimate on).
@@ -20,8 +27,12 @@ shapes here are not the ones bench/accuracy_probe.py checks the estimate on).
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import math
+import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,6 +42,10 @@ from rooflight.runtime.probe import (
     PURE_FTYPE as FTYPE,  # pure files of a K type, as the probe writes them
 )
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from accuracy_probe import cpu_id  # noqa: E402 - beside this file
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results" / "width"
 DECODE_WIDTHS = (512, 1024, 2048, 4096)
 DECODE_PROBE_WIDTH = 2048  # runtime/probe.py _DECODE_SHAPE
 PREFILL_WIDTHS = (256, 512, 1024, 2048, 3072)
@@ -65,7 +80,9 @@ def layer_cost_s() -> float:
     return probe.fixed.layer_s if probe is not None else 0.0
 
 
-def decode_sweep(folder: Path, wt: str, rounds: int, mb: float, per_layer: float) -> None:
+def decode_sweep(folder: Path, wt: str, rounds: int, mb: float, per_layer: float) -> dict[str, dict]:
+    """{width: its model's layers, weights, median seconds a token, ns a weight and cost per
+    layer beyond the probe width's figure} for one weight type; printed as it goes."""
     models = []
     for width in DECODE_WIDTHS:
         s = shape(width)
@@ -86,8 +103,18 @@ def decode_sweep(folder: Path, wt: str, rounds: int, mb: float, per_layer: float
     ref = per_weight[DECODE_PROBE_WIDTH]
     print(f"decode {wt}: " + "  ".join(
         f"{w} wide {per_weight[w] * 1e9:.4f} ns/weight x{per_weight[w] / ref:.2f}" for w in DECODE_WIDTHS))
+    # the same read per layer: what a layer of each width costs beyond its weights at the
+    # probe width's figure (a cost per layer stays flat over the widths; one per row or per
+    # weight would not). Printed for the narrower widths: the wider models hold one or two
+    # layers, whose per-layer figure is their whole run's noise
+    excess = {w: (per_weight[w] - ref) * weights / n for w, n, weights, _ in models}
+    print(f"  beyond the {DECODE_PROBE_WIDTH}-wide figure, per layer: " + "  ".join(
+        f"{w} wide {excess[w] * 1e6:+.1f} us ({n} layers)" for w, n, _, _ in models if w < DECODE_PROBE_WIDTH))
     for *_, llm in models:
         llm.close()
+    return {str(w): {"layers": n, "weights": weights, "s_per_token": statistics.median(times[w]),
+                     "ns_per_weight": per_weight[w] * 1e9, "excess_us_per_layer": excess[w] * 1e6}
+            for w, n, weights, _ in models}
 
 
 def prefill_sweep(folder: Path, wt: str, rounds: int) -> list[tuple[int, object, float]]:
@@ -160,6 +187,21 @@ def fit_edges(sweeps: dict[str, list[tuple[int, object, float]]], probe) -> floa
     return best
 
 
+def width_record(decode: dict[str, dict], per_layer_s: float, rounds: int, load_before: float,
+                 when: datetime.datetime) -> dict:
+    """A decode sweep as JSON, with the machine it ran on: per-layer costs by weight type from
+    several machines' records are what a price of them would have to be checked on."""
+    from rooflight.runtime.probe import last_level_cache_bytes
+    from rooflight.runtime.rpc import llama_cpp_version
+
+    return {"script": "bench/probe_width.py", "utc": when.isoformat(timespec="seconds"), "rounds": rounds,
+            "load_1min_before": round(load_before, 2), "cpu_id": cpu_id(),
+            "last_level_cache_bytes": last_level_cache_bytes(), "llama_cpp_python": llama_cpp_version(),
+            "probe_width": DECODE_PROBE_WIDTH, "per_layer_subtracted_us": round(per_layer_s * 1e6, 2),
+            "decode": {wt: {w: {k: float(f"{v:.6g}") if isinstance(v, float) else v for k, v in row.items()}
+                            for w, row in by_width.items()} for wt, by_width in decode.items()}}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--types", default="Q8_0,Q4_0,F16")
@@ -167,15 +209,29 @@ def main() -> int:
     ap.add_argument("--mb", type=float, default=200.0, help="decode models' size")
     ap.add_argument("--fit-edges", action="store_true",
                     help="prompts only: fit estimate/matmul_shape.py's EDGE_ELEMENTS on the sweep's shapes")
+    ap.add_argument("--decode-only", action="store_true", help="the decode sweep only")
+    ap.add_argument("--save", action="store_true", help=f"keep the decode sweep as a JSON record under {RESULTS_DIR}")
     args = ap.parse_args()
+    if args.fit_edges and (args.decode_only or args.save):
+        ap.error("--fit-edges measures prompts only: not with --decode-only or --save")
+    load_before = os.getloadavg()[0]
     per_layer = layer_cost_s()
+    print(f"load average before: {load_before:.2f}")
     print(f"per-layer cost subtracted from decode: {per_layer * 1e6:.1f} us (the stored probe's; 0 without one)")
-    sweeps = {}
+    sweeps, decode = {}, {}
     with tempfile.TemporaryDirectory(prefix="rooflight-width-") as tmp:
         for wt in args.types.split(","):
             if not args.fit_edges:
-                decode_sweep(Path(tmp), wt.strip().upper(), args.rounds, args.mb, per_layer)
-            sweeps[wt.strip().upper()] = prefill_sweep(Path(tmp), wt.strip().upper(), args.rounds)
+                decode[wt.strip().upper()] = decode_sweep(Path(tmp), wt.strip().upper(), args.rounds, args.mb, per_layer)
+            if not args.decode_only:
+                sweeps[wt.strip().upper()] = prefill_sweep(Path(tmp), wt.strip().upper(), args.rounds)
+    if args.save:
+        when = datetime.datetime.now(datetime.UTC)
+        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+        out = RESULTS_DIR / f"probe_width-{(cpu_id() or 'cpu').replace(' ', '-')}-{when:%Y%m%dT%H%M%SZ}.json"
+        out.write_text(json.dumps(width_record(decode, per_layer, args.rounds, load_before, when), indent=1),
+                       encoding="utf-8")
+        print(f"saved: {out}")
     if args.fit_edges:
         from rooflight.hardware import detect
         from rooflight.store.probes import probe_status
