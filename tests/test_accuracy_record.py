@@ -4,29 +4,18 @@ weight types of every saved probe with its own machine's profile."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import statistics
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
+from bench_modules import load_bench
 from rooflight.estimate.probe import AttentionCost, FixedCosts, KernelFigure, MachineProbe
 from rooflight.hardware import profile_from_dict
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _bench(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-accuracy_probe = _bench("accuracy_probe")
-probe_type_transfer = _bench("probe_type_transfer")
+accuracy_probe = load_bench("accuracy_probe")
+probe_type_transfer = load_bench("probe_type_transfer")
 
 HW = profile_from_dict({"cpu": {"name": "Test CPU (R) 9000", "cores": 2, "threads": 2, "isa": ["avx2"],
                                 "ram_total_bytes": 16 * 10**9, "ram_available_bytes": 12 * 10**9,
@@ -91,7 +80,7 @@ def test_type_transfer_without_records_says_what_to_run(tmp_path, capsys):
 def test_reprice_plans_a_saved_row_again_as_the_run_planned_it(tmp_path, capsys):
     """A record of the 25M shape whose 'probe' column is what plan() gives now: priced again,
     the old and the new estimate agree to the digit, and the range check is redone."""
-    reprice = _bench("reprice_accuracy")
+    reprice = load_bench("reprice_accuracy")
     from rooflight.estimate import Calibration, Wishes, plan
 
     specs = reprice.Specs(tmp_path)
@@ -119,7 +108,7 @@ def test_a_file_that_is_not_a_record_is_named_and_the_others_still_read(tmp_path
     bad.write_text("{not json")
     assert [name for name, _, _ in probe_type_transfer.saved_probes([str(tmp_path)])] == [good.name]
     assert f"{bad} is not a saved accuracy record" in capsys.readouterr().err
-    reprice = _bench("reprice_accuracy")
+    reprice = load_bench("reprice_accuracy")
     assert reprice.main([str(bad)]) == 1  # one sentence, no traceback
     assert "is not a saved accuracy record" in capsys.readouterr().err
 
@@ -128,7 +117,7 @@ def test_probe_band_check_widens_each_row_by_its_own_spread_and_derives_bands_ou
     """bench/probe_band_check.py's arithmetic on rows made by hand: a row's w is read back from
     its printed range, a base band holds a row when the row's own widening reaches it, and a
     derived band is the tails of r * w and r / w, never excluding 1.0."""
-    check = _bench("probe_band_check")
+    check = load_bench("probe_band_check")
     base = (0.8, 1.3)
     r, wl, wh = check.row_factors(90.0, 100.0, 100.0 * 0.8 / 1.1, 100.0 * 1.3 * 1.1, base)
     assert (r, wl, wh) == pytest.approx((0.9, 1.1, 1.1))
@@ -144,7 +133,7 @@ def test_probe_band_check_widens_each_row_by_its_own_spread_and_derives_bands_ou
 
 
 def test_probe_band_check_groups_an_early_record_with_the_machine_whose_profile_it_shares():
-    check = _bench("probe_band_check")
+    check = load_bench("probe_band_check")
     cpu = {"name": "Intel(R) Xeon(R) Processor", "isa": ["avx2"], "ram_total_bytes": 1, "ram_available_bytes": 5}
     records = {"early": {"hardware": {"cpu": dict(cpu, ram_available_bytes=7)}},
                "later": {"hardware": {"cpu": cpu}, "cpu_id": "family 6 model 167", "last_level_cache_bytes": 480 << 20},
@@ -156,7 +145,7 @@ def test_probe_band_check_groups_an_early_record_with_the_machine_whose_profile_
 
 
 def test_probe_band_check_without_records_says_what_to_run(tmp_path, capsys):
-    check = _bench("probe_band_check")
+    check = load_bench("probe_band_check")
     assert check.main([str(tmp_path / "none")]) == 1
     assert "run bench/accuracy_probe.py --save" in capsys.readouterr().out
 
@@ -164,5 +153,5 @@ def test_probe_band_check_without_records_says_what_to_run(tmp_path, capsys):
 def test_probe_band_check_names_a_file_that_is_not_a_record(tmp_path, capsys):
     bad = tmp_path / "accuracy_probe-broken.json"
     bad.write_text("{not json")
-    assert _bench("probe_band_check").main([str(bad)]) == 1
+    assert load_bench("probe_band_check").main([str(bad)]) == 1
     assert f"{bad} is not a saved accuracy record" in capsys.readouterr().err

@@ -3,12 +3,12 @@ constants (bench/fit_constants.py), and what README and backend_constants.py say
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import pytest
 
+from bench_modules import load_bench
 from rooflight.estimate import backend_constants as bc
 from rooflight.estimate.tensor_rates import matmul_tflops
 from rooflight.hardware import profile_from_dict
@@ -18,14 +18,7 @@ from rooflight.hardware.profile_io import BACKENDS
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _fit_module():
-    spec = importlib.util.spec_from_file_location("fit_constants", ROOT / "bench" / "fit_constants.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-fit = _fit_module()
+fit = load_bench("fit_constants")
 import write_constants  # noqa: E402 - beside fit_constants.py, on the path it put there
 
 DATA = fit.load()
@@ -377,9 +370,7 @@ def test_the_hybrid_gpu_band_is_derived_from_the_hybrid_rows_and_holds_on_held_o
     GPU left out of its percentiles."""
     import json
 
-    spec = importlib.util.spec_from_file_location("hybrid_gpu_check", ROOT / "bench" / "hybrid_gpu_check.py")
-    check = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(check)
+    check = load_bench("hybrid_gpu_check")
     rows = json.loads(check.DATA.read_text(encoding="utf-8"))["rows"]
     found = check.band(rows, check.ratios(rows))
     assert (found["decode"], found["prefill"]) == (bc.HYBRID_GPU_DECODE_BAND, bc.HYBRID_GPU_PREFILL_BAND)

@@ -4,24 +4,14 @@ fits the hybrid constants on the other machines' runs and checks them on the one
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench_modules import load_bench
 
-
-def _bench(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-recurrent_cost = _bench("recurrent_cost")
+recurrent_cost = load_bench("recurrent_cost")
 TRUE = (0.3, 1.5)  # (prompt, decode) cycles per element the synthetic machines pay
 
 

@@ -3,22 +3,12 @@ each width's cost per layer beyond the probe width's figure among its fields."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench_modules import load_bench
 
-
-def _bench(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-probe_width = _bench("probe_width")
+probe_width = load_bench("probe_width")
 
 
 def test_a_sweep_record_reloads_with_its_machine_and_per_layer_costs():
