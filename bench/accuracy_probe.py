@@ -268,9 +268,7 @@ def record(hw, probe, rows: list[dict], *, repeats: int, load_before: float, whe
         "repeats": repeats,
         "load_1min_before": round(load_before, 2),
         "hardware": hw.to_dict(),
-        "cpu_id": cpu_id(),
-        "last_level_cache_bytes": last_level_cache_bytes(),
-        "llama_cpp_python": llama_cpp_version(),
+        **machine_fields(),
         "probe": probe.to_dict(),
         "rows": [{"name": r["name"], "prompt_tokens": r["prompt"], "gen_tokens": GEN_TOKENS, "basis": r["basis"],
                   "n_threads": r["threads"], "others_cpu_share": round(r["busy"], 4),
@@ -292,10 +290,35 @@ def cpu_id() -> str | None:
     return " ".join(f"{k.split()[-1]} {fields[k]}" for k in ("cpu family", "model", "stepping") if k in fields) or None
 
 
-def record_files(paths: list[str] | None = None) -> list[Path]:
-    """The saved records in these files and folders (default RESULTS_DIR), sorted."""
-    return sorted(f for p in (paths or [str(RESULTS_DIR)]) for f in
-                  (Path(p).glob("accuracy_probe-*.json") if Path(p).is_dir() else [Path(p)]) if f.is_file())
+def machine_fields() -> dict:
+    """What every bench record names its machine and llama.cpp by (this one's)."""
+    return {"cpu_id": cpu_id(), "last_level_cache_bytes": last_level_cache_bytes(),
+            "llama_cpp_python": llama_cpp_version()}
+
+
+def machine_key(rec: dict) -> str | None:
+    """A record's machine as 'cpu id, L3 MiB'; None for a record without both."""
+    if rec.get("cpu_id") and rec.get("last_level_cache_bytes"):
+        return f"{rec['cpu_id']}, L3 {rec['last_level_cache_bytes'] >> 20} MiB"
+    return None
+
+
+def write_record(rec: dict, folder: Path, script: str, machine: str) -> Path:
+    """Write a record as <script>-<machine>-<UTC time of rec["utc"]>.json in folder; its path."""
+    slug = re.sub(r"[^a-z0-9]+", "-", machine.lower()).strip("-") or "cpu"
+    stamp = datetime.fromisoformat(rec["utc"]).strftime("%Y%m%dT%H%M%SZ")  # two runs begun in one minute keep both
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{script}-{slug}-{stamp}.json"
+    path.write_text(json.dumps(rec, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def record_files(paths: list[str] | None = None, folder: Path = RESULTS_DIR,
+                 script: str = "accuracy_probe") -> list[Path]:
+    """The saved records in these files and folders (default: folder), sorted: in a folder,
+    the files a script's --save wrote there."""
+    return sorted(f for p in (paths or [str(folder)]) for f in
+                  (Path(p).glob(f"{script}-*.json") if Path(p).is_dir() else [Path(p)]) if f.is_file())
 
 
 def load_record(path: Path) -> tuple[dict, HardwareProfile, MachineProbe]:
@@ -314,12 +337,7 @@ def load_record(path: Path) -> tuple[dict, HardwareProfile, MachineProbe]:
 
 def save(rec: dict, folder: Path = RESULTS_DIR) -> Path:
     """Write a record as accuracy_probe-<cpu>-<UTC time>.json in folder; its path."""
-    cpu = re.sub(r"[^a-z0-9]+", "-", rec["hardware"]["cpu"]["name"].lower()).strip("-") or "cpu"
-    stamp = datetime.fromisoformat(rec["utc"]).strftime("%Y%m%dT%H%M%SZ")  # two runs begun in one minute keep both
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"accuracy_probe-{cpu}-{stamp}.json"
-    path.write_text(json.dumps(rec, indent=1) + "\n", encoding="utf-8")
-    return path
+    return write_record(rec, folder, "accuracy_probe", rec["hardware"]["cpu"]["name"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,6 +32,7 @@ from pathlib import Path
 from rooflight.estimate import ranges
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from accuracy_probe import machine_key  # noqa: E402
 from reprice_accuracy import KINDS, repriced, saved_files  # noqa: E402
 
 BASE = {"decode_tok_s": ranges.PROBE_DECODE_BAND, "prefill_tok_s": ranges.PROBE_PREFILL_BAND}
@@ -67,15 +68,9 @@ def machine_keys(records: dict[str, dict]) -> dict[str, str]:
         cpu = {k: v for k, v in rec["hardware"]["cpu"].items() if k != "ram_available_bytes"}
         return json.dumps(cpu, sort_keys=True)
 
-    known = {profile(rec): f"{rec['cpu_id']}, L3 {rec['last_level_cache_bytes'] >> 20} MiB"
-             for rec in records.values() if rec.get("cpu_id") and rec.get("last_level_cache_bytes")}
-    keys = {}
-    for name, rec in records.items():
-        if rec.get("cpu_id") and rec.get("last_level_cache_bytes"):
-            keys[name] = f"{rec['cpu_id']}, L3 {rec['last_level_cache_bytes'] >> 20} MiB"
-        else:
-            keys[name] = known.get(profile(rec), rec["hardware"]["cpu"]["name"])
-    return keys
+    known = {profile(rec): key for rec in records.values() if (key := machine_key(rec))}
+    return {name: machine_key(rec) or known.get(profile(rec), rec["hardware"]["cpu"]["name"])
+            for name, rec in records.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import math
 import os
 import statistics
@@ -43,7 +42,7 @@ from rooflight.runtime.probe import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from accuracy_probe import cpu_id  # noqa: E402 - beside this file
+from accuracy_probe import machine_fields, write_record  # noqa: E402 - beside this file
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results" / "width"
 DECODE_WIDTHS = (512, 1024, 2048, 4096)
@@ -191,12 +190,8 @@ def width_record(decode: dict[str, dict], per_layer_s: float, rounds: int, load_
                  when: datetime.datetime) -> dict:
     """A decode sweep as JSON, with the machine it ran on: per-layer costs by weight type from
     several machines' records are what a price of them would have to be checked on."""
-    from rooflight.runtime.probe import last_level_cache_bytes
-    from rooflight.runtime.rpc import llama_cpp_version
-
     return {"script": "bench/probe_width.py", "utc": when.isoformat(timespec="seconds"), "rounds": rounds,
-            "load_1min_before": round(load_before, 2), "cpu_id": cpu_id(),
-            "last_level_cache_bytes": last_level_cache_bytes(), "llama_cpp_python": llama_cpp_version(),
+            "load_1min_before": round(load_before, 2), **machine_fields(),
             "probe_width": DECODE_PROBE_WIDTH, "per_layer_subtracted_us": round(per_layer_s * 1e6, 2),
             "decode": {wt: {w: {k: float(f"{v:.6g}") if isinstance(v, float) else v for k, v in row.items()}
                             for w, row in by_width.items()} for wt, by_width in decode.items()}}
@@ -226,12 +221,8 @@ def main() -> int:
             if not args.decode_only:
                 sweeps[wt.strip().upper()] = prefill_sweep(Path(tmp), wt.strip().upper(), args.rounds)
     if args.save:
-        when = datetime.datetime.now(datetime.UTC)
-        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-        out = RESULTS_DIR / f"probe_width-{(cpu_id() or 'cpu').replace(' ', '-')}-{when:%Y%m%dT%H%M%SZ}.json"
-        out.write_text(json.dumps(width_record(decode, per_layer, args.rounds, load_before, when), indent=1),
-                       encoding="utf-8")
-        print(f"saved: {out}")
+        rec = width_record(decode, per_layer, args.rounds, load_before, datetime.datetime.now(datetime.UTC))
+        print(f"saved: {write_record(rec, RESULTS_DIR, 'probe_width', rec['cpu_id'] or 'cpu')}")
     if args.fit_edges:
         from rooflight.hardware import detect
         from rooflight.store.probes import probe_status

@@ -50,12 +50,10 @@ from rooflight.gguf.synthetic import write_model
 from rooflight.gguf.synthetic_hybrid import write_hybrid_model
 from rooflight.hardware import detect
 from rooflight.runtime.measure import measure
-from rooflight.runtime.probe import last_level_cache_bytes
-from rooflight.runtime.rpc import llama_cpp_version
 from rooflight.store.probes import probe_status
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from accuracy_probe import cpu_id  # noqa: E402 - beside this file
+from accuracy_probe import machine_fields, machine_key, record_files, write_record  # noqa: E402 - beside this file
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results" / "recurrent"
 L = 8
@@ -202,9 +200,7 @@ def record(runs: dict, refs: dict, repeats: int, load: tuple[float, float], when
         return {k: ([float(f"{x:.6g}") for x in v] if isinstance(v, (list, tuple)) else v) for k, v in d.items()}
 
     return {"script": "bench/recurrent_cost.py", "utc": when.isoformat(timespec="seconds"), "repeats": repeats,
-            "load_1min_before": round(load[0], 2), "load_1min_after": round(load[1], 2),
-            "cpu_id": cpu_id(), "last_level_cache_bytes": last_level_cache_bytes(),
-            "llama_cpp_python": llama_cpp_version(),
+            "load_1min_before": round(load[0], 2), "load_1min_after": round(load[1], 2), **machine_fields(),
             "shipped": [recurrent_work.PREFILL_CYCLES_PER_ELEMENT, recurrent_work.DECODE_CYCLES_PER_ELEMENT],
             "runs": {n: rounded(r) for n, r in runs.items()}, "references": {n: rounded(r) for n, r in refs.items()}}
 
@@ -212,15 +208,13 @@ def record(runs: dict, refs: dict, repeats: int, load: tuple[float, float], when
 def load_records(paths: list[str]) -> list[tuple[str, dict]]:
     """(machine key, record) for each saved record in these files and folders (default
     RESULTS_DIR); a file that is not one is named on stderr and left out."""
-    files = sorted(f for p in (paths or [str(RESULTS_DIR)]) for f in
-                   (Path(p).glob("recurrent_cost-*.json") if Path(p).is_dir() else [Path(p)]) if f.is_file())
     out = []
-    for f in files:
+    for f in record_files(paths, RESULTS_DIR, "recurrent_cost"):
         try:
             rec = json.loads(f.read_text(encoding="utf-8"))
-            key = f"{rec['cpu_id']}, L3 {rec['last_level_cache_bytes'] >> 20} MiB"
-            if not isinstance(rec["runs"], dict) or not isinstance(rec["references"], dict):
-                raise ValueError("no runs")
+            key = machine_key(rec)
+            if key is None or not isinstance(rec["runs"], dict) or not isinstance(rec["references"], dict):
+                raise ValueError("no machine or no runs")
         except (OSError, ValueError, KeyError, TypeError):
             print(f"{f} is not a record of bench/recurrent_cost.py --save; left out.", file=sys.stderr)
             continue
@@ -353,13 +347,8 @@ def main() -> int:
             for n in rows}
     refs = {ref_of[n]: {"measured": list(meas[ref_of[n]]), "bare": list(bare[ref_of[n]])} for n in rows}
     if args.save:
-        when = datetime.datetime.now(datetime.UTC)
-        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-        slug = (cpu_id() or "cpu").replace(" ", "-")
-        out = RESULTS_DIR / f"recurrent_cost-{slug}-{when:%Y%m%dT%H%M%SZ}.json"
-        out.write_text(json.dumps(record(runs, refs, args.repeats, (load_before, load_after), when), indent=1),
-                       encoding="utf-8")
-        print(f"saved: {out}")
+        rec = record(runs, refs, args.repeats, (load_before, load_after), datetime.datetime.now(datetime.UTC))
+        print(f"saved: {write_record(rec, RESULTS_DIR, 'recurrent_cost', rec['cpu_id'] or 'cpu')}")
 
     final = tuple(round(x, 2) for x in fit(runs, refs, rows))
     print(f"\nfitted on all {len(rows)} runs: PREFILL_CYCLES_PER_ELEMENT = {final[0]}, "
