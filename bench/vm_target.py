@@ -8,13 +8,14 @@ for at least 6 of the 7 generated shapes and for the Gemma-3-270M package model 
 and 4096 positions, with the printed range holding at least 80% of the measurements.
 
 For each machine (probe_band_check.machine_keys: a record's CPU id and last-level cache) the
-records whose probe the current PROBE_METHOD derived are priced again
+records of the newest probe method it has run (FIRST_METHOD or later) are priced again
 (reprice_accuracy.reprice: the run's own probe and hardware profile, the estimator as it is
 now), and each row's error, predicted / measured - 1, is taken as the median over those runs.
 A machine meets the target by that median; the runs that met it on their own are counted
-beside it. Older records, whose probe figures an earlier method derived, are left out: a
-change of method changes what a figure is per. Measures nothing; README's "This machine after
-a probe" table is this script's --markdown.
+beside it. A machine's runs on an older method are left out where it has newer ones: a change
+of method changes what a figure is per. The table names each machine's method; one older
+than PROBE_METHOD is what the machine showed before the probe's last change. Measures
+nothing; README's "This machine after a probe" table is this script's --markdown.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from accuracy_probe import (  # noqa: E402
 from probe_band_check import machine_keys  # noqa: E402
 from reprice_accuracy import repriced  # noqa: E402
 
+FIRST_METHOD = 5  # the first method whose attention units follow llama.cpp's split of the cache
 SHAPES_NEEDED = len(SHAPES) - 1  # "at least 6 of the 7 generated shapes"
 GEMMA_POSITIONS = (512, 4096)
 LIMITS = {"decode_tok_s": DECODE_TARGET, "prefill_tok_s": PREFILL_TARGET}
@@ -101,35 +103,38 @@ def median_errors(runs: Sequence[dict[tuple[str, int], dict[str, float]]]) -> di
 class MachineResult:
     machine: str
     cpu_name: str
+    method: int  # the probe method of its runs here
     runs: list[str]  # the records' UTC times
     by_median: Verdict
     met_alone: int
 
 
+def _method(rec: dict) -> int:
+    return rec["probe"].get("method", 1)
+
+
 def per_machine(files: list[Path]) -> tuple[list[MachineResult], int, int]:
     """Each machine's result, the records read and those left out for their probe's method."""
     records, priced = {}, {}
-    older = 0
     for f, rows in repriced(files):
-        if rows is None:
-            continue
-        rec = json.loads(f.read_text(encoding="utf-8"))
-        if rec["probe"].get("method", 1) != PROBE_METHOD:
-            older += 1
-            continue
-        records[f.name], priced[f.name] = rec, rows
+        if rows is not None:
+            records[f.name], priced[f.name] = json.loads(f.read_text(encoding="utf-8")), rows
     keys = machine_keys(records)
+    newest = {}
+    for name, rec in records.items():
+        newest[keys[name]] = max(newest.get(keys[name], 0), _method(rec))
+    kept = [n for n in records if _method(records[n]) >= FIRST_METHOD and _method(records[n]) == newest[keys[n]]]
     results = []
-    for machine in sorted(set(keys.values())):
-        names = sorted((n for n in priced if keys[n] == machine), key=lambda n: records[n]["utc"])
+    for machine in sorted({keys[n] for n in kept}):
+        names = sorted((n for n in kept if keys[n] == machine), key=lambda n: records[n]["utc"])
         runs = [run_errors(priced[n]) for n in names]
         alone = sum(verdict(*r).met_all for r in runs)
         results.append(MachineResult(
-            machine=machine, cpu_name=records[names[0]]["hardware"]["cpu"]["name"],
+            machine=machine, cpu_name=records[names[0]]["hardware"]["cpu"]["name"], method=newest[machine],
             runs=[records[n]["utc"] for n in names],
             by_median=verdict(median_errors([r[0] for r in runs]), sum(r[1] for r in runs), sum(r[2] for r in runs)),
             met_alone=alone))
-    return results, len(records) + older, older
+    return results, len(records), len(records) - len(kept)
 
 
 def _gemma_cell(v: Verdict, kind: str) -> str:
@@ -137,15 +142,15 @@ def _gemma_cell(v: Verdict, kind: str) -> str:
 
 
 def markdown(results: list[MachineResult]) -> str:
-    lines = ["| machine | runs | decode within 10%: shapes, Gemma | prefill within 15%: shapes, Gemma "
+    lines = ["| machine | probe method | runs | decode within 10%: shapes, Gemma | prefill within 15%: shapes, Gemma "
              "| inside the range | target met (by the median) | runs that met it alone | misses by the median |",
-             "|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         v = r.by_median
         days = sorted({t[:10] for t in r.runs})
         misses = "; ".join(f"{LABELS[k]} {m}" for k in LIMITS for m in v.misses[k]) or "none"
         lines.append(
-            f"| {r.cpu_name} ({r.machine}) | {len(r.runs)} ({', '.join(days)}) "
+            f"| {r.cpu_name} ({r.machine}) | {r.method} | {len(r.runs)} ({', '.join(days)}) "
             f"| {v.shapes_within['decode_tok_s']} of {len(SHAPES)}; {_gemma_cell(v, 'decode_tok_s')} "
             f"| {v.shapes_within['prefill_tok_s']} of {len(SHAPES)}; {_gemma_cell(v, 'prefill_tok_s')} "
             f"| {v.inside / v.of:.0%} | {'yes' if v.met_all else 'no'} | {r.met_alone} of {len(r.runs)} | {misses} |")
@@ -163,16 +168,18 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     results, read, older = per_machine(files)
     if not results:
-        print(f"none of the {read} records stands on a probe of the current method ({PROBE_METHOD}): "
+        print(f"none of the {read} records stands on a probe of method {FIRST_METHOD} or later: "
               "run bench/accuracy_probe.py --fresh-probe --save")
         return 1
     if args.markdown:
         print(markdown(results))
         return 0
-    print(f"{read} records; {older} left out (their probe: an earlier method than {PROBE_METHOD})")
+    print(f"{read} records; {older} left out (a probe method older than the machine's newest or than "
+          f"{FIRST_METHOD}); the current method is {PROBE_METHOD}")
     for r in results:
         v = r.by_median
-        print(f"\n{r.cpu_name} ({r.machine}): {len(r.runs)} runs, {r.runs[0]} .. {r.runs[-1]}")
+        print(f"\n{r.cpu_name} ({r.machine}): {len(r.runs)} runs on method-{r.method} probes, "
+              f"{r.runs[0]} .. {r.runs[-1]}")
         for kind in LIMITS:
             print(f"  {LABELS[kind]:8} shapes within {LIMITS[kind]:.0%}: {v.shapes_within[kind]} of {len(SHAPES)};"
                   f" Gemma {_gemma_cell(v, kind)}; {'met' if v.met(kind) else 'missed'}"
