@@ -1,7 +1,7 @@
 """CPU decode attention across the 256-cell steps of llama.cpp's cache view, at each thread
 count: does the estimator's price per attention unit stay flat over positions?
 
-    python bench/attention_split.py [--rounds 5] [--threads 1,2]
+    python bench/attention_split.py [--rounds 5] [--threads 1,2] [--save]
 
 With flash attention on and a view of 512 cells or more, llama.cpp gives each thread one
 contiguous chunk of the view (ggml-cpu/ops.cpp, use_split_kv_path), and the view grows in
@@ -15,12 +15,15 @@ spread (largest / smallest) over the prompts on the split path (a view of 512 ce
 the 240-token one runs the other path, at its own rate). Then the telling pairs, two prompts
 in one view (530 and 740: 768 cells; 790 and 1000: 1024): the later one's extra time over
 the earlier one's, measured and under each rule (1.00 by the chunks, 1.41 and 1.27 by the
-positions). Nothing is fitted. Prints the 1-minute load average before the run.
+positions). Nothing is fitted. Prints the 1-minute load average before the run. --save keeps
+the run as a JSON record in bench/results/split/ (the machine's CPU id, every decode time,
+the pairs as printed), so which rule holds where gathers machine by machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import statistics
 import sys
@@ -35,7 +38,10 @@ from rooflight.hardware import detect
 from rooflight.runtime.measure import measure
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from accuracy_probe import machine_fields, write_record  # noqa: E402
 from attention_delta import whole_cache  # noqa: E402
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results" / "split"
 
 SHORT, GEN = 16, 16
 PROMPTS = (240, 480, 530, 740, 790, 1000, 1040)
@@ -61,16 +67,25 @@ def split_spread(per_unit: dict[int, float]) -> float:
     return max(split) / min(split)
 
 
-def main() -> int:
+def pair_ratios(extra: dict[int, float], added: dict[int, float], added_before: dict[int, float]) -> dict:
+    """Each telling pair's later / earlier extra time: measured, by the chunks' count (now)
+    and by the positions (before)."""
+    return {f"{b} over {a}": {"measured": round(extra[b] / extra[a], 4), "chunks": round(added[b] / added[a], 4),
+                              "positions": round(added_before[b] / added_before[a], 4)} for a, b in PAIRS}
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
-    args = ap.parse_args()
+    ap.add_argument("--save", action="store_true", help=f"keep the run as a JSON record under {RESULTS_DIR}")
+    args = ap.parse_args(argv)
     counts = thread_counts(ap, args.threads)
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
     hw = detect()
-    print(f"load average before: {os.getloadavg()[0]:.2f}; {hw.cpu.name}")
+    load_before, when = os.getloadavg()[0], datetime.datetime.now(datetime.UTC)
+    print(f"load average before: {load_before:.2f}; {hw.cpu.name}")
     with tempfile.TemporaryDirectory() as tmp:
         path = write_model(Path(tmp) / "attention.gguf", context_length=4096, tiled=True, **SHAPE)
         spec = load_model_spec(str(path))
@@ -87,6 +102,7 @@ def main() -> int:
         """Mean attention units of the GEN tokens after `prompt` positions."""
         return statistics.fmean(cpu_attention_units(spec, cfg, prompt + i, hw.cpu.isa) for i in range(GEN))
 
+    pairs = {}
     for t, cfg in cfgs.items():
         print(f"\n{t} thread(s): {'prompt':>6} {'extra ms':>9} {'us/Munit now':>13} {'us/Munit before':>16}")
         base = statistics.median(times[(t, SHORT)])
@@ -99,9 +115,17 @@ def main() -> int:
         for prompt in PROMPTS:
             print(f"{'':13} {prompt:6d} {extra[prompt] * 1e3:9.2f} {now[prompt]:13.1f} {before[prompt]:16.1f}")
         print(f"{'':13} spread on the split path: now x{split_spread(now):.2f}, before x{split_spread(before):.2f}")
-        for a, b in PAIRS:
-            print(f"{'':13} {b} over {a}: measured x{extra[b] / extra[a]:.2f}, now x{added[b] / added[a]:.2f},"
-                  f" before x{added_before[b] / added_before[a]:.2f}")
+        pairs[t] = pair_ratios(extra, added, added_before)
+        for name, r in pairs[t].items():
+            print(f"{'':13} {name}: measured x{r['measured']:.2f}, now x{r['chunks']:.2f}, before x{r['positions']:.2f}")
+    if args.save:
+        rec = {"script": "bench/attention_split.py", "utc": when.isoformat(timespec="seconds"),
+               "load_1min_before": round(load_before, 2), "rounds": args.rounds, "cpu_name": hw.cpu.name,
+               **machine_fields(), "shape": SHAPE,
+               "decode_s": {str(t): {str(p): [round(x, 6) for x in times[(t, p)]] for p in (SHORT, *PROMPTS)}
+                            for t in cfgs},
+               "pairs": {str(t): r for t, r in pairs.items()}}
+        print(f"\nsaved: {write_record(rec, RESULTS_DIR, 'attention_split', rec['cpu_id'] or hw.cpu.name)}")
     return 0
 
 
