@@ -33,7 +33,7 @@ from rooflight.estimate import ranges
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from accuracy_probe import machine_key  # noqa: E402
-from reprice_accuracy import KINDS, repriced, saved_files  # noqa: E402
+from reprice_accuracy import KINDS, priced_records, saved_files  # noqa: E402
 
 BASE = {"decode_tok_s": ranges.PROBE_DECODE_BAND, "prefill_tok_s": ranges.PROBE_PREFILL_BAND}
 TAILS = (10, 3)  # percentiles tried for a derived band: the 10th-90th, then fit_constants' BAND_TAIL
@@ -78,11 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     if not files:
         return 1
     rows: dict[str, dict[str, list]] = {key: {} for key, _ in KINDS}  # kind -> machine -> rows
-    records, priced = {}, {}
-    for f, entries in repriced(files):
-        if entries is not None:
-            priced[f.name] = entries
-            records[f.name] = json.loads(f.read_text(encoding="utf-8"))
+    records, priced = priced_records(files)
     if not priced:
         return 1
     machines = machine_keys(records)

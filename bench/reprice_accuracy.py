@@ -108,6 +108,16 @@ def repriced(files: list[Path]) -> Iterator[tuple[Path, list[dict] | None]]:
             yield f, rows
 
 
+def priced_records(files: list[Path]) -> tuple[dict[str, dict], dict[str, list[dict]]]:
+    """The records among files, by file name: their JSON, and their rows priced again
+    (repriced); a file that is not a record is left out, its reason on stderr."""
+    records, priced = {}, {}
+    for f, rows in repriced(files):
+        if rows is not None:
+            records[f.name], priced[f.name] = json.loads(f.read_text(encoding="utf-8")), rows
+    return records, priced
+
+
 def main(argv: list[str] | None = None) -> int:
     files = saved_files(argv, __doc__)
     if not files:

@@ -21,7 +21,6 @@ nothing; README's "This machine after a probe" table is this script's --markdown
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from collections.abc import Sequence
@@ -41,13 +40,13 @@ from accuracy_probe import (  # noqa: E402
     record_files,
 )
 from probe_band_check import machine_keys  # noqa: E402
-from reprice_accuracy import repriced  # noqa: E402
+from reprice_accuracy import KINDS, priced_records  # noqa: E402
 
 FIRST_METHOD = 5  # the first method whose attention units follow llama.cpp's split of the cache
 SHAPES_NEEDED = len(SHAPES) - 1  # "at least 6 of the 7 generated shapes"
 GEMMA_POSITIONS = (512, 4096)
 LIMITS = {"decode_tok_s": DECODE_TARGET, "prefill_tok_s": PREFILL_TARGET}
-LABELS = {"decode_tok_s": "decode", "prefill_tok_s": "prefill"}
+LABELS = dict(KINDS)
 
 
 @dataclass(frozen=True)
@@ -115,10 +114,7 @@ def _method(rec: dict) -> int:
 
 def per_machine(files: list[Path]) -> tuple[list[MachineResult], int, int]:
     """Each machine's result, the records read and those left out for their probe's method."""
-    records, priced = {}, {}
-    for f, rows in repriced(files):
-        if rows is not None:
-            records[f.name], priced[f.name] = json.loads(f.read_text(encoding="utf-8")), rows
+    records, priced = priced_records(files)
     keys = machine_keys(records)
     newest = {}
     for name, rec in records.items():
