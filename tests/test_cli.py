@@ -102,6 +102,20 @@ def test_bad_model_file_is_exit_2_one_line(tmp_path, content, fragment):
 def test_missing_file_is_exit_2(tmp_path):
     r = run("estimate", str(tmp_path / "nope.gguf"))
     assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip() == f"rooflight: {tmp_path / 'nope.gguf'} does not exist."
+
+
+def test_unknown_model_message_says_what_the_argument_looks_like():
+    """A missing path, a Hub file or repository written without hf:, and an unknown id each
+    get the sentence that says what to write instead."""
+    from rooflight.commands.common import unknown_model_message
+
+    assert unknown_model_message("/models/x.gguf") == "/models/x.gguf does not exist."
+    assert unknown_model_message("x.gguf") == "x.gguf does not exist."
+    assert unknown_model_message("./sub/x.gguf") == "./sub/x.gguf does not exist."
+    assert "written hf:org/repo/x.gguf" in unknown_model_message("org/repo/x.gguf")
+    assert "hf:org/repo/FILE.gguf" in unknown_model_message("org/repo")
+    assert "is not a catalog id" in unknown_model_message("no-such-model")
 
 
 def test_estimate_a_catalog_id(tmp_path):
@@ -114,7 +128,8 @@ def test_estimate_a_catalog_id(tmp_path):
     q8 = json.loads(run("estimate", "qwen3-30b-a3b", "--quant", "q8_0", "--hardware", str(prof), "--json").stdout)
     assert q8["model"]["quant"] == "Q8_0" and q8["model"]["file_bytes"] > doc["model"]["file_bytes"]
     for args, fragment in ((("qwen3-30b-a3b", "--quant", "Q9"), "has no Q9 file"),
-                           (("no-such-model",), "is not a .gguf file")):
+                           (("no-such-model",), "is not a catalog id"),
+                           (("org/repo/model.gguf",), "is written hf:org/repo/model.gguf")):
         r = run("estimate", *args)
         assert r.returncode == 2 and fragment in r.stderr and "Traceback" not in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1

@@ -139,10 +139,7 @@ def model_variants(model: str, quant: str | None, mmproj: str | None = None):
     if not is_hf_uri(model) and not os.path.exists(model):
         entry = find_model(model)
         if entry is None:
-            raise BadInputError(
-                f"{model!r} is not a .gguf file, an hf:OWNER/REPO/FILE.gguf reference or a catalog id; "
-                "`rooflight rank` lists the catalog."
-            )
+            raise BadInputError(unknown_model_message(model))
         from dataclasses import replace
 
         from rooflight.catalog.hub_vision import catalog_projector, with_vision
@@ -160,6 +157,22 @@ def model_variants(model: str, quant: str | None, mmproj: str | None = None):
     if quant and quant.upper() != spec.file_type.upper():
         raise BadInputError(f"{model} is a {spec.file_type} file; --quant only chooses among a catalog model's files.")
     return (Variant(spec.file_type, spec, model),), spec.file_type
+
+
+def unknown_model_message(model: str) -> str:
+    """One sentence for a MODEL argument that names no file here and no catalog model,
+    shaped by what it looks like: a Hub file or repository without hf:, a path, or an id."""
+    gguf = model.lower().endswith(".gguf")
+    relative = not model.startswith(("/", ".", "~")) and not os.path.isabs(model)
+    if gguf and relative and model.count("/") >= 2:  # OWNER/REPO/FILE.gguf
+        return f"{model} is not a file here; a file on the Hugging Face Hub is written hf:{model}."
+    if not gguf and relative and model.count("/") == 1:  # OWNER/REPO
+        return (f"{model} is not a file here or a catalog id; a Hub model is named by one of its files, "
+                f"hf:{model}/FILE.gguf (`rooflight search` finds Hub models and ranks them for this machine).")
+    if gguf or "/" in model or os.sep in model:
+        return f"{model} does not exist."
+    return (f"{model!r} is not a catalog id, a .gguf file or an hf:OWNER/REPO/FILE.gguf reference; "
+            "`rooflight rank` lists the catalog.")
 
 
 def model_spec_for(model: str, quant: str | None = None, mmproj: str | None = None):
