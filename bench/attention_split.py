@@ -17,7 +17,10 @@ in one view (530 and 740: 768 cells; 790 and 1000: 1024): the later one's extra 
 the earlier one's, measured and under each rule (1.00 by the chunks, 1.41 and 1.27 by the
 positions). Nothing is fitted. Prints the 1-minute load average before the run. --save keeps
 the run as a JSON record in bench/results/split/ (the machine's CPU id, every decode time,
-the pairs as printed), so which rule holds where gathers machine by machine.
+the pairs as printed), so which rule holds where gathers machine by machine. With 1 thread
+among the counts it also sets each prompt's time at every other count against its own 1-thread
+time (the split's share at that cache size, which the pairs mix with what a cell costs at two
+sizes), and the uneven prompts' mean share against the even ones' (share_contrast).
 """
 
 from __future__ import annotations
@@ -74,6 +77,36 @@ def pair_ratios(extra: dict[int, float], added: dict[int, float], added_before: 
                               "positions": round(added_before[b] / added_before[a], 4)} for a, b in PAIRS}
 
 
+def thread_shares(extra: dict[int, dict[int, float]], added: dict[int, dict[int, float]],
+                  added_before: dict[int, dict[int, float]]) -> dict[int, dict[str, dict[str, float]]]:
+    """Per thread count above 1, per prompt on the split path: its extra time over the same
+    prompt's with 1 thread, measured, by the chunks' count and by the positions (a count's
+    units are every thread's cycles, which t threads share: its time is units / t). Taken at one
+    prompt, the ratio cancels what a cached cell costs at that cache size, which the pairs
+    (two prompts, two cache sizes) do not: on a VM whose per-cell cost moves with the cache's
+    size the pairs read that as the split."""
+    if 1 not in extra:
+        return {}
+    return {t: {str(p): {"measured": round(extra[t][p] / extra[1][p], 4),
+                         "chunks": round(added[t][p] / t / added[1][p], 4),
+                         "positions": round(added_before[t][p] / t / added_before[1][p], 4)}
+                for p in PROMPTS if p >= SPLIT_FROM}
+            for t in extra if t != 1}
+
+
+def share_contrast(by_prompt: dict[str, dict[str, float]]) -> dict[str, float]:
+    """The mean share of the prompts whose chunks are uneven (one thread's mostly masked: the
+    chunks' share 10% or more above the positions') over that of the even ones, measured and
+    by each count. The chunks say about x1.27 for 2 threads, the positions x1.00; the ratio
+    leaves out what every prompt's share has in common (two threads' overhead)."""
+    uneven = [r for r in by_prompt.values() if r["chunks"] > 1.1 * r["positions"]]
+    even = [r for r in by_prompt.values() if r["chunks"] <= 1.1 * r["positions"]]
+    if not uneven or not even:
+        return {}
+    return {k: round(statistics.fmean(r[k] for r in uneven) / statistics.fmean(r[k] for r in even), 4)
+            for k in ("measured", "chunks", "positions")}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
@@ -103,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         return statistics.fmean(cpu_attention_units(spec, cfg, prompt + i, hw.cpu.isa) for i in range(GEN))
 
     pairs = {}
+    extras, addeds, addeds_before = {}, {}, {}
     for t, cfg in cfgs.items():
         print(f"\n{t} thread(s): {'prompt':>6} {'extra ms':>9} {'us/Munit now':>13} {'us/Munit before':>16}")
         base = statistics.median(times[(t, SHORT)])
@@ -118,13 +152,26 @@ def main(argv: list[str] | None = None) -> int:
         pairs[t] = pair_ratios(extra, added, added_before)
         for name, r in pairs[t].items():
             print(f"{'':13} {name}: measured x{r['measured']:.2f}, now x{r['chunks']:.2f}, before x{r['positions']:.2f}")
+        extras[t], addeds[t], addeds_before[t] = extra, added, added_before
+    shares = thread_shares(extras, addeds, addeds_before)
+    for t, by_prompt in shares.items():
+        print(f"\n{t} threads over 1, the same prompt (the split's share, each cache size against itself):")
+        for prompt, r in by_prompt.items():
+            print(f"{'':13} {prompt:>6}: measured x{r['measured']:.2f}, chunks x{r['chunks']:.2f}, "
+                  f"positions x{r['positions']:.2f}")
+        contrast = share_contrast(by_prompt)
+        if contrast:
+            print(f"{'':13} uneven chunks over even: measured x{contrast['measured']:.2f}, "
+                  f"chunks x{contrast['chunks']:.2f}, positions x{contrast['positions']:.2f}")
     if args.save:
         rec = {"script": "bench/attention_split.py", "utc": when.isoformat(timespec="seconds"),
                "load_1min_before": round(load_before, 2), "rounds": args.rounds, "cpu_name": hw.cpu.name,
                **machine_fields(), "shape": SHAPE,
                "decode_s": {str(t): {str(p): [round(x, 6) for x in times[(t, p)]] for p in (SHORT, *PROMPTS)}
                             for t in cfgs},
-               "pairs": {str(t): r for t, r in pairs.items()}}
+               "pairs": {str(t): r for t, r in pairs.items()},
+               "thread_shares": {str(t): r for t, r in shares.items()},
+               "share_contrast": {str(t): share_contrast(r) for t, r in shares.items()}}
         print(f"\nsaved: {write_record(rec, RESULTS_DIR, 'attention_split', rec['cpu_id'] or hw.cpu.name)}")
     return 0
 
