@@ -9,18 +9,7 @@ never with numbers of its own. The result is a small Pareto front over quality, 
 speed, prefill speed and memory, and a few advice cards ranked by gain, each with the
 exact settings that produce it.
 
-How the space is pruned (so one model takes well under 200 ms, bench/advise_speed.py):
-- GPU layers are not enumerated: for every other setting the planner's own placement rule
-  (choose_gpu_layers, a binary search) gives the most layers that fit, and in the
-  estimator more layers on a GPU are never slower.
-- Flash attention off and a full-size sliding-window cache never use less memory or run
-  faster in the estimator (without flash attention the KQ scores are materialised and V
-  is padded; a full-size SWA cache only adds cells), so they are evaluated only where the
-  user's current settings use them, to say what switching buys.
-- Threads beyond the physical cores buy nothing in the estimator (it counts cores), so
-  the only candidate is "all physical cores".
-- Micro-batch sizes and contexts are tried around the user's settings, not crossed with
-  every other lever.
+How the space is pruned so that one model takes well under 200 ms: advise_search.py.
 
 Quality effects are only those with a published source: weight quantization from the
 llama.cpp perplexity table (REFERENCE.md §2, catalog/quality.py) and the q8_0 KV cache
