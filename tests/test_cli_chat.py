@@ -89,6 +89,8 @@ def test_model_that_does_not_fit_is_refused_in_one_line(tmp_path, monkeypatch, c
 def test_unknown_model_and_catalog_model_not_downloaded(monkeypatch, capsys):
     rc, _, err = chat(monkeypatch, capsys, "", "no-such-model")
     assert rc == 2 and "neither a .gguf file nor a catalog model id" in err
+    rc, _, err = chat(monkeypatch, capsys, "", "/no/such/model.gguf")
+    assert rc == 2 and "/no/such/model.gguf does not exist." in err
     rc, _, err = chat(monkeypatch, capsys, "", "qwen2.5-0.5b")
     assert rc == 2 and "not downloaded yet" in err and "rooflight download" in err
     rc, _, err = chat(monkeypatch, capsys, "", str(gemma_270m_path()), "--top-p", "5")

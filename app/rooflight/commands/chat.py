@@ -9,6 +9,7 @@ speed go to stderr; only replies go to stdout (or one JSON document with --json)
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -84,6 +85,8 @@ def resolve_model(name: str) -> list[Path]:
 
     model = find_model(name)
     if model is None:
+        if name.lower().endswith(".gguf") or "/" in name or os.sep in name:
+            raise BadInputError(f"{name} does not exist.")
         raise BadInputError(f"{name} is neither a .gguf file nor a catalog model id; give the path of a downloaded model.")
     installed = _installed_files()
     found = [installed[(s.repo, f)] for s in model.gguf for f in s.files.values() if (s.repo, f) in installed]
