@@ -153,7 +153,7 @@ def test_unknown_gpu_with_its_figures_is_accepted_with_a_warning():
             "cpu": CPU,
             "gpus": [
                 {
-                    "name": "NVIDIA GeForce RTX 5070 Ti Laptop GPU",  # not in the table
+                    "name": "NVIDIA GeForce GTX 1660 SUPER",  # not in the table (README: not listed, on purpose)
                     "vram_total_bytes": 6 * GiB,
                     "bandwidth_gbs": 192.0,
                 }

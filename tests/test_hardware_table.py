@@ -228,6 +228,30 @@ def test_well_known_figures():
         ("Meteor Lake", "Intel Arc Graphics (Meteor Lake)"),
         ("NVIDIA GeForce RTX 4080 Laptop GPU", "NVIDIA GeForce RTX 4080 Laptop GPU"),  # not the desktop RTX 4080
         ("RTX 4050 Laptop GPU", "NVIDIA GeForce RTX 4050 Laptop GPU"),
+        # added 2026-12-07, by the names their drivers or boards report
+        ("NVIDIA GeForce RTX 5070 Ti Laptop GPU", "NVIDIA GeForce RTX 5070 Ti Laptop GPU"),
+        ("RTX 5070 Ti", "NVIDIA GeForce RTX 5070 Ti"),  # the desktop board stays itself
+        ("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition"),
+        ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "NVIDIA RTX PRO 6000 Blackwell"),
+        ("NVIDIA RTX PRO 2000 Blackwell", "NVIDIA RTX PRO 2000 Blackwell"),
+        ("Quadro RTX 5000", "NVIDIA Quadro RTX 5000"),
+        ("NVIDIA TITAN Xp", "NVIDIA TITAN Xp"),
+        ("NVIDIA GH200 480GB", "NVIDIA GH200"),
+        ("NVIDIA GH200 144G HBM3e", "NVIDIA GH200 144G HBM3e"),
+        ("NVIDIA A2", "NVIDIA A2"),
+        ("NVIDIA Jetson Orin Nano Engineering Reference Developer Kit", "NVIDIA Jetson Orin Nano 8GB"),
+        ("NVIDIA Jetson Orin Nano Engineering Reference Developer Kit Super", "NVIDIA Jetson Orin Nano Super"),
+        ("Jetson Orin NX 16GB", "NVIDIA Jetson Orin NX 16GB"),
+        ("AMD Radeon RX 6700", "AMD Radeon RX 6700"),
+        ("AMD Radeon RX 6700 XT", "AMD Radeon RX 6700 XT"),
+        ("AMD Radeon RX 5700", "AMD Radeon RX 5700"),
+        ("AMD Radeon RX 5700 XT", "AMD Radeon RX 5700 XT"),
+        ("RX 6750 GRE", "AMD Radeon RX 6750 GRE 12GB"),
+        ("AMD Radeon RX 7650 GRE", "AMD Radeon RX 7650 GRE"),
+        ("AMD Radeon RX 7700", "AMD Radeon RX 7700"),
+        ("AMD Radeon RX 7700 XT", "AMD Radeon RX 7700 XT"),
+        ("AMD Radeon RX 6500", "AMD Radeon RX 6500"),
+        ("Intel(R) Arc(TM) B370 GPU", "Intel Arc B370"),
     ],
 )
 def test_lookup_matches(query, expected):
@@ -242,14 +266,14 @@ def test_lookup_matches(query, expected):
         "NVIDIA RTX 4000 SFF Ada Generation",
         "AMD Radeon RX 7600M XT",
         "NVIDIA GeForce RTX 4050",  # not in the table; must not fall back to "RTX 40"-anything
-        "NVIDIA GeForce RTX 5070 Ti Laptop GPU",  # not in the table: neither the 5070 Laptop nor the desktop 5070 Ti
+        "NVIDIA GeForce RTX 5060 Ti Laptop GPU",  # not in the table: neither the 5060 Laptop nor the desktop 5060 Ti
         "NVIDIA RTX A2000 Laptop GPU",
         "NVIDIA RTX A5000 Laptop GPU",  # GA104, 16 GB: not the desktop GA102 card
         "NVIDIA RTX A5500",  # not in the table: must not fall back to the RTX A5000
         "Intel(R) Arc(TM) Graphics",  # Meteor Lake's generic name: no alias, it would match any Arc
         "Intel Arc A310",  # not in the table: must not fall back to an Arc iGPU
         "Apple M5 Ultra",  # not in the table: must not fall back to the M5 or M5 Max
-        "Quadro RTX 5000",  # not in the table: must not fall back to the Quadro RTX 6000 or 8000
+        "Quadro RTX 4000",  # not in the table: must not fall back to the Quadro RTX 5000, 6000 or 8000
         "W7600",  # AMD's Radeon PRO W7600, not the RX 7600 (the "W" marks another board)
         "NVIDIA A800 40GB Active",  # not the A40: a model number the alias lacks
         "NVIDIA GeForce GTX 860M",  # not the Radeon 860M once "GeForce" and "Radeon" are dropped
