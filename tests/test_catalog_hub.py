@@ -343,3 +343,10 @@ def test_a_damaged_cache_file_is_asked_again(hub_server, tiny, monkeypatch):
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(OperationFailedError, match="no earlier answer is cached"):
         search_hub("tiny")
+
+
+def test_search_cli_refuses_an_empty_query_before_the_network():
+    r = subprocess.run([sys.executable, "-m", "rooflight", "search", "  "], capture_output=True, text=True,
+                       timeout=60, env={**__import__("os").environ, "HF_ENDPOINT": "http://127.0.0.1:9"})
+    assert r.returncode == 2 and r.stderr.strip() == (
+        "rooflight: search needs some text of the repository name, such as 'qwen3 8b'.")

@@ -70,6 +70,8 @@ def cmd_search(args) -> int:
     from rooflight.errors import BadInputError
 
     check_use_case(args.use_case)
+    if not args.query.strip():
+        raise BadInputError("search needs some text of the repository name, such as 'qwen3 8b'.")
     if args.limit > 100:
         raise BadInputError("--limit must be at most 100: each result costs a header read.")
     profile = load_hardware(args)
