@@ -226,3 +226,11 @@ def test_estimate_remote_missing_file_is_clear(hub_server):
     r = run("estimate", "hf:acme/nothing-here/model.gguf")
     assert r.returncode == 2
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_bench_too_short_a_context_is_one_sentence_before_anything_runs(model, tmp_path):
+    r = subprocess.run([sys.executable, "-m", "rooflight", "bench", str(model), "--ctx", "10"], capture_output=True,
+                       text=True, timeout=120, env={**__import__("os").environ, "ROOFLIGHT_DATA_DIR": str(tmp_path)})
+    assert r.returncode == 2 and r.stdout == ""  # no "measuring ..." line first
+    assert r.stderr.strip() == ("rooflight: A 512+128-token benchmark does not fit a 10-token context; "
+                                "give --ctx 640 or more, or fewer --prompt-tokens / --gen-tokens.")

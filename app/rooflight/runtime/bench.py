@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rooflight.errors import RooflightError
+from rooflight.errors import BadInputError, RooflightError
 from rooflight.hardware.profile import plural
 from rooflight.runtime.probe_defaults import DEFAULT_BUSY_THRESHOLD, disturbed
 
@@ -142,6 +142,10 @@ def run_bench(model_path: str, wishes, *, profile=None, repetitions: int = REPET
         est = plan(spec, profile, wishes, calibration=base)
         if est.fit == "too_large":
             raise RooflightError("The model does not fit this machine at this context; nothing was run.")
+        if wishes.prompt_tokens + wishes.gen_tokens > est.config.n_ctx:  # before the sweep and the status line
+            raise BadInputError(f"A {wishes.prompt_tokens}+{wishes.gen_tokens}-token benchmark does not fit a "
+                                f"{est.config.n_ctx}-token context; give --ctx {wishes.prompt_tokens + wishes.gen_tokens} "
+                                "or more, or fewer --prompt-tokens / --gen-tokens.")
         sweep = None
         if threads_sweep:
             say(f"sweeping thread counts for {spec.name}...")
