@@ -76,6 +76,10 @@ _SILENT_ROWS = np.r_[0 : len(_SPECIAL_TOKENS), len(_SPECIAL_TOKENS) + 0x80 : len
 
 WEIGHT_STD = 0.02  # small enough that activations and logits stay far from fp16 overflow
 _CHUNK_ELEMENTS = 1 << 22  # generate/quantize big tensors in ~16 MiB float32 slices
+# a tiled tensor's slice repeats its first rows, this many elements' worth: the quantizers
+# (numpy, the K types' and MXFP4's the slowest) then encode a quarter of a slice, which took
+# most of the probe's writing time (bench/write_speed.py --tile-encode)
+_TILE_ENCODE_ELEMENTS = 1 << 20
 
 
 # --------------------------------------------------------------------------------------------
@@ -229,13 +233,16 @@ def _stream(plan: TensorPlan, seed: int) -> np.random.Generator:
 
 def _tile(plan: TensorPlan, seed: int, std: float, tiles: dict) -> np.ndarray:
     """The encoded slice a tiled tensor repeats (its rows, row bytes): the first of each
-    (type, row width) in the file, kept in tiles."""
+    (type, row width) in the file, kept in tiles; a slice's rows are its first
+    _TILE_ENCODE_ELEMENTS' worth repeated, so only those are quantized."""
     ne0 = plan.shape[-1]
     key = (plan.qtype, ne0)
     if key not in tiles:
         rng = _stream(plan, seed)
         rows = min(plan.n_elements // ne0, max(1, _CHUNK_ELEMENTS // ne0))
-        tiles[key] = _encode(rng.standard_normal((rows, ne0), dtype=np.float32) * np.float32(std), plan.qtype)
+        encoded = min(rows, max(1, _TILE_ENCODE_ELEMENTS // ne0))
+        head = _encode(rng.standard_normal((encoded, ne0), dtype=np.float32) * np.float32(std), plan.qtype)
+        tiles[key] = np.resize(head, (rows, head.shape[1]))  # its rows repeated in order
     return tiles[key]
 
 
