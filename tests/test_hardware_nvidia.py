@@ -307,6 +307,15 @@ def test_the_ram_tells_the_agx_orin_modules_apart(tmp_path):
     assert board_entry(tmp_path / "not-a-jetson") is None
 
 
+def test_the_ram_tells_the_orin_nx_modules_apart(tmp_path):
+    """Both Orin NX modules report the reference carrier's model string."""
+    from rooflight.hardware.jetson import board_entry
+
+    _board(tmp_path, "NVIDIA Jetson Orin NX Engineering Reference Developer Kit")
+    assert board_entry(tmp_path, 15 * GiB)["name"] == "NVIDIA Jetson Orin NX 16GB"
+    assert board_entry(tmp_path, 7 * GiB)["name"] == "NVIDIA Jetson Orin NX 8GB"
+
+
 def test_a_board_the_table_lacks_or_no_jetson_adds_nothing(tmp_path):
     _board(tmp_path, "NVIDIA Jetson Orin NX Engineering Reference Developer Kit Super")
     assert _detect_on(tmp_path, fake_pynvml([], init_error=12)).gpus == ()

@@ -252,6 +252,10 @@ def test_well_known_figures():
         ("AMD Radeon RX 7700 XT", "AMD Radeon RX 7700 XT"),
         ("AMD Radeon RX 6500", "AMD Radeon RX 6500"),
         ("Intel(R) Arc(TM) B370 GPU", "Intel Arc B370"),
+        ("Intel(R) Arc(TM) A310 LP Graphics", "Intel Arc A310"),
+        ("AMD Radeon 680M Graphics", "AMD Radeon 680M"),
+        ("AMD Radeon 660M", "AMD Radeon 660M"),
+        ("Intel(R) Iris(R) Xe Graphics", "Intel Iris Xe Graphics"),
     ],
 )
 def test_lookup_matches(query, expected):
@@ -271,7 +275,7 @@ def test_lookup_matches(query, expected):
         "NVIDIA RTX A5000 Laptop GPU",  # GA104, 16 GB: not the desktop GA102 card
         "NVIDIA RTX A5500",  # not in the table: must not fall back to the RTX A5000
         "Intel(R) Arc(TM) Graphics",  # Meteor Lake's generic name: no alias, it would match any Arc
-        "Intel Arc A310",  # not in the table: must not fall back to an Arc iGPU
+        "Intel Arc A350M",  # not in the table: must not fall back to the Arc A380 or an Arc iGPU
         "Apple M5 Ultra",  # not in the table: must not fall back to the M5 or M5 Max
         "Quadro RTX 4000",  # not in the table: must not fall back to the Quadro RTX 5000, 6000 or 8000
         "W7600",  # AMD's Radeon PRO W7600, not the RX 7600 (the "W" marks another board)
