@@ -314,10 +314,14 @@ def test_the_ram_tells_the_orin_nx_modules_apart(tmp_path):
     _board(tmp_path, "NVIDIA Jetson Orin NX Engineering Reference Developer Kit")
     assert board_entry(tmp_path, 15 * GiB)["name"] == "NVIDIA Jetson Orin NX 16GB"
     assert board_entry(tmp_path, 7 * GiB)["name"] == "NVIDIA Jetson Orin NX 8GB"
+    (tmp_path / "firmware" / "devicetree" / "base" / "model").write_text(
+        "NVIDIA Jetson Orin NX Engineering Reference Developer Kit Super\x00")  # JetPack 6.2's Super mode
+    assert board_entry(tmp_path, 15 * GiB)["name"] == "NVIDIA Jetson Orin NX 16GB Super"
+    assert board_entry(tmp_path, 7 * GiB)["name"] == "NVIDIA Jetson Orin NX 8GB Super"
 
 
 def test_a_board_the_table_lacks_or_no_jetson_adds_nothing(tmp_path):
-    _board(tmp_path, "NVIDIA Jetson Orin NX Engineering Reference Developer Kit Super")
+    _board(tmp_path, "NVIDIA Jetson Xavier NX Developer Kit")
     assert _detect_on(tmp_path, fake_pynvml([], init_error=12)).gpus == ()
     # a discrete card NVML names keeps its name, board or not
     (g,) = _detect_on(tmp_path, fake_pynvml([RTX_4090])).gpus

@@ -23,9 +23,9 @@ from .sysfs import read_text
 
 def board_entry(sysfs_root: Path, ram_total_bytes: int | None = None) -> dict | None:
     """The GPU table's entry for this Jetson board, or None (not a Jetson, or one the table
-    lacks: an Orin NX in its Super mode). The RAM tells modules under one board name apart:
-    the AGX Orin developer kit's model string is the same with the 32GB and the 64GB module,
-    the Orin NX reference carrier's with the 8GB and the 16GB."""
+    lacks: a Xavier). The RAM tells modules under one board name apart: the AGX Orin
+    developer kit's model string is the same with the 32GB and the 64GB module, the Orin NX
+    reference carrier's (and its Super mode's) with the 8GB and the 16GB."""
     model = (read_text(sysfs_root / "firmware" / "devicetree" / "base" / "model") or "").strip("\x00 ")
     if not model.startswith("NVIDIA Jetson"):
         return None
