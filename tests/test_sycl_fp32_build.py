@@ -89,10 +89,11 @@ def test_every_intel_entry_has_its_fp32_rate_an_eighth_of_its_xmx_rate():
     assert lookup_gpu("Intel Arc B580")["fp32_tflops"] == pytest.approx(13.67)
     assert lookup_gpu("Intel Arc Pro B70")["fp32_tflops"] == pytest.approx(22.94)
     for g in intel:
-        # not Meteor Lake (no XMX: its FP16 figure is the vector rate, 2x FP32), the B390
-        # (its FP16 figure is half its int8 one; its FP32 its shaders x 2 x clock), nor Ponte
-        # Vecchio's Data Center GPU Max (4,096-bit XMX beside 512-bit vector engines: 1/16)
-        if "Meteor" in g["name"] or "B390" in g["name"]:
+        # not Meteor Lake or Iris Xe (no XMX: their FP16 figure is the vector rate, 2x FP32),
+        # the B390 (its FP16 figure is half its int8 one; its FP32 its shaders x 2 x clock), nor
+        # Ponte Vecchio's Data Center GPU Max (4,096-bit XMX beside 512-bit vector engines: 1/16)
+        if "Meteor" in g["name"] or "Iris Xe" in g["name"] or "B390" in g["name"]:
+            assert "Iris Xe" not in g["name"] or g["fp16_tflops"] == pytest.approx(2 * g["fp32_tflops"], rel=0.01)
             continue
         share = FP32_TO_XMX_FP16 / 2 if "GPU Max" in g["name"] else FP32_TO_XMX_FP16
         assert g["fp32_tflops"] == pytest.approx(g["fp16_tflops"] * share, rel=0.01), g["name"]
