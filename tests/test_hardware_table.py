@@ -256,6 +256,9 @@ def test_well_known_figures():
         ("AMD Radeon 680M Graphics", "AMD Radeon 680M"),
         ("AMD Radeon 660M", "AMD Radeon 660M"),
         ("Intel(R) Iris(R) Xe Graphics", "Intel Iris Xe Graphics"),
+        ("Tesla P4", "NVIDIA Tesla P4"),
+        ("Tesla P40", "NVIDIA Tesla P40"),
+        ("AMD Radeon PRO W7700", "AMD Radeon PRO W7700"),
     ],
 )
 def test_lookup_matches(query, expected):
@@ -283,7 +286,7 @@ def test_lookup_matches(query, expected):
         "NVIDIA GeForce GTX 860M",  # not the Radeon 860M once "GeForce" and "Radeon" are dropped
         "NVIDIA GeForce RTX 3050 OEM",  # another configuration than the retail RTX 3050
         "NVIDIA GeForce GTX 1660 SUPER",  # the GTX 16 boards are not listed (README: no tensor cores)
-        "Radeon PRO W7700",
+        "Radeon PRO W7500",
         "RX 9070 GRE Laptop",
         "",
         "NVIDIA",
