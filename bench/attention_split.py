@@ -154,12 +154,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{'':13} {name}: measured x{r['measured']:.2f}, now x{r['chunks']:.2f}, before x{r['positions']:.2f}")
         extras[t], addeds[t], addeds_before[t] = extra, added, added_before
     shares = thread_shares(extras, addeds, addeds_before)
+    contrasts = {t: share_contrast(by_prompt) for t, by_prompt in shares.items()}
     for t, by_prompt in shares.items():
         print(f"\n{t} threads over 1, the same prompt (the split's share, each cache size against itself):")
         for prompt, r in by_prompt.items():
             print(f"{'':13} {prompt:>6}: measured x{r['measured']:.2f}, chunks x{r['chunks']:.2f}, "
                   f"positions x{r['positions']:.2f}")
-        contrast = share_contrast(by_prompt)
+        contrast = contrasts[t]
         if contrast:
             print(f"{'':13} uneven chunks over even: measured x{contrast['measured']:.2f}, "
                   f"chunks x{contrast['chunks']:.2f}, positions x{contrast['positions']:.2f}")
@@ -171,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
                             for t in cfgs},
                "pairs": {str(t): r for t, r in pairs.items()},
                "thread_shares": {str(t): r for t, r in shares.items()},
-               "share_contrast": {str(t): share_contrast(r) for t, r in shares.items()}}
+               "share_contrast": {str(t): c for t, c in contrasts.items()}}
         print(f"\nsaved: {write_record(rec, RESULTS_DIR, 'attention_split', rec['cpu_id'] or hw.cpu.name)}")
     return 0
 

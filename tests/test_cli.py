@@ -1,6 +1,7 @@
 """The command line as a user runs it: real processes, real files, CONTRACT.md fields."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -10,7 +11,9 @@ from rooflight.gguf.synthetic import write_model
 
 
 def run(*args, env_extra=None):
-    return subprocess.run([sys.executable, "-m", "rooflight", *args], capture_output=True, text=True, timeout=120)
+    env = {**os.environ, **env_extra} if env_extra else None
+    return subprocess.run([sys.executable, "-m", "rooflight", *args], capture_output=True, text=True, timeout=120,
+                          env=env)
 
 
 @pytest.fixture(scope="module")
@@ -229,8 +232,7 @@ def test_estimate_remote_missing_file_is_clear(hub_server):
 
 
 def test_bench_too_short_a_context_is_one_sentence_before_anything_runs(model, tmp_path):
-    r = subprocess.run([sys.executable, "-m", "rooflight", "bench", str(model), "--ctx", "10"], capture_output=True,
-                       text=True, timeout=120, env={**__import__("os").environ, "ROOFLIGHT_DATA_DIR": str(tmp_path)})
+    r = run("bench", str(model), "--ctx", "10", env_extra={"ROOFLIGHT_DATA_DIR": str(tmp_path)})
     assert r.returncode == 2 and r.stdout == ""  # no "measuring ..." line first
     assert r.stderr.strip() == ("rooflight: A 512+128-token benchmark does not fit a 10-token context; "
                                 "give --ctx 640 or more, or fewer --prompt-tokens / --gen-tokens.")

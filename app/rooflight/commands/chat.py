@@ -9,7 +9,6 @@ speed go to stderr; only replies go to stdout (or one JSON document with --json)
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import threading
@@ -17,7 +16,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from rooflight.commands.chat_input import LineInput
-from rooflight.commands.common import N_CPU_MOE_HELP, emit_json, gpu_layers, n_cpu_moe, positive_int
+from rooflight.commands.common import (
+    N_CPU_MOE_HELP,
+    emit_json,
+    gpu_layers,
+    looks_like_path,
+    n_cpu_moe,
+    positive_int,
+)
 from rooflight.commands.rpc import add_rpc_option, remotes_from_args
 from rooflight.errors import BadInputError, RooflightError
 from rooflight.hardware.profile import plural
@@ -85,7 +91,7 @@ def resolve_model(name: str) -> list[Path]:
 
     model = find_model(name)
     if model is None:
-        if name.lower().endswith(".gguf") or "/" in name or os.sep in name:
+        if looks_like_path(name):
             raise BadInputError(f"{name} does not exist.")
         raise BadInputError(f"{name} is neither a .gguf file nor a catalog model id; give the path of a downloaded model.")
     installed = _installed_files()

@@ -159,6 +159,12 @@ def model_variants(model: str, quant: str | None, mmproj: str | None = None):
     return (Variant(spec.file_type, spec, model),), spec.file_type
 
 
+def looks_like_path(model: str) -> bool:
+    """A MODEL argument written as a file path (a .gguf name or a folder separator), not a
+    catalog id: where none exists, it is missing rather than unknown."""
+    return model.lower().endswith(".gguf") or "/" in model or os.sep in model
+
+
 def unknown_model_message(model: str) -> str:
     """One sentence for a MODEL argument that names no file here and no catalog model,
     shaped by what it looks like: a Hub file or repository without hf:, a path, or an id."""
@@ -169,7 +175,7 @@ def unknown_model_message(model: str) -> str:
     if not gguf and relative and model.count("/") == 1:  # OWNER/REPO
         return (f"{model} is not a file here or a catalog id; a Hub model is named by one of its files, "
                 f"hf:{model}/FILE.gguf (`rooflight search` finds Hub models and ranks them for this machine).")
-    if gguf or "/" in model or os.sep in model:
+    if looks_like_path(model):
         return f"{model} does not exist."
     return (f"{model!r} is not a catalog id, a .gguf file or an hf:OWNER/REPO/FILE.gguf reference; "
             "`rooflight rank` lists the catalog.")
