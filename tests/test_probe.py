@@ -497,6 +497,33 @@ def test_the_probe_s_models_run_on_the_cpu_even_in_a_gpu_build(llama_cpp, q8_mod
         m.close()
 
 
+
+def test_a_decode_run_rolls_the_cache_back_to_its_prefix_instead_of_evaluating_it_again(llama_cpp, q8_model):
+    """Each run decodes after the same 4 cached positions; where the cache already begins
+    with them (the warm-up, a run before), they are not evaluated again (a pass over the
+    weights per run), and where it does not (another prompt filled it), they are."""
+    from rooflight.runtime.probe import _decode_run, _Model, _tokens_for
+
+    m = _Model(q8_model, 2, 512, True, 512)
+    try:
+        run = _decode_run(m, 3)
+        _tokens_for(m)
+        batches: list[int] = []
+        real_eval = m.llm.eval
+        m.llm.eval = lambda tokens: (batches.append(len(tokens)), real_eval(tokens))[1]
+        for _ in range(2):
+            assert run() > 0
+            assert m.llm.n_tokens == 4 + 3
+        assert batches == [1] * 6  # the decoded tokens only: no 4-token prefix
+        m.llm.reset()
+        real_eval(m.tokens(6, 100))  # a cache that begins with other tokens
+        batches.clear()
+        run()
+        assert batches == [4, 1, 1, 1]
+        assert list(m.llm.input_ids[:4]) == m.tokens(4)
+    finally:
+        m.close()
+
 def test_probe_refuses_what_it_could_not_measure_cleanly(llama_cpp, tmp_path):
     """A threshold no run can meet (others must use less than no CPU at all) stands in for a
     busy machine: every run is disturbed, repeated while the budget lasts, and nothing is
