@@ -578,10 +578,12 @@ def decode_layers(ftype: str, llc: int) -> int:
 
 
 def _tokens_for(model: _Model, target_s: float = MIN_RUN_S) -> int:
-    """Tokens per decode run so a run lasts about target_s (after a 4-token warm-up)."""
+    """Tokens per decode run so a run lasts about target_s, timed on 2 tokens after a 4-token
+    prompt that first touches the weights (4 timed tokens cost the whole probe x1.07 of the
+    time for the same figures: docs/PROBE_NOTES.md)."""
     model.llm.reset()
     model.llm.eval(model.tokens(4))
-    per = model.decode(4)
+    per = model.decode(2)
     return max(DECODE_MIN_TOKENS, min(4096, math.ceil(target_s / max(per, 1e-5))))
 
 
