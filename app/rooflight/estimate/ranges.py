@@ -38,7 +38,7 @@ MIN_RESIDUALS = 5
 # on a later run with a new probe (docs/ACCURACY_NOTES.md, "This machine after a probe"). The prompt band is
 # from the 14:11 run after prompts stopped counting the last block's FFN for every token
 # (estimate/output_rows.py): ratios 0.84-1.23, checked on the 14:13 run (7 of 9 inside).
-# Checked across machines by bench/probe_band_check.py (36 saved runs on four VMs, 2026-12-07:
+# Checked across machines by bench/probe_band_check.py (39 saved runs on four VMs, 2026-12-07:
 # 91% of decode and 95% of prompt measurements inside, 84-99% per machine; a band derived from
 # the other machines' runs held less of the one left out, so these were kept: README).
 PROBE_DECODE_BAND = (0.80, 1.30)
