@@ -275,3 +275,18 @@ def test_a_stress_run_on_this_machine_stands_on_its_probe_and_corrects_attention
     stored = [r for r in machine_calibration(hw).ratios if r.basis == "probe"]
     assert len(stored) == result.used_for_calibration
     assert all(r.kernels is not None and "attention" in dict(r.kernels.decode) for r in stored)
+
+
+def test_the_probe_names_its_machine_as_a_person_reads_it():
+    """`rooflight probe` heads its table with the machine, not the raw key it is stored by."""
+    from rooflight.commands.probe import format_probe
+    from rooflight.runtime.probe import ProbeRun
+    from rooflight.store.calibration import describe_machine_key
+    from test_probe import _probe
+
+    assert describe_machine_key("AMD EPYC 9B14|2c|25GB|") == "AMD EPYC 9B14, 2 cores, 25 GB RAM"
+    assert describe_machine_key("Apple M2|1c|8GB|Apple M2 GPU,Apple M2 GPU 2") == (
+        "Apple M2, 1 core, 8 GB RAM, Apple M2 GPU, Apple M2 GPU 2")
+    assert describe_machine_key("a key of another shape") == "a key of another shape"
+    first = format_probe(ProbeRun(_probe("Intel(R) Xeon(R) Processor|2c|25GB|", "b"))).splitlines()[0]
+    assert first.startswith("Probe of this machine (Intel(R) Xeon(R) Processor, 2 cores, 25 GB RAM) with b, ")

@@ -83,9 +83,11 @@ def cmd_probe(args) -> int:
 
 def format_probe(run) -> str:
     from rooflight.estimate.backend_constants import BACKENDS
+    from rooflight.store.calibration import describe_machine_key
 
     p = run.probe
-    lines = [f"Probe of this machine ({p.machine}) with {p.build}, {plural(p.n_threads, 'thread')}, "
+    lines = [f"Probe of this machine ({describe_machine_key(p.machine)}) with {p.build}, "
+             f"{plural(p.n_threads, 'thread')}, "
              f"{p.duration_s:.1f} s", ""]
     lines.append(f"{'weight type':12}{'decode ns/weight':>18}{'GB/s':>8}  {'bound':8}{'prompt ns/weight':>18}"
                  f"{'spread':>8}")

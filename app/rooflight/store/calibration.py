@@ -201,6 +201,17 @@ def machine_key(profile) -> str:
     return f"{profile.cpu.name}|{profile.cpu.cores}c|{ram_gb}GB|{gpus}"
 
 
+def describe_machine_key(key: str) -> str:
+    """A machine_key as a person reads it: "CPU, 2 cores, 25 GB RAM, GPU A, GPU B" (a key of
+    another shape as it is)."""
+    parts = key.split("|")
+    if len(parts) != 4 or not parts[1].endswith("c") or not parts[2].endswith("GB"):
+        return key
+    name, cores, ram, gpus = parts
+    words = [name, f"{cores[:-1]} {'core' if cores[:-1] == '1' else 'cores'}", f"{ram[:-2]} GB RAM"]
+    return ", ".join(words + [g for g in gpus.split(",") if g])
+
+
 def machine_calibration(profile) -> Calibration:
     """The calibration stored for this machine (profile as detected here), with its probe
     when one was taken with this llama.cpp build, read and closed."""
