@@ -290,3 +290,15 @@ def test_the_probe_names_its_machine_as_a_person_reads_it():
     assert describe_machine_key("a key of another shape") == "a key of another shape"
     first = format_probe(ProbeRun(_probe("Intel(R) Xeon(R) Processor|2c|25GB|", "b"))).splitlines()[0]
     assert first.startswith("Probe of this machine (Intel(R) Xeon(R) Processor, 2 cores, 25 GB RAM) with b, ")
+
+
+def test_a_probe_the_budget_cut_short_says_how_to_give_it_time():
+    from rooflight.commands.probe import format_probe
+    from rooflight.runtime.probe import OUT_OF_TIME, ProbeRun
+    from test_probe import _probe
+
+    cut = format_probe(ProbeRun(_probe("m", "b"), stored=True, skipped={"NVFP4": OUT_OF_TIME}))
+    assert cut.splitlines()[-1] == ("The table prices the parts the time budget left out; "
+                                    "`rooflight probe --budget 60` gives them time.")
+    whole = format_probe(ProbeRun(_probe("m", "b"), stored=True))
+    assert "--budget" not in whole and whole.splitlines()[-1].startswith("Stored:")
