@@ -204,3 +204,36 @@ def test_on_a_gpu_machine_the_offer_says_each_gpu_is_measured_too(qtbot):
     qtbot.waitUntil(lambda: panel.status is not None, timeout=10000)
     assert panel.offer.isVisibleTo(panel)
     assert "up to 30 more for each GPU" in panel.offer.text.text()
+
+
+def test_a_probe_the_budget_cut_short_offers_to_measure_with_more_time(qtbot, monkeypatch):
+    """After a stored probe whose budget left parts to the table, "Measure with more time"
+    runs the probe again with the longer budget; after one that measured everything it goes."""
+    import rooflight.ui.probe_panel as panel_mod
+    from rooflight.runtime.probe import OUT_OF_TIME, ProbeRun
+    from rooflight.runtime.probe_defaults import LONGER_BUDGET_S
+    from rooflight.store.calibration import machine_calibration
+    from test_probe import _probe
+
+    hw = _detected()
+    window = make_window(qtbot, hw, settings=Settings(probe_offered=True))
+    panel = window.page("machine").probe_panel
+    qtbot.waitUntil(lambda: panel.status is not None, timeout=10000)
+    assert not panel.longer_button.isVisibleTo(panel)
+    asked: list[dict] = []
+
+    def measured(task, profile, options):  # the worker's side, without the 30 s of measuring
+        asked.append(options)
+        skipped = {} if "budget_s" in options else {"NVFP4": OUT_OF_TIME}
+        return ProbeRun(_probe("m", "b"), stored=True, skipped=skipped), machine_calibration(profile)
+
+    monkeypatch.setattr(panel_mod, "run_probe", measured)
+    panel.measure_button.click()
+    qtbot.waitUntil(lambda: panel.task is None and len(asked) == 1, timeout=10000)
+    assert "budget_s" not in asked[0]
+    assert panel.longer_button.isVisibleTo(panel) and f"{LONGER_BUDGET_S:.0f} s" in panel.longer_button.toolTip()
+    panel.longer_button.click()
+    assert not panel.longer_button.isVisibleTo(panel)  # hidden while it measures
+    qtbot.waitUntil(lambda: panel.task is None and len(asked) == 2, timeout=10000)
+    assert asked[1]["budget_s"] == LONGER_BUDGET_S
+    assert not panel.longer_button.isVisibleTo(panel)

@@ -83,6 +83,8 @@ def cmd_probe(args) -> int:
 
 def format_probe(run) -> str:
     from rooflight.estimate.backend_constants import BACKENDS
+    from rooflight.runtime.probe import budget_left_parts_out
+    from rooflight.runtime.probe_defaults import LONGER_BUDGET_S
     from rooflight.store.calibration import describe_machine_key
 
     p = run.probe
@@ -131,9 +133,7 @@ def format_probe(run) -> str:
     lines += [f"note: {n}" for n in p.notes]
     if run.stored:  # a refusal is said once, with its reason, on stderr (run_probe)
         lines += ["", "Stored: estimates on this machine now stand on these figures."]
-        if any("time budget ran out" in why for why in run.skipped.values()):
-            # the table prices what the budget left out; a longer budget is the user's to give
-            # (every part took 37-42 s on the project's 2-core VM: docs/PROBE_NOTES.md)
-            lines.append("The table prices the parts the time budget left out; `rooflight probe --budget 60` "
-                         "gives them time.")
+        if budget_left_parts_out(run):  # the table prices them; more time is the user's to give
+            lines.append("The table prices the parts the time budget left out; "
+                         f"`rooflight probe --budget {LONGER_BUDGET_S:g}` gives them time.")
     return "\n".join(lines)

@@ -150,6 +150,12 @@ IMAGE_BUDGET_S = 8.0  # the image part alone (probe_image_encode)
 OUT_OF_TIME = "not measured: the time budget ran out (the machine was busy or slow)"
 
 
+def budget_left_parts_out(run: ProbeRun) -> bool:
+    """Whether the time budget left parts of a stored probe to the table (one run of a
+    figure, or none), which a probe with more time would measure."""
+    return run.stored and any("time budget ran out" in why for why in run.skipped.values())
+
+
 class ProbeCancelled(OperationFailedError):
     """The user stopped the probe; nothing was stored."""
 

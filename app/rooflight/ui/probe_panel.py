@@ -10,6 +10,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QPushButton
 
+from rooflight.runtime.probe_defaults import BUDGET_S, LONGER_BUDGET_S
 from rooflight.ui.latest import LatestTask
 from rooflight.ui.widgets import Card, Note, label
 
@@ -149,6 +150,13 @@ class ProbePanel(Card):
         self.measure_button.setAccessibleName("Measure this machine")
         self.measure_button.setToolTip(TOOLTIP)
         self.measure_button.clicked.connect(self.start)
+        # shown after a probe whose budget left parts to the table: the same probe with more time
+        self.longer_button = QPushButton("Measure with more time")
+        self.longer_button.setAccessibleName("Measure with more time")
+        self.longer_button.setToolTip(f"Measures again for up to {LONGER_BUDGET_S:.0f} s, so that the parts the "
+                                      f"{BUDGET_S:.0f} s probe left to the table get figures of their own.")
+        self.longer_button.clicked.connect(lambda: self.start(LONGER_BUDGET_S))
+        self.longer_button.hide()
         self.not_now = QPushButton("Not now")
         self.not_now.setAccessibleName("Not now")
         self.not_now.clicked.connect(self._decline)
@@ -163,7 +171,8 @@ class ProbePanel(Card):
         self.cancel_button.setAccessibleName("Cancel the probe")
         self.cancel_button.clicked.connect(self.cancel)
         self.cancel_button.hide()
-        for w in (self.measure_button, self.not_now, self.progress, self.time_left, self.cancel_button):
+        for w in (self.measure_button, self.longer_button, self.not_now, self.progress, self.time_left,
+                  self.cancel_button):
             row.addWidget(w)
         row.addStretch(1)
         self.body.addLayout(row)
@@ -204,20 +213,23 @@ class ProbePanel(Card):
         self.not_now.hide()
 
     # -- the action -------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, budget_s: float | None = None) -> None:
+        """Measure, within the probe's own budget or, asked for, budget_s."""
         profile = self.ctx.machine.detected
         if profile is None or self.task is not None:
             return
         self._decline()
         self.measure_button.setEnabled(False)
+        self.longer_button.hide()
         self.progress.setValue(0)
         self.progress.show()
         self.cancel_button.show()
         self.cancel_button.setEnabled(True)
-        self.time_left.setText("about 30 s left")
+        options = dict(self.probe_options, **({"budget_s": budget_s} if budget_s else {}))
+        self.time_left.setText(f"about {options.get('budget_s', BUDGET_S):.0f} s left")
         self.state.setText("Measuring: keep other programs quiet, they slow the measurements down.")
         self.task = self.ctx.runner.run(
-            run_probe, profile, dict(self.probe_options), with_task=True, on_progress=self._progress,
+            run_probe, profile, options, with_task=True, on_progress=self._progress,
             on_done=self._done, on_error=self._failed, on_cancelled=self._cancelled, what="measuring this machine")
 
     def cancel(self) -> None:
@@ -243,8 +255,11 @@ class ProbePanel(Card):
 
     def _done(self, result) -> None:
         self._idle()
+        from rooflight.runtime.probe import budget_left_parts_out
+
         run, calibration = result
         self.last_run = run
+        self.longer_button.setVisible(budget_left_parts_out(run))
         if run.stored:
             self.calibration_changed.emit(calibration)
             self.refresh()
