@@ -293,11 +293,14 @@ def test_the_probe_names_its_machine_as_a_person_reads_it():
 
 
 def test_a_probe_the_budget_cut_short_says_how_to_give_it_time():
+    from dataclasses import replace
+
     from rooflight.commands.probe import format_probe
     from rooflight.runtime.probe import OUT_OF_TIME, ProbeRun
     from test_probe import _probe
 
-    cut = format_probe(ProbeRun(_probe("m", "b"), stored=True, skipped={"NVFP4": OUT_OF_TIME}))
+    cut = format_probe(ProbeRun(replace(_probe("m", "b"), out_of_time=("NVFP4",)), stored=True,
+                                skipped={"NVFP4": OUT_OF_TIME}))
     assert cut.splitlines()[-1] == ("The table prices the parts the time budget left out; "
                                     "`rooflight probe --budget 60` gives them time.")
     whole = format_probe(ProbeRun(_probe("m", "b"), stored=True))

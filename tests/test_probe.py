@@ -172,8 +172,13 @@ def test_a_probe_measured_the_older_way_is_measured_again(tmp_path):
 
 
 def test_probe_round_trips_through_a_dict():
-    p = _probe("m", "b", expert_costs=(("Q4_K", 2.3), ("Q8_0", 1.8)))
+    from dataclasses import replace
+
+    p = replace(_probe("m", "b", expert_costs=(("Q4_K", 2.3), ("Q8_0", 1.8))), out_of_time=("NVFP4",))
     assert MachineProbe.from_dict(json.loads(json.dumps(p.to_dict()))) == p
+    older = p.to_dict()
+    del older["out_of_time"]  # a probe stored before the field
+    assert MachineProbe.from_dict(older).out_of_time == ()
     assert p.expert_cost_by_type == {"Q4_K": 2.3, "Q8_0": 1.8}
 
 
@@ -849,6 +854,8 @@ def test_flash_off_attention_cut_short_is_left_to_the_table_not_a_refusal(monkey
     assert run.stored, run.refused
     assert run.skipped["attention (flash attention off)"].startswith("not measured: the time budget ran out")
     assert [a.flash_attn for a in run.probe.attention] == [True]
+    # stored as a part more time would measure (the app offers it: ui/probe_panel.py)
+    assert run.probe.out_of_time == ("attention (flash attention off)",)
 
 
 def test_a_slow_machine_s_later_prompt_models_have_two_layers():
@@ -903,3 +910,18 @@ def test_the_weight_types_of_the_models_on_disk_are_measured_first(tmp_path):
     sizes = {f.quant: f.size for f in files}
     first = installed_order(files)[1:3]
     assert set(first) == {"Q4_0", "Q8_0"} and first[0] == max(sizes, key=sizes.get)
+
+
+def test_the_parts_more_time_would_measure_are_the_cpu_half_s():
+    """MachineProbe.out_of_time: what the CPU half's budget left out, whether not begun or
+    cut to one run; not a GPU, whose half has a budget of its own."""
+    from rooflight.hardware import profile_from_dict
+    from rooflight.runtime.probe import OUT_OF_TIME, _out_of_time
+
+    gpu = profile_from_dict({"gpus": [{"name": "NVIDIA GeForce RTX 4090"}], "backend": "cuda"},
+                            detect_cpu_if_missing=True, measure_bandwidth=False)
+    skipped = {"NVFP4": OUT_OF_TIME, "gpu0": OUT_OF_TIME,
+               "IQ4_XS": "measured, not stored: the time budget ran out after one run (a figure stands on two that agree)",
+               "Q5_0": "measured, not stored: other programs used more than 10% of the CPU during the runs",
+               "BF16": "not measured: its model could not be written or loaded"}
+    assert _out_of_time(skipped, gpu) == ("NVFP4", "IQ4_XS")

@@ -207,12 +207,17 @@ def test_on_a_gpu_machine_the_offer_says_each_gpu_is_measured_too(qtbot):
 
 
 def test_a_probe_the_budget_cut_short_offers_to_measure_with_more_time(qtbot, monkeypatch):
-    """After a stored probe whose budget left parts to the table, "Measure with more time"
-    runs the probe again with the longer budget; after one that measured everything it goes."""
+    """After a stored probe whose budget left parts to the table (MachineProbe.out_of_time),
+    "Measure with more time" runs the probe again with the longer budget, in this start and
+    in a later one (it is stored); after one that measured everything it goes."""
+    from dataclasses import replace
+
     import rooflight.ui.probe_panel as panel_mod
-    from rooflight.runtime.probe import OUT_OF_TIME, ProbeRun
+    from rooflight.runtime.build import llama_build
+    from rooflight.runtime.probe import ProbeRun
     from rooflight.runtime.probe_defaults import LONGER_BUDGET_S
-    from rooflight.store.calibration import machine_calibration
+    from rooflight.store.calibration import machine_calibration, machine_key
+    from rooflight.store.probes import ProbeStore
     from test_probe import _probe
 
     hw = _detected()
@@ -222,18 +227,26 @@ def test_a_probe_the_budget_cut_short_offers_to_measure_with_more_time(qtbot, mo
     assert not panel.longer_button.isVisibleTo(panel)
     asked: list[dict] = []
 
-    def measured(task, profile, options):  # the worker's side, without the 30 s of measuring
+    def measured(task, profile, options):  # the worker's side, stored as a probe stores it, without the measuring
         asked.append(options)
-        skipped = {} if "budget_s" in options else {"NVFP4": OUT_OF_TIME}
-        return ProbeRun(_probe("m", "b"), stored=True, skipped=skipped), machine_calibration(profile)
+        probe = replace(_probe(machine_key(profile), llama_build()),
+                        out_of_time=() if "budget_s" in options else ("NVFP4", "attention (flash attention off)"))
+        store = ProbeStore()
+        try:
+            store.put(probe)
+        finally:
+            store.close()
+        return ProbeRun(probe, stored=True), machine_calibration(profile)
 
     monkeypatch.setattr(panel_mod, "run_probe", measured)
     panel.measure_button.click()
-    qtbot.waitUntil(lambda: panel.task is None and len(asked) == 1, timeout=10000)
-    assert "budget_s" not in asked[0]
-    assert panel.longer_button.isVisibleTo(panel) and f"{LONGER_BUDGET_S:.0f} s" in panel.longer_button.toolTip()
+    qtbot.waitUntil(lambda: panel.task is None and panel.longer_button.isVisibleTo(panel), timeout=10000)
+    assert "budget_s" not in asked[0] and f"{LONGER_BUDGET_S:.0f} s" in panel.longer_button.toolTip()
+    later = make_window(qtbot, hw, settings=Settings(probe_offered=True)).page("machine").probe_panel
+    qtbot.waitUntil(lambda: later.longer_button.isVisibleTo(later), timeout=10000)  # a later start: from the store
     panel.longer_button.click()
     assert not panel.longer_button.isVisibleTo(panel)  # hidden while it measures
-    qtbot.waitUntil(lambda: panel.task is None and len(asked) == 2, timeout=10000)
+    qtbot.waitUntil(lambda: panel.task is None and len(asked) == 2 and panel.status.probe.out_of_time == (),
+                    timeout=10000)
     assert asked[1]["budget_s"] == LONGER_BUDGET_S
     assert not panel.longer_button.isVisibleTo(panel)

@@ -296,6 +296,10 @@ class MachineProbe:
     # whether the GPU half ran (on a build that offloads to a GPU): a probe stored before it
     # existed, on such a machine, asks to be measured again (store/probes.probe_status)
     gpu_half: bool = False
+    # the parts the time budget left to the table (weight types, an attention setting, the
+    # image, a GPU): a probe given more time measures them. () where none, or in a probe
+    # stored before the field
+    out_of_time: tuple[str, ...] = ()
 
     def kernel(self, weight_type: str) -> KernelFigure | None:
         return self._kernels_by_type.get(weight_type.upper())
@@ -360,4 +364,5 @@ class MachineProbe:
             extra_buffers=bool(d.get("extra_buffers", True)),
             gpus=tuple(GpuFigures.from_dict(g) for g in d.get("gpus", ())),
             gpu_half=bool(d.get("gpu_half", False)),
+            out_of_time=tuple(str(part) for part in d.get("out_of_time", ())),
         )

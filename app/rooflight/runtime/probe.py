@@ -146,14 +146,25 @@ IMAGE_RESERVE_S, IMAGE_MIN_LEFT_S = 2.0, 1.0
 IMAGE_BUDGET_S = 8.0  # the image part alone (probe_image_encode)
 
 
-# why a part has no figure when the budget ran out before it (ProbeRun.skipped, notes)
-OUT_OF_TIME = "not measured: the time budget ran out (the machine was busy or slow)"
+# why a part has no figure when the budget ran out before it (ProbeRun.skipped, notes); every
+# such reason says _RAN_OUT, a figure the budget cut to one run too (_disturbance)
+_RAN_OUT = "the time budget ran out"
+OUT_OF_TIME = f"not measured: {_RAN_OUT} (the machine was busy or slow)"
+
+
+def _out_of_time(skipped: dict[str, str], profile) -> tuple[str, ...]:
+    """The CPU half's parts its time budget left to the table (MachineProbe.out_of_time): what
+    a longer budget_s measures (a GPU's half has a budget of its own, GPU_BUDGET_S)."""
+    from rooflight.estimate.placement import gpu_name
+
+    gpus = {gpu_name(g.index) for g in profile.gpus}
+    return tuple(part for part, why in skipped.items() if _RAN_OUT in why and part not in gpus)
 
 
 def budget_left_parts_out(run: ProbeRun) -> bool:
     """Whether the time budget left parts of a stored probe to the table (one run of a
     figure, or none), which a probe with more time would measure."""
-    return run.stored and any("time budget ran out" in why for why in run.skipped.values())
+    return run.stored and bool(run.probe.out_of_time)
 
 
 class ProbeCancelled(OperationFailedError):
@@ -943,6 +954,7 @@ def probe_machine(
         kernels=kernels, attention=attention, fixed=fixed, spread=max(spreads),
         disturbed=disturbed, created_at=time.time(), duration_s=clock.elapsed, notes=tuple(notes), encode=encode,
         expert_costs=expert_costs, extra_buffers=amx.loads_use_extra_buffers(), gpus=gpu_figures, gpu_half=gpu_half,
+        out_of_time=_out_of_time(skipped, profile) + (("image encode",) if image_note and _RAN_OUT in image_note else ()),
     )
     result = ProbeRun(probe, load_before=load_before, runs=runs, skipped=skipped, image_note=image_note)
     if refused and (no_kernels or not keep_disturbed):
@@ -1016,7 +1028,7 @@ def _disturbance(runs: list[Repeats], threshold: float) -> tuple[str, str]:
         return (f"other programs used more than {threshold:.0%} of the CPU during the runs",
                 "Close other programs and measure again.")
     if any(sum(r.clean) < 2 for r in runs):
-        return ("the time budget ran out after one run (a figure stands on two that agree)",
+        return (f"{_RAN_OUT} after one run (a figure stands on two that agree)",
                 "Measure again in a quieter minute.")
     worst = max((r.spread for r in runs if r.disturbed), default=0.0)
     return (f"the runs disagreed by up to {worst:.0%} (more than the {MAX_STORED_SPREAD:.0%} a stored figure may) "

@@ -198,6 +198,8 @@ class ProbePanel(Card):
         self.state.setText(status.message + scope)
         self.figures.setText(figures)
         self.measure_button.setText("Measure again" if status.probe else "Measure this machine")
+        # a stored probe whose budget left parts to the table: offered more time, this start or a later one
+        self.longer_button.setVisible(bool(status.probe and status.probe.out_of_time) and self.task is None)
         if status.probe is None and not getattr(self.ctx.settings, "probe_offered", True) and self.task is None:
             # first start: offer once, and remember that it was offered
             if scope:  # a GPU machine: the GPU half measures each GPU too, on a budget of its own
