@@ -27,7 +27,8 @@ ALL_TYPES = ("F16", "Q4_K", "Q8_0", "Q6_K", "Q5_K", "MXFP4", "BF16", "Q4_0", "Q5
 # ends the budget before the catalog's order would reach it.
 BUDGET_S = 30.0  # the whole probe, generation of its models included (issue 14)
 # what "more time" gives it, asked for (`rooflight probe --budget`, the app's "Measure with
-# more time"): every part took 37-42 s on the project's 2-core Xeon VM (docs/PROBE_NOTES.md)
+# more time"): every part took 35-42 s on the project's 2-core Xeon VM (120 s budgets,
+# 2026-12-07: docs/PROBE_NOTES.md)
 LONGER_BUDGET_S = 60.0
 # Others may use this share of the machine's total CPU time during a measurement (10% is a
 # fifth of one core on two: a desktop's idle background, not a compile or a second model).
