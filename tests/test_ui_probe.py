@@ -210,6 +210,7 @@ def test_a_probe_the_budget_cut_short_offers_to_measure_with_more_time(qtbot, mo
     """After a stored probe whose budget left parts to the table (MachineProbe.out_of_time),
     "Measure with more time" runs the probe again with the longer budget, in this start and
     in a later one (it is stored); after one that measured everything it goes."""
+    import time
     from dataclasses import replace
 
     import rooflight.ui.probe_panel as panel_mod
@@ -228,6 +229,9 @@ def test_a_probe_the_budget_cut_short_offers_to_measure_with_more_time(qtbot, mo
     asked: list[dict] = []
 
     def measured(task, profile, options):  # the worker's side, stored as a probe stores it, without the measuring
+        while options.get("until_cancelled"):  # a probe the test cancels
+            task.raise_if_cancelled()
+            time.sleep(0.01)
         asked.append(options)
         probe = replace(_probe(machine_key(profile), llama_build()),
                         out_of_time=() if "budget_s" in options else ("NVFP4", "attention (flash attention off)"))
@@ -244,6 +248,12 @@ def test_a_probe_the_budget_cut_short_offers_to_measure_with_more_time(qtbot, mo
     assert "budget_s" not in asked[0] and f"{LONGER_BUDGET_S:.0f} s" in panel.longer_button.toolTip()
     later = make_window(qtbot, hw, settings=Settings(probe_offered=True)).page("machine").probe_panel
     qtbot.waitUntil(lambda: later.longer_button.isVisibleTo(later), timeout=10000)  # a later start: from the store
+    later.probe_options = {"until_cancelled": True}
+    later.start()
+    assert not later.longer_button.isVisibleTo(later)
+    later.cancel()  # a cancelled probe stores nothing: the stored one's parts are still offered more time
+    qtbot.waitUntil(lambda: later.task is None, timeout=10000)
+    assert "Cancelled" in later.state.text() and later.longer_button.isVisibleTo(later)
     panel.longer_button.click()
     assert not panel.longer_button.isVisibleTo(panel)  # hidden while it measures
     qtbot.waitUntil(lambda: panel.task is None and len(asked) == 2 and panel.status.probe.out_of_time == (),

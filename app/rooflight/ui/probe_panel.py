@@ -199,7 +199,7 @@ class ProbePanel(Card):
         self.figures.setText(figures)
         self.measure_button.setText("Measure again" if status.probe else "Measure this machine")
         # a stored probe whose budget left parts to the table: offered more time, this start or a later one
-        self.longer_button.setVisible(bool(status.probe and status.probe.out_of_time) and self.task is None)
+        self.longer_button.setVisible(self._offers_more_time())
         if status.probe is None and not getattr(self.ctx.settings, "probe_offered", True) and self.task is None:
             # first start: offer once, and remember that it was offered
             if scope:  # a GPU machine: the GPU half measures each GPU too, on a budget of its own
@@ -254,6 +254,12 @@ class ProbePanel(Card):
         self.cancel_button.hide()
         self.time_left.setText("")
         self.measure_button.setEnabled(True)
+        self.longer_button.setVisible(self._offers_more_time())
+
+    def _offers_more_time(self) -> bool:
+        """Whether the stored probe's budget left parts to the table (MachineProbe.out_of_time)."""
+        probe = self.status.probe if self.status is not None else None
+        return bool(probe and probe.out_of_time) and self.task is None
 
     def _done(self, result) -> None:
         self._idle()
