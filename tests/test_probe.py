@@ -924,4 +924,4 @@ def test_the_parts_more_time_would_measure_are_the_cpu_half_s():
                "IQ4_XS": "measured, not stored: the time budget ran out after one run (a figure stands on two that agree)",
                "Q5_0": "measured, not stored: other programs used more than 10% of the CPU during the runs",
                "BF16": "not measured: its model could not be written or loaded"}
-    assert _out_of_time(skipped, gpu) == ("NVFP4", "IQ4_XS")
+    assert _out_of_time(skipped, None, gpu) == ("NVFP4", "IQ4_XS")

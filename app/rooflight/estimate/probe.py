@@ -296,8 +296,8 @@ class MachineProbe:
     # whether the GPU half ran (on a build that offloads to a GPU): a probe stored before it
     # existed, on such a machine, asks to be measured again (store/probes.probe_status)
     gpu_half: bool = False
-    # the parts the time budget left to the table (weight types, an attention setting, the
-    # image, a GPU): a probe given more time measures them. () where none, or in a probe
+    # the parts the CPU half's time budget left to the table (weight types, an attention
+    # setting, the image): a probe given more time measures them. () where none, or in a probe
     # stored before the field
     out_of_time: tuple[str, ...] = ()
 

@@ -152,13 +152,15 @@ _RAN_OUT = "the time budget ran out"
 OUT_OF_TIME = f"not measured: {_RAN_OUT} (the machine was busy or slow)"
 
 
-def _out_of_time(skipped: dict[str, str], profile) -> tuple[str, ...]:
-    """The CPU half's parts its time budget left to the table (MachineProbe.out_of_time): what
-    a longer budget_s measures (a GPU's half has a budget of its own, GPU_BUDGET_S)."""
+def _out_of_time(skipped: dict[str, str], image_note: str | None, profile) -> tuple[str, ...]:
+    """The CPU half's parts its time budget left to the table (MachineProbe.out_of_time), the
+    image encode among them (its reason is the image note): what a longer budget_s measures
+    (a GPU's half has a budget of its own, GPU_BUDGET_S)."""
     from rooflight.estimate.placement import gpu_name
 
     gpus = {gpu_name(g.index) for g in profile.gpus}
-    return tuple(part for part, why in skipped.items() if _RAN_OUT in why and part not in gpus)
+    reasons = {**skipped, "image encode": image_note or ""}
+    return tuple(part for part, why in reasons.items() if _RAN_OUT in why and part not in gpus)
 
 
 def budget_left_parts_out(run: ProbeRun) -> bool:
@@ -954,7 +956,7 @@ def probe_machine(
         kernels=kernels, attention=attention, fixed=fixed, spread=max(spreads),
         disturbed=disturbed, created_at=time.time(), duration_s=clock.elapsed, notes=tuple(notes), encode=encode,
         expert_costs=expert_costs, extra_buffers=amx.loads_use_extra_buffers(), gpus=gpu_figures, gpu_half=gpu_half,
-        out_of_time=_out_of_time(skipped, profile) + (("image encode",) if image_note and _RAN_OUT in image_note else ()),
+        out_of_time=_out_of_time(skipped, image_note, profile),
     )
     result = ProbeRun(probe, load_before=load_before, runs=runs, skipped=skipped, image_note=image_note)
     if refused and (no_kernels or not keep_disturbed):

@@ -204,12 +204,13 @@ def machine_key(profile) -> str:
 def describe_machine_key(key: str) -> str:
     """A machine_key as a person reads it: "CPU, 2 cores, 25 GB RAM, GPU A, GPU B" (a key of
     another shape as it is)."""
+    from rooflight.hardware.profile import plural
+
     parts = key.split("|")
-    if len(parts) != 4 or not parts[1].endswith("c") or not parts[2].endswith("GB"):
+    if len(parts) != 4 or not parts[1].endswith("c") or not parts[1][:-1].isdigit() or not parts[2].endswith("GB"):
         return key
     name, cores, ram, gpus = parts
-    words = [name, f"{cores[:-1]} {'core' if cores[:-1] == '1' else 'cores'}", f"{ram[:-2]} GB RAM"]
-    return ", ".join(words + [g for g in gpus.split(",") if g])
+    return ", ".join([name, plural(int(cores[:-1]), "core"), f"{ram[:-2]} GB RAM", *(g for g in gpus.split(",") if g)])
 
 
 def machine_calibration(profile) -> Calibration:
