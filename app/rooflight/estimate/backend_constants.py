@@ -57,37 +57,40 @@ _POOLED = _FIT + f"; band: too few rows of its own, the GPU backends' pooled lea
 _WIDENED = (_FIT + f"; band: too few rows of its own and its devices disagree: the GPU backends' pooled "
             f"leave-one-device-out {_PCT}, widened to hold every one of this backend's own")
 
-# CUDA: 48 rows, 9 devices (RTX 3060/3090/4090, RTX PRO 6000, V100, P40, H100, L40S, DGX Spark
-# GB10), and four decode rows after cached positions that fit nothing (fit_constants.cache_check:
-# the RTX 4090 read a Qwen2.5-3B's cache at x2.2-2.6 of the estimate's cost). Per-layer cost
-# 40 us from 21 decode rows (was 63 us from solving the 3090/3060 pair exactly); the P40's
-# 2024 decode rows run x0.79-0.83 of the estimate.
+# CUDA: 80 rows, 19 devices (RTX 3060/3080/3090/4080/4080 SUPER/4090/5060 Ti/5070 Ti/5080/5090,
+# RTX 2000 Ada, RTX PRO 6000 and its Max-Q, V100, P40, H100, L40S, DGX Spark GB10, Jetson AGX
+# Orin), and four decode rows after cached positions that fit nothing (fit_constants.cache_check:
+# the RTX 4090 read a Qwen2.5-3B's cache at x2.3-2.6 of the estimate's cost). Per-layer cost
+# 50 us from 34 decode rows (40 us from 21 before the rows of 2026-12-07; 63 us from solving the
+# 3090/3060 pair exactly before that); the P40's 2024 decode rows run x0.81-0.85 of the estimate.
 # Float efficiency: F16 rows and quantized prompts run through cuBLAS as F16 (the V100 today,
 # the RTX 4090's rows of a 2024-01 build: fit_constants.py prompt_kernel).
-CUDA = BackendConstants(0.826, 40.4e-6, 0.468, 0.265, _FIT, moe_expert_overhead_tokens=108,
-    decode_band=(0.79, 1.11), prefill_band=(0.75, 1.32), band_basis=_OWN)
-# Metal: 30 rows, 6 devices (M1 Max, M2, M2 Max, M2 Ultra, M3 Max, M5), and five decode rows
-# after cached positions that fit nothing (fit_constants.cache_check); MoE overhead from the
-# M2 Ultra, the one device with dense and MoE prompt rows. The widest misses: the M2 Ultra's
-# 0.6B-3B models decode x1.30-1.69 of the estimate (its cost per layer is below the other
-# devices'), M1 Max's Qwen3-30B-A3B x0.61 (MoE decode on Metal is slower than its bytes say).
-METAL = BackendConstants(0.871, 138.7e-6, 0.706, 0.606, _FIT, moe_expert_overhead_tokens=19,
-    decode_band=(0.74, 1.55), prefill_band=(0.86, 1.49), band_basis=_OWN)
-# ROCm: 28 rows, 10 devices (RX 6700 XT, RX 6800, RX 7900 XTX, RX 9060 XT, Radeon PRO W7900,
-# Radeon 780M, MI50, MI100, MI300X, Radeon 8060S / Strix Halo), and one decode row after cached
+CUDA = BackendConstants(0.829, 49.6e-6, 0.471, 0.261, _FIT, moe_expert_overhead_tokens=109,
+    decode_band=(0.74, 1.22), prefill_band=(0.49, 1.35), band_basis=_OWN)
+# Metal: 43 rows, 10 devices (M1 Max, M1 Pro, M2, M2 Max, M2 Ultra, M3 Max, M3 Ultra, M4 Pro,
+# M4 Max, M5), and five decode rows after cached positions that fit nothing
+# (fit_constants.cache_check); MoE overhead from the M2 Ultra, the one device with dense and MoE
+# prompt rows. The widest misses: the M2 Ultra's 0.6B-3B models decode x1.33-1.73 of the
+# estimate (its cost per layer is below the other devices'), M1 Max's Qwen3-30B-A3B x0.64 (MoE
+# decode on Metal is slower than its bytes say: gpt-oss-20b x0.84-0.88 on four other chips).
+METAL = BackendConstants(0.844, 144.1e-6, 0.706, 0.606, _FIT, moe_expert_overhead_tokens=19,
+    decode_band=(0.76, 1.53), prefill_band=(0.83, 1.36), band_basis=_OWN)
+# ROCm: 31 rows, 11 devices (RX 6700 XT, RX 6800, RX 7900 GRE, RX 7900 XTX, RX 9060 XT, Radeon
+# PRO W7900, Radeon 780M, MI50, MI100, MI300X, Radeon 8060S / Strix Halo), and one decode row after cached
 # positions that fits nothing (fit_constants.cache_check);
 # no F16 rows: pooled float efficiency. Strix Halo's 2025 ROCm prompts run x0.50-0.62 of the
 # estimate while the discrete cards run x0.74-1.78: one quantized efficiency cannot fit both
 # (the wide band).
-ROCM = BackendConstants(0.853, 156.3e-6, 0.590, 0.256, _FIT, moe_expert_overhead_tokens=42,
-    decode_band=(0.76, 1.15), prefill_band=(0.48, 1.65), band_basis=_OWN)
-# Vulkan: 36 rows, 8 devices (Radeon 8060S / Strix Halo, RX 9070 XT, RX 5700 XT, Radeon PRO
-# W7900, RTX 3090, RTX 4070, RTX 5090, Arc Pro B70), and one decode row after cached positions
-# (the 8060S's: its cache read at x1.72 of the estimate's cost); no F16 rows. Intel's quantized prompts
+ROCM = BackendConstants(0.861, 154.7e-6, 0.590, 0.256, _FIT, moe_expert_overhead_tokens=42,
+    decode_band=(0.75, 1.14), prefill_band=(0.49, 1.65), band_basis=_OWN)
+# Vulkan: 47 rows, 11 devices (Radeon 8060S / Strix Halo, Radeon 890M and 660M, RX 9070 XT,
+# RX 7800 XT, RX 5700 XT, Radeon PRO W7900, RTX 3090, RTX 4070, RTX 5090, Arc Pro B70), and one
+# decode row after cached positions (the 8060S's: its cache read at x1.31 of the estimate's
+# cost); the integrated Radeons' gpt-oss decode runs x0.72-0.77 of what the others predict; no F16 rows. Intel's quantized prompts
 # are priced at its FP16 rate (tensor_rates.INT8_BACKENDS_BY_VENDOR); the B70's one prompt
 # row (a 2026 apt build) still runs x0.37 of what the other devices predict.
-VULKAN = BackendConstants(0.939, 93.5e-6, 0.590, 0.244, _FIT, moe_expert_overhead_tokens=29,
-    decode_band=(0.79, 1.18), prefill_band=(0.55, 1.52), band_basis=_OWN)
+VULKAN = BackendConstants(0.830, 63.6e-6, 0.590, 0.241, _FIT, moe_expert_overhead_tokens=29,
+    decode_band=(0.72, 1.19), prefill_band=(0.52, 1.72), band_basis=_OWN)
 # SYCL: 25 rows, 4 devices (Arc B580 with ggml-org's backend, 1.5B and 7B models; Intel's
 # IPEX-LLM fork and a B70 tree 12 commits past master are left out: neither mainline nor a
 # merged pull request; Arc A770 and Arc Pro B70 on 2026 builds, Lunar Lake's Arc 140V on 2025
@@ -119,12 +122,12 @@ BACKENDS = {"cuda": CUDA, "metal": METAL, "rocm": ROCM, "vulkan": VULKAN, "sycl"
 
 # Hybrid recurrent models (Qwen3.5, Qwen3.6, Qwen3-Next) with layers on a GPU: their state
 # scans and extra kernels are priced on a CPU only (recurrent_work.py), and published GPU rows
-# of them fall outside the backends' bands (decode 9 of 15 inside, prompts 13 of 19). Their
+# of them fall outside the backends' bands (decode 10 of 15 inside, prompts 15 of 19). Their
 # band joins the backend's with percentiles of those rows' measured / predicted ratios (34 rows
 # of 7 GPUs, bench/data/hybrid_gpu_rows.json), the narrowest that holds 8 of 10 of each GPU's
 # rows held out of them (bench/hybrid_gpu_check.py): p1-p99, 12 of 15 decode and 16 of 19
 # prompt rows inside.
-HYBRID_GPU_DECODE_BAND = (0.49, 1.34)
+HYBRID_GPU_DECODE_BAND = (0.51, 1.32)
 HYBRID_GPU_PREFILL_BAND = (0.22, 1.92)
 HYBRID_GPU_BAND_BASIS = ("widened for a hybrid model's layers on a GPU, which the estimate does not fully price: "
                          "p1-p99 of published hybrid rows on 7 GPUs, checked on GPUs held out")
