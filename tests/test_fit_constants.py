@@ -53,6 +53,19 @@ def test_every_row_is_sourced_and_complete():
         assert r["fa"] in (None, 0, 1), where
 
 
+def test_a_quoted_row_says_what_its_quote_says():
+    """Rows that keep the line llama-bench printed (`quote`) carry its figures: the t/s, the
+    file size and the test, so a slip in copying a row shows here."""
+    quoted = [r for r in ROWS if r.get("quote")]
+    assert len(quoted) >= 50
+    for r in quoted:
+        line = r["quote"]
+        where = f"{r['device']} {r['model']} {r['test']}"
+        assert f"{r['t_s']:.2f}" in line, where
+        assert r["size_gib"] is None or f"{r['size_gib']:.2f} GiB" in line, where
+        assert r["test"].split("@")[0] in line.replace(" ", ""), where
+
+
 def test_every_device_is_known_by_name():
     for r in ROWS:
         if r["backend"] == "cpu":
