@@ -281,7 +281,12 @@ def checks_only(row: dict) -> bool:
     fitted on, they would pull the quantized weights' efficiency to make up for it. And
     FP32 SYCL builds (sycl_f16 false): priced at the FP32 rate with the float efficiency
     the other backends' rows set, they would otherwise set SYCL's own float efficiency,
-    which its F16 build's XMX GEMMs use."""
+    which its F16 build's XMX GEMMs use. And MoE prompts a GPU multiplies through the F16
+    GEMM after dequantizing (the V100's gpt-oss rows): their experts' many small GEMMs are a
+    path no dense row takes, and fitted on, those few rows set the float efficiency every
+    dense F16 prompt of the backend is priced by (CUDA's went 0.47 -> 0.34 with two of them)."""
+    if not row["n_gen"] and is_moe(row) and prefill_class(row) == "float":
+        return True
     return bool(row.get("n_depth")) or hardware(row).fp32_gemm
 
 

@@ -57,24 +57,26 @@ _POOLED = _FIT + f"; band: too few rows of its own, the GPU backends' pooled lea
 _WIDENED = (_FIT + f"; band: too few rows of its own and its devices disagree: the GPU backends' pooled "
             f"leave-one-device-out {_PCT}, widened to hold every one of this backend's own")
 
-# CUDA: 80 rows, 19 devices (RTX 3060/3080/3090/4080/4080 SUPER/4090/5060 Ti/5070 Ti/5080/5090,
+# CUDA: 95 rows, 19 devices (RTX 3060/3080/3090/4080/4080 SUPER/4090/5060 Ti/5070 Ti/5080/5090,
 # RTX 2000 Ada, RTX PRO 6000 and its Max-Q, V100, P40, H100, L40S, DGX Spark GB10, Jetson AGX
 # Orin), and four decode rows after cached positions that fit nothing (fit_constants.cache_check:
 # the RTX 4090 read a Qwen2.5-3B's cache at x2.3-2.6 of the estimate's cost). Per-layer cost
-# 50 us from 34 decode rows (40 us from 21 before the rows of 2026-12-07; 63 us from solving the
-# 3090/3060 pair exactly before that); the P40's 2024 decode rows run x0.81-0.85 of the estimate.
+# 54 us from 39 decode rows (40 us from 21 before the rows of 2026-12-07; 63 us from solving the
+# 3090/3060 pair exactly before that); the P40's 2024 decode rows run x0.82-0.86 of the estimate.
+# The V100's gpt-oss prompts fit nothing (fit_constants.checks_only: MoE through the F16 GEMM).
 # Float efficiency: F16 rows and quantized prompts run through cuBLAS as F16 (the V100 today,
 # the RTX 4090's rows of a 2024-01 build: fit_constants.py prompt_kernel).
-CUDA = BackendConstants(0.829, 49.6e-6, 0.471, 0.261, _FIT, moe_expert_overhead_tokens=109,
-    decode_band=(0.74, 1.22), prefill_band=(0.49, 1.35), band_basis=_OWN)
-# Metal: 43 rows, 10 devices (M1 Max, M1 Pro, M2, M2 Max, M2 Ultra, M3 Max, M3 Ultra, M4 Pro,
+CUDA = BackendConstants(0.829, 53.7e-6, 0.471, 0.261, _FIT, moe_expert_overhead_tokens=108,
+    decode_band=(0.75, 1.24), prefill_band=(0.48, 1.33), band_basis=_OWN)
+# Metal: 52 rows, 10 devices (M1 Max, M1 Pro, M2, M2 Max, M2 Ultra, M3 Max, M3 Ultra, M4 Pro,
 # M4 Max, M5), and five decode rows after cached positions that fit nothing
 # (fit_constants.cache_check); MoE overhead from the M2 Ultra, the one device with dense and MoE
-# prompt rows. The widest misses: the M2 Ultra's 0.6B-3B models decode x1.33-1.73 of the
-# estimate (its cost per layer is below the other devices'), M1 Max's Qwen3-30B-A3B x0.64 (MoE
-# decode on Metal is slower than its bytes say: gpt-oss-20b x0.84-0.88 on four other chips).
-METAL = BackendConstants(0.844, 144.1e-6, 0.706, 0.606, _FIT, moe_expert_overhead_tokens=19,
-    decode_band=(0.76, 1.53), prefill_band=(0.83, 1.36), band_basis=_OWN)
+# prompt rows. The widest misses: the M2 Ultra's 0.6B-3B models decode x1.35-1.76 of the
+# estimate (its cost per layer is below the other devices'), M1 Max's Qwen3-30B-A3B x0.65 (MoE
+# decode on Metal is slower than its bytes say: gpt-oss-20b x0.85-0.95 on five chips, x1.04 on
+# the M2 Ultra).
+METAL = BackendConstants(0.839, 149.3e-6, 0.706, 0.606, _FIT, moe_expert_overhead_tokens=19,
+    decode_band=(0.78, 1.52), prefill_band=(0.84, 1.39), band_basis=_OWN)
 # ROCm: 31 rows, 11 devices (RX 6700 XT, RX 6800, RX 7900 GRE, RX 7900 XTX, RX 9060 XT, Radeon
 # PRO W7900, Radeon 780M, MI50, MI100, MI300X, Radeon 8060S / Strix Halo), and one decode row after cached
 # positions that fits nothing (fit_constants.cache_check);
@@ -127,7 +129,7 @@ BACKENDS = {"cuda": CUDA, "metal": METAL, "rocm": ROCM, "vulkan": VULKAN, "sycl"
 # of 7 GPUs, bench/data/hybrid_gpu_rows.json), the narrowest that holds 8 of 10 of each GPU's
 # rows held out of them (bench/hybrid_gpu_check.py): p1-p99, 12 of 15 decode and 16 of 19
 # prompt rows inside.
-HYBRID_GPU_DECODE_BAND = (0.51, 1.32)
+HYBRID_GPU_DECODE_BAND = (0.52, 1.32)
 HYBRID_GPU_PREFILL_BAND = (0.22, 1.92)
 HYBRID_GPU_BAND_BASIS = ("widened for a hybrid model's layers on a GPU, which the estimate does not fully price: "
                          "p1-p99 of published hybrid rows on 7 GPUs, checked on GPUs held out")
