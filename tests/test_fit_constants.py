@@ -66,6 +66,16 @@ def test_a_quoted_row_says_what_its_quote_says():
         assert r["test"].split("@")[0] in line.replace(" ", ""), where
 
 
+def test_moe_prompts_on_the_f16_gemm_path_check_the_estimate_and_fit_nothing():
+    """The V100 multiplies quantized prompts through the F16 GEMM: its gpt-oss prompts would set
+    CUDA's float efficiency, which prices every dense F16 prompt; its dense rows still fit."""
+    v100 = [r for r in ROWS if r["device"] == "NVIDIA V100 PCIe 16GB"]
+    moe_prompts = [r for r in v100 if fit.is_moe(r) and not r["n_gen"]]
+    assert moe_prompts and all(fit.prefill_class(r) == "float" and fit.checks_only(r) for r in moe_prompts)
+    assert any(not fit.checks_only(r) for r in v100 if not fit.is_moe(r))
+    assert not any(fit.checks_only(r) for r in v100 if r["n_gen"])
+
+
 def test_every_device_is_known_by_name():
     for r in ROWS:
         if r["backend"] == "cpu":
