@@ -36,7 +36,7 @@ def test_every_entry_has_sane_figures():
         if e["vendor"] == "apple":
             assert isinstance(e["gpu_cores"], int) and 7 <= e["gpu_cores"] <= 80
         if e["vendor"] == "nvidia":
-            assert e["compute_capability"] in {"6.1", "7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1"}
+            assert e["compute_capability"] in {"6.0", "6.1", "7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1"}
         variant = e.get("memory_variant_of")
         if variant:
             assert variant in {x["name"] for x in gpu_table()}
@@ -258,6 +258,9 @@ def test_well_known_figures():
         ("Intel(R) Iris(R) Xe Graphics", "Intel Iris Xe Graphics"),
         ("Tesla P4", "NVIDIA Tesla P4"),
         ("Tesla P40", "NVIDIA Tesla P40"),
+        ("Tesla P100-PCIE-16GB", "NVIDIA Tesla P100 PCIe 16GB"),  # the names nvidia-smi reports
+        ("Tesla P100-PCIE-12GB", "NVIDIA Tesla P100 PCIe 12GB"),
+        ("Tesla P100-SXM2-16GB", "NVIDIA Tesla P100 SXM2 16GB"),
         ("AMD Radeon PRO W7700", "AMD Radeon PRO W7700"),
     ],
 )
