@@ -84,15 +84,17 @@ METAL = BackendConstants(0.839, 149.3e-6, 0.706, 0.606, _FIT, moe_expert_overhea
 # estimate while the discrete cards run x0.74-1.78: one quantized efficiency cannot fit both
 # (the wide band).
 ROCM = BackendConstants(0.861, 154.7e-6, 0.590, 0.256, _FIT, moe_expert_overhead_tokens=42,
-    decode_band=(0.75, 1.14), prefill_band=(0.49, 1.65), band_basis=_OWN)
-# Vulkan: 47 rows, 11 devices (Radeon 8060S / Strix Halo, Radeon 890M and 660M, RX 9070 XT,
-# RX 7800 XT, RX 5700 XT, Radeon PRO W7900, RTX 3090, RTX 4070, RTX 5090, Arc Pro B70), and one
-# decode row after cached positions (the 8060S's: its cache read at x1.31 of the estimate's
-# cost); the integrated Radeons' gpt-oss decode runs x0.72-0.77 of what the others predict; no F16 rows. Intel's quantized prompts
+    decode_band=(0.75, 1.14), prefill_band=(0.4, 1.65), band_basis=_OWN)
+# Vulkan: 57 rows, 13 devices (Radeon 8060S / Strix Halo, Radeon 890M and 660M, RX 9070 XT,
+# RX 7800 XT, RX 5700 XT, Radeon PRO W7900, RTX 3090, RTX 4070, RTX 5090, Arc Pro B70, Iris Xe,
+# Meteor Lake's Arc iGPU), and one decode row after cached positions (the 8060S's: its cache
+# read at x1.19 of the estimate's cost); no F16 rows. Integrated GPUs run below what the others
+# predict: the Radeon 890M's and 660M's gpt-oss decode x0.75-0.80, the Iris Xe's Gemma-3-1B
+# x0.60, the Meteor Lake's gpt-oss-20b x0.13 (the wide decode band). Intel's quantized prompts
 # are priced at its FP16 rate (tensor_rates.INT8_BACKENDS_BY_VENDOR); the B70's one prompt
-# row (a 2026 apt build) still runs x0.37 of what the other devices predict.
-VULKAN = BackendConstants(0.830, 63.6e-6, 0.590, 0.241, _FIT, moe_expert_overhead_tokens=29,
-    decode_band=(0.72, 1.19), prefill_band=(0.52, 1.72), band_basis=_OWN)
+# row (a 2026 apt build) still runs x0.36 of what the other devices predict.
+VULKAN = BackendConstants(0.797, 55.7e-6, 0.590, 0.246, _FIT, moe_expert_overhead_tokens=29,
+    decode_band=(0.51, 1.24), prefill_band=(0.48, 1.61), band_basis=_OWN)
 # SYCL: 25 rows, 4 devices (Arc B580 with ggml-org's backend, 1.5B and 7B models; Intel's
 # IPEX-LLM fork and a B70 tree 12 commits past master are left out: neither mainline nor a
 # merged pull request; Arc A770 and Arc Pro B70 on 2026 builds, Lunar Lake's Arc 140V on 2025
@@ -124,7 +126,7 @@ BACKENDS = {"cuda": CUDA, "metal": METAL, "rocm": ROCM, "vulkan": VULKAN, "sycl"
 
 # Hybrid recurrent models (Qwen3.5, Qwen3.6, Qwen3-Next) with layers on a GPU: their state
 # scans and extra kernels are priced on a CPU only (recurrent_work.py), and published GPU rows
-# of them fall outside the backends' bands (decode 10 of 15 inside, prompts 15 of 19). Their
+# of them fall outside the backends' bands (decode 11 of 15 inside, prompts 15 of 19). Their
 # band joins the backend's with percentiles of those rows' measured / predicted ratios (34 rows
 # of 7 GPUs, bench/data/hybrid_gpu_rows.json), the narrowest that holds 8 of 10 of each GPU's
 # rows held out of them (bench/hybrid_gpu_check.py): p1-p99, 12 of 15 decode and 16 of 19
