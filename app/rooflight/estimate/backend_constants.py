@@ -77,12 +77,12 @@ CUDA = BackendConstants(0.829, 53.7e-6, 0.471, 0.261, _FIT, moe_expert_overhead_
 # the M2 Ultra).
 METAL = BackendConstants(0.839, 149.3e-6, 0.706, 0.606, _FIT, moe_expert_overhead_tokens=19,
     decode_band=(0.78, 1.52), prefill_band=(0.84, 1.39), band_basis=_OWN)
-# ROCm: 31 rows, 11 devices (RX 6700 XT, RX 6800, RX 7900 GRE, RX 7900 XTX, RX 9060 XT, Radeon
+# ROCm: 32 rows, 11 devices (RX 6700 XT, RX 6800, RX 7900 GRE, RX 7900 XTX, RX 9060 XT, Radeon
 # PRO W7900, Radeon 780M, MI50, MI100, MI300X, Radeon 8060S / Strix Halo), and one decode row after cached
 # positions that fits nothing (fit_constants.cache_check);
-# no F16 rows: pooled float efficiency. Strix Halo's 2025 ROCm prompts run x0.50-0.62 of the
-# estimate while the discrete cards run x0.74-1.78: one quantized efficiency cannot fit both
-# (the wide band).
+# no F16 rows: pooled float efficiency. Its prompts run x0.35 (a Radeon 8060S's gpt-oss-120b on
+# Windows) to x1.63-1.66 (the RX 7900 XTX's) of what the other devices predict: one quantized
+# efficiency cannot fit them all (the wide band).
 ROCM = BackendConstants(0.861, 154.7e-6, 0.590, 0.256, _FIT, moe_expert_overhead_tokens=42,
     decode_band=(0.75, 1.14), prefill_band=(0.4, 1.65), band_basis=_OWN)
 # Vulkan: 57 rows, 13 devices (Radeon 8060S / Strix Halo, Radeon 890M and 660M, RX 9070 XT,
