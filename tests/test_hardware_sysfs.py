@@ -374,6 +374,28 @@ def test_a_detected_lunar_lake_laptop_is_planned_on_its_igpu_with_a_gpu_build(tm
     assert_planned_in_one_pool(tmp_path, dataclasses.replace(p, backend="vulkan"))  # a Vulkan build
 
 
+def _laptop(tmp_path: Path, device_id: str, cpu_name: str):
+    make_card(tmp_path, 0, "0000:00:02.0", "0x8086", device_id, {})
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: {cpu_name}\n"
+                       "flags\t\t: fpu sse sse2 avx avx2 fma f16c avx_vnni\n\n")
+    return detect(measure_bandwidth=False, probes=Probes(
+        sysfs_root=tmp_path, cpuinfo_path=cpuinfo, nvml=types.ModuleType("pynvml"), importer=no_amdsmi,
+        platform_name="linux", machine="x86_64"))
+
+
+def test_an_igpu_whose_platform_takes_several_ram_types_says_which_the_estimate_assumes(tmp_path):
+    """Meteor Lake takes LPDDR5X-7500 or DDR5-5600: the table's 120 GB/s is the first, and the
+    user is told so (Rooflight cannot read the RAM's speed); Lunar Lake's RAM is on the package."""
+    p = _laptop(tmp_path, "0x7d55", "Intel(R) Core(TM) Ultra 7 155H")
+    (gpu,) = p.gpus
+    assert (gpu.name, gpu.bandwidth_gbs) == ("Intel Arc Graphics (Meteor Lake)", 120.0)
+    (said,) = [w for w in p.warnings if "RAM, whose speed" in w]
+    assert "LPDDR5X-7500" in said and "DDR5-5600 machines read 89.6 GB/s" in said and "bandwidth_gbs" in said
+    lunar = _laptop(tmp_path / "lunar", "0x64a0", "Intel(R) Core(TM) Ultra 7 258V")
+    assert lunar.gpus[0].name == "Intel Arc 140V" and not any("RAM, whose speed" in w for w in lunar.warnings)
+
+
 def test_an_intel_igpu_beside_a_discrete_arc_gets_no_layer(tmp_path):
     """llama.cpp adds integrated GPUs only where it found no discrete one."""
     from rooflight.hardware.profile import offload_gpus_of

@@ -56,6 +56,14 @@ def enrich_detected(gpu: GPUInfo) -> tuple[GPUInfo, list[str]]:
     bw = gpu.bandwidth_gbs
     if bw is None:
         changes["bandwidth_gbs"] = t["bandwidth_gbs"]
+        if entry.get("ram_varies"):
+            # an integrated GPU reads the machine's RAM, whose speed no unprivileged
+            # interface gives (the SMBIOS memory table is root's): say which RAM the
+            # figure assumes, as its decode speed follows it
+            warnings.append(
+                f"GPU {gpu.index} ({gpu.name}) reads this machine's RAM, whose speed Rooflight cannot read: "
+                f"{entry['ram_varies']}. Estimates use {t['bandwidth_gbs']:g} GB/s; a --hardware profile "
+                "with the GPU's bandwidth_gbs corrects them")
     elif abs(bw - t["bandwidth_gbs"]) > BANDWIDTH_TOLERANCE * t["bandwidth_gbs"]:
         # NVML's clock x bus width is right for GDDR6/6X/7 and HBM as NVML reports them
         # today, but a driver that reports the memory clock in another convention (GDDR5X
