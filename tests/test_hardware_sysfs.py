@@ -374,14 +374,29 @@ def test_a_detected_lunar_lake_laptop_is_planned_on_its_igpu_with_a_gpu_build(tm
     assert_planned_in_one_pool(tmp_path, dataclasses.replace(p, backend="vulkan"))  # a Vulkan build
 
 
-def _laptop(tmp_path: Path, device_id: str, cpu_name: str):
+def _laptop(tmp_path: Path, device_id: str, cpu_name: str, udev_dmi: Path | None = None):
     make_card(tmp_path, 0, "0000:00:02.0", "0x8086", device_id, {})
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text(f"processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: {cpu_name}\n"
                        "flags\t\t: fpu sse sse2 avx avx2 fma f16c avx_vnni\n\n")
     return detect(measure_bandwidth=False, probes=Probes(
         sysfs_root=tmp_path, cpuinfo_path=cpuinfo, nvml=types.ModuleType("pynvml"), importer=no_amdsmi,
-        platform_name="linux", machine="x86_64"))
+        platform_name="linux", machine="x86_64", udev_dmi=udev_dmi))
+
+
+def test_an_igpu_reads_at_the_speed_of_the_ram_udev_reports(tmp_path):
+    """A Meteor Lake laptop with two DDR5-5600 SO-DIMMs: 89.6 GB/s, not the table's LPDDR5X
+    figure, and no warning; with one of them, half."""
+    from test_ram_speed import TWO_SODIMMS
+
+    dmi = tmp_path / "+dmi:id"
+    dmi.write_text(TWO_SODIMMS)
+    p = _laptop(tmp_path / "two", "0x7d55", "Intel(R) Core(TM) Ultra 7 155H", udev_dmi=dmi)
+    (gpu,) = p.gpus
+    assert (gpu.bandwidth_gbs, gpu.source) == (89.6, "detected+table+RAM")
+    assert not any("RAM, whose speed" in w for w in p.warnings)
+    dmi.write_text(TWO_SODIMMS.replace("E:MEMORY_DEVICE_1_SIZE=34359738368\n", "E:MEMORY_DEVICE_1_PRESENT=0\n"))
+    assert _laptop(tmp_path / "one", "0x7d55", "Intel(R) Core(TM) Ultra 7 155H", udev_dmi=dmi).gpus[0].bandwidth_gbs == 44.8
 
 
 def test_an_igpu_whose_platform_takes_several_ram_types_says_which_the_estimate_assumes(tmp_path):
@@ -390,7 +405,7 @@ def test_an_igpu_whose_platform_takes_several_ram_types_says_which_the_estimate_
     p = _laptop(tmp_path, "0x7d55", "Intel(R) Core(TM) Ultra 7 155H")
     (gpu,) = p.gpus
     assert (gpu.name, gpu.bandwidth_gbs) == ("Intel Arc Graphics (Meteor Lake)", 120.0)
-    (said,) = [w for w in p.warnings if "RAM, whose speed" in w]
+    (said,) = [w for w in p.warnings if "RAM, whose speed" in w]  # no udev table given
     assert "LPDDR5X-7500" in said and "DDR5-5600 machines read 89.6 GB/s" in said and "bandwidth_gbs" in said
     lunar = _laptop(tmp_path / "lunar", "0x64a0", "Intel(R) Core(TM) Ultra 7 258V")
     assert lunar.gpus[0].name == "Intel Arc 140V" and not any("RAM, whose speed" in w for w in lunar.warnings)

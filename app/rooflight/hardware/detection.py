@@ -25,6 +25,7 @@ from .jetson import board_entry, board_gpu
 from .limits import process_share
 from .nvidia import detect_nvidia
 from .profile import CPUInfo, GPUInfo, HardwareProfile
+from .ram_speed import UDEV_DMI, read_ram_modules
 from .windows import detect_windows, present_driver_keys
 
 Runner = Callable[[list[str]], str]
@@ -45,6 +46,9 @@ class Probes:
     machine: str | None = None  # platform.machine()
     # Windows: the driver keys of the display adapters present now (SetupAPI; None: all)
     present_adapters: Callable[[], set[str] | None] = present_driver_keys
+    # udev's decoding of the firmware's memory table (ram_speed.py); None: the real one when
+    # sysfs_root is the real /sys, else none (a test's tree does not read this machine's)
+    udev_dmi: Path | None = None
 
 
 def _fallback_cpu() -> CPUInfo:
@@ -88,10 +92,12 @@ def detect_gpus(probes: Probes, cpu: CPUInfo | None = None) -> tuple[list[GPUInf
     if board is not None and ram and not any(g.vendor == "nvidia" for g in found):
         found.insert(0, board_gpu(board, ram))  # Orin: no NVML
     out: list[GPUInfo] = []
+    dmi = probes.udev_dmi or (UDEV_DMI if probes.sysfs_root == Path("/sys") else None)
+    modules = read_ram_modules(dmi) if dmi and any(g.unified_memory for g in found) else None
     for gpu in found:
         # One numbering across vendors. For NVIDIA this is NVML's order (PCI bus order),
         # which is CUDA's too when CUDA_DEVICE_ORDER=PCI_BUS_ID.
-        gpu, more = enrich_detected(replace(gpu, index=len(out)))
+        gpu, more = enrich_detected(replace(gpu, index=len(out)), modules)
         out.append(gpu)
         warnings.extend(more)
     return out, warnings

@@ -7,6 +7,7 @@ from typing import Any
 
 from .gpu_table import lookup_gpu
 from .profile import GPUInfo
+from .ram_speed import RamModules
 
 # Beyond this relative difference a detected NVML bandwidth is not believed (see below).
 BANDWIDTH_TOLERANCE = 0.25
@@ -37,8 +38,10 @@ def table_figures(entry: dict[str, Any], sm_count: int | None = None) -> dict[st
     }
 
 
-def enrich_detected(gpu: GPUInfo) -> tuple[GPUInfo, list[str]]:
-    """The detected GPU with gaps filled from the table, and warnings."""
+def enrich_detected(gpu: GPUInfo, ram: RamModules | None = None) -> tuple[GPUInfo, list[str]]:
+    """The detected GPU with gaps filled from the table, and warnings. ram: this machine's
+    memory modules (ram_speed.py), which set an integrated GPU's bandwidth where its
+    platform takes more than one RAM type (the table's `ram_varies`)."""
     memory_hint = None if gpu.unified_memory else gpu.vram_total_bytes
     entry = lookup_gpu(gpu.name, memory_hint)
     if entry is None:
@@ -57,13 +60,16 @@ def enrich_detected(gpu: GPUInfo) -> tuple[GPUInfo, list[str]]:
     if bw is None:
         changes["bandwidth_gbs"] = t["bandwidth_gbs"]
         if entry.get("ram_varies"):
-            # an integrated GPU reads the machine's RAM, whose speed no unprivileged
-            # interface gives (the SMBIOS memory table is root's): say which RAM the
-            # figure assumes, as its decode speed follows it
-            warnings.append(
-                f"GPU {gpu.index} ({gpu.name}) reads this machine's RAM, whose speed Rooflight cannot read: "
-                f"{entry['ram_varies']}. Estimates use {t['bandwidth_gbs']:g} GB/s; a --hardware profile "
-                "with the GPU's bandwidth_gbs corrects them")
+            # an integrated GPU reads the machine's RAM: its modules' speed and width over
+            # the platform's bus where udev gives them, else the table's figure, said
+            if ram is not None and entry.get("ram_bus_bits"):
+                changes["bandwidth_gbs"] = ram.peak_gbs(entry["ram_bus_bits"])
+                changes["source"] = "detected+table+RAM"
+            else:
+                warnings.append(
+                    f"GPU {gpu.index} ({gpu.name}) reads this machine's RAM, whose speed Rooflight could not read: "
+                    f"{entry['ram_varies']}. Estimates use {t['bandwidth_gbs']:g} GB/s; a --hardware profile "
+                    "with the GPU's bandwidth_gbs corrects them")
     elif abs(bw - t["bandwidth_gbs"]) > BANDWIDTH_TOLERANCE * t["bandwidth_gbs"]:
         # NVML's clock x bus width is right for GDDR6/6X/7 and HBM as NVML reports them
         # today, but a driver that reports the memory clock in another convention (GDDR5X
@@ -85,5 +91,5 @@ def enrich_detected(gpu: GPUInfo) -> tuple[GPUInfo, list[str]]:
     if gpu.compute_capability is None and t["compute_capability"]:
         changes["compute_capability"] = t["compute_capability"]
     if changes:
-        changes["source"] = "detected+table"
+        changes.setdefault("source", "detected+table")
     return replace(gpu, **changes), warnings

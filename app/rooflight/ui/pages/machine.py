@@ -39,6 +39,7 @@ BACKEND_WORDS = {
 ISA_SHOWN = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8", "neon", "dotprod", "sve")
 SOURCE_WORDS = {
     "detected": "detected", "detected+table": "detected, peak figures from the GPU table",
+    "detected+table+RAM": "detected, bandwidth from this machine's RAM, the rest from the GPU table",
     "table": "from the GPU table", "profile": "from a profile", "profile+table": "profile and GPU table",
 }
 
