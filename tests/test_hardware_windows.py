@@ -188,3 +188,27 @@ def test_present_driver_keys_walks_setupapi(monkeypatch):
     # SPDRP_DRIVER, into a 512-character buffer given by its size in bytes (wchar: 2 on Windows)
     assert calls[1] == ("property", 0x9, 512 * ctypes.sizeof(ctypes.c_wchar))
     assert calls[-1] == ("destroy", 1234)
+
+
+def test_a_meteor_lake_laptop_on_windows_reads_at_its_rams_speed(tmp_path):
+    """The whole path on Windows: the registry names the Arc iGPU, and the raw SMBIOS table (GetSystemFirmwareTable, here its bytes) says two
+    DDR5-5600 SO-DIMMs: 89.6 GB/s, not the table's LPDDR5X figure, and no warning."""
+    from test_ram_speed import smbios_table, smbios_type17
+
+    reg = fake_winreg({"0000": adapter("Intel(R) Arc(TM) Graphics", r"PCI\VEN_8086&DEV_7D55&SUBSYS_0C7C1028",
+                                       (128 << 20).to_bytes(8, "little"))})
+
+    def machine(table):
+        return detect(measure_bandwidth=False, probes=Probes(
+            sysfs_root=tmp_path, nvml=types.ModuleType("pynvml"),
+            importer=lambda name: reg if name == "winreg" else (_ for _ in ()).throw(ImportError(name)),
+            platform_name="win32", machine="AMD64", present_adapters=lambda: None, smbios=lambda: table))
+
+    p = machine(smbios_table(smbios_type17(0x20, 16384, 5600), smbios_type17(0x21, 16384, 5600)))
+    (gpu,) = p.gpus
+    # the CPU's name comes from the registry on Windows, which this stand-in lacks: the
+    # slower Meteor Lake entry, which shares the platform's memory bus
+    assert gpu.name.endswith("(Meteor Lake)") and (gpu.bandwidth_gbs, gpu.source) == (89.6, "detected+table+RAM")
+    assert not any("RAM, whose speed" in w for w in p.warnings)
+    unread = machine(None)  # the call failed: the table's figure, said
+    assert unread.gpus[0].bandwidth_gbs == 120.0 and any("RAM, whose speed" in w for w in unread.warnings)

@@ -74,3 +74,44 @@ def test_what_the_table_does_not_say_is_not_guessed(tmp_path):
     assert read_ram_modules(write(tmp_path, no_speed)) is None
     assert read_ram_modules(write(tmp_path, "E:MEMORY_ARRAY_NUM_DEVICES=0\n")) is None
     assert read_ram_modules(tmp_path / "missing") is None
+
+
+def smbios_type17(handle: int, size_mib: int, mts: int, form_factor: int = 0x0D, kind: int = 0x22,
+                  width: int = 64) -> bytes:
+    """One SMBIOS 3.x memory device (type 17, 0x28 bytes formatted) and its strings, laid out
+    as the specification's table 7.18 (the offsets dmi_memory_id reads)."""
+    data = bytearray(0x28)
+    data[0], data[1] = 17, 0x28
+    data[2:4] = handle.to_bytes(2, "little")
+    data[0x08:0x0A] = (width if size_mib else 0xFFFF).to_bytes(2, "little")  # total width
+    data[0x0A:0x0C] = (width if size_mib else 0xFFFF).to_bytes(2, "little")  # data width
+    data[0x0C:0x0E] = (size_mib if size_mib < 0x7FFF else 0x7FFF).to_bytes(2, "little")
+    data[0x0E], data[0x10], data[0x12] = form_factor, 1, kind  # locator: string 1
+    data[0x15:0x17] = mts.to_bytes(2, "little")
+    if size_mib >= 0x7FFF:
+        data[0x1C:0x20] = size_mib.to_bytes(4, "little")
+    data[0x20:0x22] = mts.to_bytes(2, "little")
+    return bytes(data) + f"DIMM {handle}".encode() + b"\0\0"
+
+
+def smbios_table(*devices: bytes) -> bytes:
+    array = bytes([16, 0x17, 0x00, 0x10, 0x03, 0x03, 0x03]) + bytes(0x10) + b"\0\0"  # type 16, system memory
+    return array + b"".join(devices) + bytes([127, 4, 0xFF, 0xFF]) + b"\0\0"
+
+
+def test_the_raw_smbios_table_windows_gives_reads_as_udev_does():
+    table = smbios_table(smbios_type17(0x20, 32768, 5600), smbios_type17(0x21, 0, 0), smbios_type17(0x22, 32768, 5600))
+    ram = read_from_raw(table)
+    assert ram == RamModules(mts=5600, width_bits=128, count=2, kind="DDR5")
+    assert ram.peak_gbs(128) == 89.6
+    # LPDDR5 soldered in four 32-bit parts of 8 GiB at 7500 MT/s (size in the extended field)
+    parts = [smbios_type17(0x30 + i, 8192 if i % 2 else 0x7FFF + 1, 7500, form_factor=0x0B, kind=0x23, width=32)
+             for i in range(4)]
+    assert read_from_raw(smbios_table(*parts)).peak_gbs(128) == 120.0
+    assert read_from_raw(b"") is None
+
+
+def read_from_raw(table: bytes):
+    from rooflight.hardware.ram_speed import parse_smbios_memory
+
+    return parse_smbios_memory(table)

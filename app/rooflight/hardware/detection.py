@@ -25,7 +25,7 @@ from .jetson import board_entry, board_gpu
 from .limits import process_share
 from .nvidia import detect_nvidia
 from .profile import CPUInfo, GPUInfo, HardwareProfile
-from .ram_speed import UDEV_DMI, read_ram_modules
+from .ram_speed import UDEV_DMI, RamModules, parse_smbios_memory, raw_smbios, read_ram_modules
 from .windows import detect_windows, present_driver_keys
 
 Runner = Callable[[list[str]], str]
@@ -49,6 +49,8 @@ class Probes:
     # udev's decoding of the firmware's memory table (ram_speed.py); None: the real one when
     # sysfs_root is the real /sys, else none (a test's tree does not read this machine's)
     udev_dmi: Path | None = None
+    # Windows: the raw SMBIOS table (ram_speed.raw_smbios: GetSystemFirmwareTable)
+    smbios: Callable[[], bytes | None] = raw_smbios
 
 
 def _fallback_cpu() -> CPUInfo:
@@ -92,8 +94,7 @@ def detect_gpus(probes: Probes, cpu: CPUInfo | None = None) -> tuple[list[GPUInf
     if board is not None and ram and not any(g.vendor == "nvidia" for g in found):
         found.insert(0, board_gpu(board, ram))  # Orin: no NVML
     out: list[GPUInfo] = []
-    dmi = probes.udev_dmi or (UDEV_DMI if probes.sysfs_root == Path("/sys") else None)
-    modules = read_ram_modules(dmi) if dmi and any(g.unified_memory for g in found) else None
+    modules = _ram_modules(probes) if any(g.unified_memory for g in found) else None
     for gpu in found:
         # One numbering across vendors. For NVIDIA this is NVML's order (PCI bus order),
         # which is CUDA's too when CUDA_DEVICE_ORDER=PCI_BUS_ID.
@@ -101,6 +102,16 @@ def detect_gpus(probes: Probes, cpu: CPUInfo | None = None) -> tuple[list[GPUInf
         out.append(gpu)
         warnings.extend(more)
     return out, warnings
+
+
+def _ram_modules(probes: Probes) -> RamModules | None:
+    """This machine's memory modules, for integrated GPUs' bandwidth (ram_speed.py): the raw
+    SMBIOS table on Windows, udev's decoding of it on Linux (the real one only when sysfs is)."""
+    if (probes.platform_name or sys.platform) == "win32":
+        table = probes.smbios()
+        return parse_smbios_memory(table) if table else None
+    dmi = probes.udev_dmi or (UDEV_DMI if probes.sysfs_root == Path("/sys") else None)
+    return read_ram_modules(dmi) if dmi else None
 
 
 def _amx_warning() -> list[str]:

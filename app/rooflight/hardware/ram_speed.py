@@ -1,16 +1,21 @@
-"""The RAM's configured speed and width, from the firmware's memory-device table as udev
-decodes it, for integrated GPUs whose bandwidth is the machine's RAM's.
+"""The RAM's configured speed and width, from the firmware's memory-device table (SMBIOS
+type 17), for integrated GPUs whose bandwidth is the machine's RAM's.
 
-The SMBIOS table itself is root's (/sys/firmware/dmi/tables/DMI), but systemd's udev runs its
+Linux: the table itself is root's (/sys/firmware/dmi/tables/DMI), but systemd's udev runs its
 `dmi_memory_id` helper at boot and keeps the result in its database, readable by everyone:
 /run/udev/data/+dmi:id, lines such as `E:MEMORY_DEVICE_0_CONFIGURED_SPEED_MTS=5600`
 (systemd src/udev/dmi_memory_id/dmi_memory_id.c: SIZE, PRESENT=0 for an empty slot,
 FORM_FACTOR, TYPE, DATA_WIDTH, SPEED_MTS, CONFIGURED_SPEED_MTS per device).
+Windows: GetSystemFirmwareTable('RSMB') gives the raw table to any desktop program, after an
+8-byte RawSMBIOSData header (sysinfoapi.h); its type-17 fields are read at the offsets
+dmi_memory_id reads them.
 """
 
 from __future__ import annotations
 
 import re
+import struct
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +49,11 @@ def read_ram_modules(path: Path = UDEV_DMI) -> RamModules | None:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
+    return _modules(text)
+
+
+def _modules(text: str) -> RamModules | None:
+    """RamModules from udev's property lines (E:MEMORY_DEVICE_<n>_<KEY>=<value>)."""
     devices: dict[int, dict[str, str]] = {}
     for line in text.splitlines():
         if m := _LINE.match(line.strip()):
@@ -68,3 +78,75 @@ def _int(value: str | None) -> int:
         return int(value) if value else 0
     except ValueError:
         return 0
+
+
+# SMBIOS 3.x memory types (7.18.2) as dmi_memory_id names them, DDR5 and LPDDR5 added
+_TYPES = {0x1A: "DDR4", 0x1B: "LPDDR", 0x1C: "LPDDR2", 0x1D: "LPDDR3", 0x1E: "LPDDR4", 0x22: "DDR5", 0x23: "LPDDR5"}
+_FORM_FACTORS = {0x09: "DIMM", 0x0D: "SODIMM"}
+
+
+def parse_smbios_memory(table: bytes) -> RamModules | None:
+    """The populated memory devices of a raw SMBIOS structure table, as read_ram_modules
+    reads udev's decoding of it: each structure is a formatted area (type, length, handle,
+    fields) and its strings up to a double NUL."""
+    devices: list[dict[str, str]] = []
+    at = 0
+    while at + 4 <= len(table):
+        kind, length = table[at], table[at + 1]
+        if length < 4 or kind == 127:
+            break
+        data = table[at:at + length]
+        if kind == 17 and length >= 0x15:
+            devices.append(_type17(data))
+        end = table.find(b"\0\0", at + length)
+        if end < 0:
+            break
+        at = end + 2
+    lines = [f"E:MEMORY_DEVICE_{i}_{k}={v}" for i, d in enumerate(devices) for k, v in d.items()]
+    return _modules("\n".join(lines))
+
+
+def _type17(data: bytes) -> dict[str, str]:
+    def word(off: int) -> int:
+        return struct.unpack_from("<H", data, off)[0] if len(data) >= off + 2 else 0
+
+    out: dict[str, str] = {}
+    size = word(0x0C)
+    if size == 0:
+        return {"PRESENT": "0"}
+    if size == 0x7FFF and len(data) >= 0x20:
+        out["SIZE"] = str(struct.unpack_from("<I", data, 0x1C)[0] << 20)
+    elif size != 0xFFFF:
+        out["SIZE"] = str((size & 0x7FFF) << (20 if size & 0x8000 == 0 else 10))
+    if word(0x0A) not in (0, 0xFFFF):
+        out["DATA_WIDTH"] = str(word(0x0A))
+    out["FORM_FACTOR"] = _FORM_FACTORS.get(data[0x0E], "Other")
+    out["TYPE"] = _TYPES.get(data[0x12], "Other")
+    if len(data) >= 0x17 and word(0x15):
+        out["SPEED_MTS"] = str(word(0x15))
+    if len(data) >= 0x22 and word(0x20):
+        out["CONFIGURED_SPEED_MTS"] = str(word(0x20))
+    return out
+
+
+def raw_smbios() -> bytes | None:
+    """The raw SMBIOS table on Windows (GetSystemFirmwareTable 'RSMB', no administrator
+    needed), without its 8-byte header; None elsewhere or where the call fails."""
+    if sys.platform != "win32":
+        return None
+    import ctypes
+
+    try:
+        get = ctypes.windll.kernel32.GetSystemFirmwareTable
+        signature = int.from_bytes(b"RSMB", "big")
+        size = get(signature, 0, None, 0)
+        if not size:
+            return None
+        buf = ctypes.create_string_buffer(size)
+        if get(signature, 0, buf, size) != size:
+            return None
+        raw = buf.raw
+        length = struct.unpack_from("<I", raw, 4)[0]
+        return raw[8:8 + length]
+    except (OSError, AttributeError, struct.error):
+        return None
