@@ -38,8 +38,10 @@ ATTEMPTS = 12
 MIN_NOISE = 0.1
 
 
-def uncontended(fn, what: str, before_each=None):
-    """fn()'s result from a run during which this process had the CPU (see module doc)."""
+def uncontended(fn, what: str, before_each=None, clean=lambda result: True):
+    """fn()'s result from a run during which this process had the CPU (see module doc), and
+    which `clean` accepts (a bench whose busy watch saw other programs is not used for
+    calibration: one beside another test run on the other core was stored unused)."""
     shares = []
     for _ in range(ATTEMPTS):
         if before_each:
@@ -47,7 +49,7 @@ def uncontended(fn, what: str, before_each=None):
         wall, cpu = time.perf_counter(), time.process_time()
         result = fn()
         shares.append((time.process_time() - cpu) / (time.perf_counter() - wall))
-        if shares[-1] >= MIN_CPU_SHARE:
+        if shares[-1] >= MIN_CPU_SHARE and clean(result):
             return result
         time.sleep(0.5)  # let a burst of other work pass
     pytest.skip(f"the machine is too busy to measure {what}: CPU shares {[round(x, 2) for x in shares]}")
@@ -73,7 +75,8 @@ def test_bench_of_one_model_improves_estimates_of_it_and_of_another_size(tmp_pat
     attempt = iter(range(ATTEMPTS))
     bench = uncontended(
         lambda: rooflight(capsys, "bench", str(paths["A"]), *OPTS), "the bench",
-        before_each=lambda: monkeypatch.setenv("ROOFLIGHT_DATA_DIR", str(tmp_path / f"data{next(attempt)}")))
+        before_each=lambda: monkeypatch.setenv("ROOFLIGHT_DATA_DIR", str(tmp_path / f"data{next(attempt)}")),
+        clean=lambda b: b["others_cpu_share"] <= b["busy_threshold"])
     assert bench["stored"] is True and bench["config"]["n_threads"] == THREADS
 
     after = {k: rooflight(capsys, "estimate", str(p), *OPTS)["performance"] for k, p in paths.items()}
