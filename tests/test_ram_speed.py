@@ -37,7 +37,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_two_ddr5_sodimms_are_two_channels_at_their_configured_speed(tmp_path):
     ram = read_ram_modules(write(tmp_path, TWO_SODIMMS))
-    assert ram == RamModules(mts=5600, width_bits=128, count=2, kind="<OUT OF SPEC>")  # DDR5 on an older systemd
+    assert ram == RamModules(mts=5600, width_bits=128, count=2, kind="<OUT OF SPEC>", socketed=True)  # DDR5 on an older systemd
     assert ram.peak_gbs(128) == 89.6
 
 
@@ -58,12 +58,18 @@ def test_the_slowest_module_and_the_bus_width_bound_the_figure(tmp_path):
     assert ram.peak_gbs(128) == 46.9
 
 
-def test_soldered_lpddr_counted_by_its_parts(tmp_path):
-    parts = "".join(
-        f"E:MEMORY_DEVICE_{i}_DATA_WIDTH=16\nE:MEMORY_DEVICE_{i}_SIZE=2147483648\n"
+def soldered(n: int, width: int) -> str:
+    return "".join(
+        f"E:MEMORY_DEVICE_{i}_DATA_WIDTH={width}\nE:MEMORY_DEVICE_{i}_SIZE=2147483648\n"
         f"E:MEMORY_DEVICE_{i}_FORM_FACTOR=Row Of Chips\nE:MEMORY_DEVICE_{i}_CONFIGURED_SPEED_MTS=7500\n"
-        for i in range(8))
-    assert read_ram_modules(write(tmp_path, parts)).peak_gbs(128) == 120.0
+        for i in range(n))
+
+
+def test_soldered_lpddr_fills_the_bus_whatever_widths_its_parts_are_given(tmp_path):
+    """A board populates a soldered bus whole; firmware lists its parts in several ways."""
+    for n, width in ((8, 16), (4, 32), (4, 64), (2, 32)):
+        ram = read_ram_modules(write(tmp_path, soldered(n, width)))
+        assert not ram.socketed and ram.peak_gbs(128) == 120.0, (n, width)
 
 
 def test_what_the_table_does_not_say_is_not_guessed(tmp_path):
@@ -102,7 +108,7 @@ def smbios_table(*devices: bytes) -> bytes:
 def test_the_raw_smbios_table_windows_gives_reads_as_udev_does():
     table = smbios_table(smbios_type17(0x20, 32768, 5600), smbios_type17(0x21, 0, 0), smbios_type17(0x22, 32768, 5600))
     ram = read_from_raw(table)
-    assert ram == RamModules(mts=5600, width_bits=128, count=2, kind="DDR5")
+    assert ram == RamModules(mts=5600, width_bits=128, count=2, kind="DDR5", socketed=True)
     assert ram.peak_gbs(128) == 89.6
     # LPDDR5 soldered in four 32-bit parts of 8 GiB at 7500 MT/s (size in the extended field)
     parts = [smbios_type17(0x30 + i, 8192 if i % 2 else 0x7FFF + 1, 7500, form_factor=0x0B, kind=0x23, width=32)

@@ -34,12 +34,16 @@ class RamModules:
     width_bits: int
     count: int
     kind: str | None
+    socketed: bool = True  # every module a DIMM or SO-DIMM
 
     def peak_gbs(self, bus_bits: int) -> float:
-        """Peak GB/s (1e9 B/s) over a memory bus of `bus_bits`: the modules' width, at most the
-        bus's (four DIMMs on two channels, or firmware that counts an LPDDR channel's two
-        halves twice, are still the bus), times the transfer rate."""
-        return round(min(self.width_bits, bus_bits) / 8 * self.mts / 1000, 1)
+        """Peak GB/s (1e9 B/s) over a memory bus of `bus_bits`, times the transfer rate: for
+        DIMMs and SO-DIMMs their width, at most the bus's (one SO-DIMM in two slots is one
+        channel; four DIMMs on two channels are still the bus); for soldered memory the bus,
+        which a board populates whole, whatever widths the firmware gives its parts (some
+        count an LPDDR channel's two halves twice, some list fewer parts)."""
+        width = min(self.width_bits, bus_bits) if self.socketed else bus_bits
+        return round(width / 8 * self.mts / 1000, 1)
 
 
 def read_ram_modules(path: Path = UDEV_DMI) -> RamModules | None:
@@ -70,7 +74,8 @@ def _modules(text: str) -> RamModules | None:
     if not present:
         return None
     kinds = {d.get("TYPE") for d in present}
-    return RamModules(min(speeds), sum(widths), len(present), kinds.pop() if len(kinds) == 1 else None)
+    socketed = all(d.get("FORM_FACTOR", "").upper() in _MODULE_WIDTH_BITS for d in present)
+    return RamModules(min(speeds), sum(widths), len(present), kinds.pop() if len(kinds) == 1 else None, socketed)
 
 
 def _int(value: str | None) -> int:
