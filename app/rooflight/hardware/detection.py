@@ -94,7 +94,8 @@ def detect_gpus(probes: Probes, cpu: CPUInfo | None = None) -> tuple[list[GPUInf
     if board is not None and ram and not any(g.vendor == "nvidia" for g in found):
         found.insert(0, board_gpu(board, ram))  # Orin: no NVML
     out: list[GPUInfo] = []
-    modules = _ram_modules(probes) if any(g.unified_memory for g in found) else None
+    # an AMD or Intel integrated GPU reads the RAM, a BIOS carve-out included
+    modules = _ram_modules(probes) if any(g.vendor in ("amd", "intel") for g in found) else None
     for gpu in found:
         # One numbering across vendors. For NVIDIA this is NVML's order (PCI bus order),
         # which is CUDA's too when CUDA_DEVICE_ORDER=PCI_BUS_ID.

@@ -61,7 +61,7 @@ def enrich_detected(gpu: GPUInfo, ram: RamModules | None = None) -> tuple[GPUInf
         changes["bandwidth_gbs"] = t["bandwidth_gbs"]
         if entry.get("ram_varies"):
             # an integrated GPU reads the machine's RAM: its modules' speed and width over
-            # the platform's bus where udev gives them, else the table's figure, said
+            # the platform's bus where the firmware's table gives them, else the table's figure, said
             if ram is not None and entry.get("ram_bus_bits"):
                 changes["bandwidth_gbs"] = ram.peak_gbs(entry["ram_bus_bits"])
                 changes["source"] = "detected+table+RAM"
