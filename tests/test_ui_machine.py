@@ -159,6 +159,10 @@ def test_a_what_if_gpu_that_shares_system_memory_brings_its_pool():
     cpu, gpu = (next(d for d in est.memory.devices if d.device == name) for name in ("cpu", "gpu0"))
     assert est.memory.fit == "full_gpu"
     assert cpu.available_bytes < spark.cpu.ram_available_bytes - gpu.total_bytes + 1
+    # an integrated GPU whose platform takes several RAM types says which the plan assumes
+    (said,) = what_if_profile(hw, WhatIf(gpu="AMD Radeon 890M")).warnings
+    assert said.startswith("The planned AMD Radeon 890M reads its machine's RAM: the table assumes LPDDR5X-7500")
+    assert said.endswith("Estimates use 120 GB/s") and not lunar.warnings  # Lunar Lake's is on the package
     # a card with memory of its own keeps this machine's RAM; an explicit RAM size still wins
     assert what_if_profile(hw, WhatIf(gpu="RTX 3090")).cpu.ram_total_bytes == hw.cpu.ram_total_bytes
     assert what_if_profile(hw, WhatIf(gpu="NVIDIA GB10", ram_total_bytes=64 * 10**9)).cpu.ram_total_bytes == 64 * 10**9

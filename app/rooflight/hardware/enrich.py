@@ -38,6 +38,13 @@ def table_figures(entry: dict[str, Any], sm_count: int | None = None) -> dict[st
     }
 
 
+def ram_assumption(entry: dict[str, Any], bandwidth_gbs: float) -> str:
+    """What an integrated GPU's figure assumes of the RAM it reads, for a platform that takes
+    more than one RAM type (the table's `ram_varies`): "the table assumes ...; ... Estimates
+    use 120 GB/s"."""
+    return f"{entry['ram_varies']}. Estimates use {bandwidth_gbs:g} GB/s"
+
+
 def enrich_detected(gpu: GPUInfo, ram: RamModules | None = None) -> tuple[GPUInfo, list[str]]:
     """The detected GPU with gaps filled from the table, and warnings. ram: this machine's
     memory modules (ram_speed.py), which set an integrated GPU's bandwidth where its
@@ -68,8 +75,8 @@ def enrich_detected(gpu: GPUInfo, ram: RamModules | None = None) -> tuple[GPUInf
             else:
                 warnings.append(
                     f"GPU {gpu.index} ({gpu.name}) reads this machine's RAM, whose speed Rooflight could not read: "
-                    f"{entry['ram_varies']}. Estimates use {t['bandwidth_gbs']:g} GB/s; a --hardware profile "
-                    "with the GPU's bandwidth_gbs corrects them")
+                    f"{ram_assumption(entry, t['bandwidth_gbs'])}; a --hardware profile with the GPU's "
+                    "bandwidth_gbs corrects them")
     elif abs(bw - t["bandwidth_gbs"]) > BANDWIDTH_TOLERANCE * t["bandwidth_gbs"]:
         # NVML's clock x bus width is right for GDDR6/6X/7 and HBM as NVML reports them
         # today, but a driver that reports the memory clock in another convention (GDDR5X

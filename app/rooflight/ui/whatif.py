@@ -10,7 +10,8 @@ import re
 from dataclasses import asdict, dataclass, replace
 
 from rooflight.hardware import HardwareProfile, gpu_table, profile_from_dict
-from rooflight.hardware.gpu_table import shared_memory_bytes
+from rooflight.hardware.enrich import ram_assumption
+from rooflight.hardware.gpu_table import lookup_gpu, shared_memory_bytes
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,18 @@ def what_if_profile(detected: HardwareProfile, what: WhatIf) -> HardwareProfile:
                                 origin="the what-if machine")
     if ram_total:
         planned = replace(planned, cpu=detected.cpu.with_ram_total(int(ram_total)))
-    return planned
+    return replace(planned, warnings=(*planned.warnings, *_ram_notes(planned)))
+
+
+def _ram_notes(planned: HardwareProfile) -> list[str]:
+    """A planned integrated GPU reads a machine's RAM, whose type its platform leaves open:
+    say which one the plan assumes (the table's `ram_varies`)."""
+    notes = []
+    for g in planned.gpus:
+        entry = lookup_gpu(g.name)
+        if entry and entry.get("ram_varies") and g.bandwidth_gbs:
+            notes.append(f"The planned {entry['name']} reads its machine's RAM: {ram_assumption(entry, g.bandwidth_gbs)}")
+    return notes
 
 
 def _as_input(g) -> dict:
