@@ -73,11 +73,14 @@ def test_soldered_lpddr_fills_the_bus_whatever_widths_its_parts_are_given(tmp_pa
 
 
 def test_what_the_table_does_not_say_is_not_guessed(tmp_path):
-    no_width = "E:MEMORY_DEVICE_0_SIZE=8589934592\nE:MEMORY_DEVICE_0_FORM_FACTOR=Row Of Chips\n" \
-               "E:MEMORY_DEVICE_0_CONFIGURED_SPEED_MTS=6400\n"
     no_speed = "E:MEMORY_DEVICE_0_SIZE=8589934592\nE:MEMORY_DEVICE_0_DATA_WIDTH=64\n"
-    assert read_ram_modules(write(tmp_path, no_width)) is None
+    soldered_without_width = "E:MEMORY_DEVICE_0_SIZE=8589934592\nE:MEMORY_DEVICE_0_FORM_FACTOR=Other\n" \
+                         "E:MEMORY_DEVICE_0_CONFIGURED_SPEED_MTS=4800\n"
     assert read_ram_modules(write(tmp_path, no_speed)) is None
+    assert read_ram_modules(write(tmp_path, soldered_without_width)).peak_gbs(128) == 76.8  # soldered: the bus
+    socket_without_width = "E:MEMORY_DEVICE_0_SIZE=8589934592\nE:MEMORY_DEVICE_0_FORM_FACTOR=SODIMM\n" \
+                           "E:MEMORY_DEVICE_0_DATA_WIDTH=0\nE:MEMORY_DEVICE_0_CONFIGURED_SPEED_MTS=4800\n"
+    assert read_ram_modules(write(tmp_path, socket_without_width)).peak_gbs(128) == 38.4  # a SO-DIMM's 64 bits
     assert read_ram_modules(write(tmp_path, "E:MEMORY_ARRAY_NUM_DEVICES=0\n")) is None
     assert read_ram_modules(tmp_path / "missing") is None
 

@@ -48,7 +48,8 @@ class RamModules:
 
 def read_ram_modules(path: Path = UDEV_DMI) -> RamModules | None:
     """The populated modules, or None where the database is missing or does not give every
-    module's speed and width (then nothing is guessed)."""
+    module's speed, or a DIMM's width (then nothing is guessed; soldered memory is priced as
+    the whole bus, its parts' widths unused)."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -63,18 +64,18 @@ def _modules(text: str) -> RamModules | None:
         if m := _LINE.match(line.strip()):
             devices.setdefault(int(m[1]), {})[m[2]] = m[3].strip()
     present = [d for d in devices.values() if d.get("PRESENT") != "0" and _int(d.get("SIZE"))]
+    socketed = all(d.get("FORM_FACTOR", "").upper() in _MODULE_WIDTH_BITS for d in present)
     speeds, widths = [], []
     for d in present:
         speed = _int(d.get("CONFIGURED_SPEED_MTS")) or _int(d.get("SPEED_MTS"))
-        width = _int(d.get("DATA_WIDTH")) or _MODULE_WIDTH_BITS.get(d.get("FORM_FACTOR", "").upper())
-        if not speed or not width or not 800 <= speed <= 20000:
+        width = _int(d.get("DATA_WIDTH")) or _MODULE_WIDTH_BITS.get(d.get("FORM_FACTOR", "").upper(), 0)
+        if not 800 <= speed <= 20000 or (socketed and not width):
             return None
         speeds.append(speed)
         widths.append(width)
     if not present:
         return None
     kinds = {d.get("TYPE") for d in present}
-    socketed = all(d.get("FORM_FACTOR", "").upper() in _MODULE_WIDTH_BITS for d in present)
     return RamModules(min(speeds), sum(widths), len(present), kinds.pop() if len(kinds) == 1 else None, socketed)
 
 
