@@ -54,16 +54,17 @@ def read_ram_modules(path: Path = UDEV_DMI) -> RamModules | None:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
-    return _modules(text)
-
-
-def _modules(text: str) -> RamModules | None:
-    """RamModules from udev's property lines (E:MEMORY_DEVICE_<n>_<KEY>=<value>)."""
-    devices: dict[int, dict[str, str]] = {}
+    devices: dict[int, dict[str, str]] = {}  # udev's E:MEMORY_DEVICE_<n>_<KEY>=<value> lines
     for line in text.splitlines():
         if m := _LINE.match(line.strip()):
             devices.setdefault(int(m[1]), {})[m[2]] = m[3].strip()
-    present = [d for d in devices.values() if d.get("PRESENT") != "0" and _int(d.get("SIZE"))]
+    return _modules(list(devices.values()))
+
+
+def _modules(devices: list[dict[str, str]]) -> RamModules | None:
+    """RamModules from memory devices as dmi_memory_id names their fields (SIZE, PRESENT,
+    FORM_FACTOR, TYPE, DATA_WIDTH, SPEED_MTS, CONFIGURED_SPEED_MTS)."""
+    present = [d for d in devices if d.get("PRESENT") != "0" and _int(d.get("SIZE"))]
     socketed = all(d.get("FORM_FACTOR", "").upper() in _MODULE_WIDTH_BITS for d in present)
     speeds, widths = [], []
     for d in present:
@@ -94,7 +95,7 @@ _FORM_FACTORS = {0x09: "DIMM", 0x0D: "SODIMM"}
 def parse_smbios_memory(table: bytes) -> RamModules | None:
     """The populated memory devices of a raw SMBIOS structure table, as read_ram_modules
     reads udev's decoding of it: each structure is a formatted area (type, length, handle,
-    fields) and its strings up to a double NUL."""
+    fields) and its strings up to a double NUL. None where the table gives no usable one."""
     devices: list[dict[str, str]] = []
     at = 0
     while at + 4 <= len(table):
@@ -102,14 +103,15 @@ def parse_smbios_memory(table: bytes) -> RamModules | None:
         if length < 4 or kind == 127:
             break
         data = table[at:at + length]
+        if len(data) < length:  # a truncated table: what it lacks is not guessed
+            break
         if kind == 17 and length >= 0x15:
             devices.append(_type17(data))
         end = table.find(b"\0\0", at + length)
         if end < 0:
             break
         at = end + 2
-    lines = [f"E:MEMORY_DEVICE_{i}_{k}={v}" for i, d in enumerate(devices) for k, v in d.items()]
-    return _modules("\n".join(lines))
+    return _modules(devices)
 
 
 def _type17(data: bytes) -> dict[str, str]:
