@@ -262,12 +262,9 @@ class ProbePanel(Card):
         return bool(probe and probe.out_of_time) and self.task is None
 
     def _done(self, result) -> None:
-        self._idle()
-        from rooflight.runtime.probe import budget_left_parts_out
-
+        self._idle()  # "Measure with more time" as the stored probe says; refresh() below re-reads it
         run, calibration = result
         self.last_run = run
-        self.longer_button.setVisible(budget_left_parts_out(run))
         if run.stored:
             self.calibration_changed.emit(calibration)
             self.refresh()
