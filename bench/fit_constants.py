@@ -123,6 +123,24 @@ def is_moe(row: dict) -> bool:
 PROMPT_KERNELS = ("cublas_f16",)
 
 
+# A CUDA row's MoE prompt whose build ran MMQ's expert helper on the host (`moe_mmq_helper`
+# "host"): until PR #15525 (opened 2025-08-23, in release b6301 by the b6131..b6301
+# changelog) each expert matmul copied the routing ids to the host, waited for the GPU and
+# sorted the tokens there; since, that runs on the GPU without a synchronization. The
+# gpt-oss guide's rows of builds b6199-b6210 (2025-08-18) measured the old path: priced
+# without the fitted MoE cost, 3-9 ms a layer per 2048-token micro-batch more than the
+# estimate on every GPU from an RTX 5060 Ti to an RTX PRO 6000, a host cost that does not
+# scale with the GPU. They check, not fit, and the "gpu_today" statistics leave them out.
+MOE_MMQ_HELPERS = ("host",)
+
+
+def moe_helper_on_host(row: dict) -> bool:
+    helper = row.get("moe_mmq_helper")
+    if helper is not None and helper not in MOE_MMQ_HELPERS:
+        raise ValueError(f"row {row['device']} {row['model']} {row['test']}: unknown moe_mmq_helper {helper!r}")
+    return helper == "host"
+
+
 def runs_cublas_f16(row: dict) -> bool:
     kernel = row.get("prompt_kernel")
     if kernel is not None and kernel not in PROMPT_KERNELS:
@@ -284,8 +302,12 @@ def checks_only(row: dict) -> bool:
     which its F16 build's XMX GEMMs use. And MoE prompts a GPU multiplies through the F16
     GEMM after dequantizing (the V100's gpt-oss rows): their experts' many small GEMMs are a
     path no dense row takes, and fitted on, those few rows set the float efficiency every
-    dense F16 prompt of the backend is priced by (CUDA's went 0.47 -> 0.34 with two of them)."""
+    dense F16 prompt of the backend is priced by (CUDA's went 0.47 -> 0.34 with two of them).
+    And MoE prompts of CUDA builds whose expert matmuls prepared their rows on the host
+    (`moe_mmq_helper` "host"): a path llama.cpp has not taken since (MOE_MMQ_HELPERS)."""
     if not row["n_gen"] and is_moe(row) and prefill_class(row) == "float":
+        return True
+    if moe_helper_on_host(row):
         return True
     return bool(row.get("n_depth")) or hardware(row).fp32_gemm
 
@@ -379,7 +401,7 @@ def run(path: Path = DATA) -> dict:
             lodo[b]["decode" if r["n_gen"] else "prefill"].append(ratio)
             per_row.append({"device": dev, "backend": b, "model": r["model"], "quant": r["quant"],
                             "test": r["test"], "measured": r["t_s"], "ratio": round(ratio, 4), "basis": basis,
-                            **_peer_fields(r, cpus)})
+                            "superseded": moe_helper_on_host(r), **_peer_fields(r, cpus)})
     cpu_rows = [r for r in every if r["backend"] == "cpu"]
     cpu_coef = {id(r): fit_cpu.coefficients(r, _seconds) for r in cpu_rows}
     fitted["cpu"], cpu_lodo = fit_cpu.leave_one_cpu_out(cpu_rows, cpu_coef, measured_seconds, cpus)
@@ -396,11 +418,17 @@ def run(path: Path = DATA) -> dict:
     table["all"] = {"decode": _stats(all_d), "prefill": _stats(all_p)}
     gpu = [b for b in backends if b not in OWN_FIT]
     table["gpu"] = {k: _stats([x for b in gpu for x in lodo[b][k]]) for k in ("decode", "prefill")}
+    # the same without the rows of a path llama.cpp no longer takes (moe_helper_on_host):
+    # what the estimate's error is for today's builds; the rows above keep them
+    today = [r for r in per_row if r["backend"] in gpu and not r.get("superseded")]
+    table["gpu_today"] = {k: _stats([r["ratio"] for r in today if r["test"].startswith("pp") == (k == "prefill")])
+                          for k in ("decode", "prefill")}
     tail, coverage = band_tail(per_row)
     bands, band_kinds = _bands(lodo, tail)
     devices = {b: len({r["device"] for r in every if r["backend"] == b}) for b in backends}
     devices["all"] = len({r["device"] for r in every})
     devices["gpu"] = len({r["device"] for r in every if r["backend"] not in OWN_FIT})
+    devices["gpu_today"] = len({r["device"] for r in today})
     return {"rows": len(every), "devices": len({r["device"] for r in every}), "devices_by_backend": devices,
             "fitted": fitted, "pooled": pooled, "lodo": table, "bands": bands, "band_kinds": band_kinds, "band_tail": tail, "band_coverage": coverage,
             "peer": peer_comparison(per_row), "error_sources": error_sources(per_row), "per_row": per_row,
@@ -627,7 +655,8 @@ def markdown(res: dict) -> str:
         cell = lambda x, k: _pct(x[k]) if x["n"] else "-"  # noqa: E731
         band = res["bands"].get(b)
         band_txt = f"x{band['decode'][0]:.2f}-{band['decode'][1]:.2f}, x{band['prefill'][0]:.2f}-{band['prefill'][1]:.2f}" if band else "-"
-        name = {"all": "all (LODO)", "gpu": "GPU backends (LODO)"}.get(b, b)
+        name = {"all": "all (LODO)", "gpu": "GPU backends (LODO)",
+                "gpu_today": "GPU backends, paths llama.cpp still takes (LODO)"}.get(b, b)
         lines.append(f"| {name} | {n_dev} | {d['n']} / {p['n']} | {cell(d, 'median_err')} | {cell(d, 'p90_err')} "
                      f"| {cell(p, 'median_err')} | {cell(p, 'p90_err')} | {band_txt} |")
     return "\n".join(lines)

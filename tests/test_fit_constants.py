@@ -78,6 +78,33 @@ def test_moe_prompts_on_the_f16_gemm_path_check_the_estimate_and_fit_nothing():
     assert not any(fit.checks_only(r) for r in v100 if r["n_gen"])
 
 
+def _build_number(row: dict) -> int | None:
+    found = re.search(r"\((\d+)\)", row.get("build") or "")
+    return int(found.group(1)) if found else None
+
+
+def test_moe_prompts_of_builds_with_the_host_side_expert_helper_check_and_fit_nothing(result):
+    """PR #15525 moved MMQ's MoE helper from the host to the GPU (after b6210, by b6301): the
+    CUDA MoE prompts of earlier builds measured a synchronization llama.cpp no longer makes.
+    They are marked, check without fitting, and stay in every statistic but the one of
+    today's paths."""
+    marked = [r for r in ROWS if fit.moe_helper_on_host(r)]
+    assert len(marked) == 18
+    for r in ROWS:
+        build = _build_number(r)
+        old_mmq_moe = (r["backend"] == "cuda" and fit.is_moe(r) and not r["n_gen"]
+                       and fit.prefill_class(r) == "moe" and build is not None and build <= 6210)
+        assert fit.moe_helper_on_host(r) == old_mmq_moe, (r["device"], r["test"], r["build"])
+    assert all(fit.checks_only(r) for r in marked)
+    superseded = [r for r in result["per_row"] if r.get("superseded")]
+    assert len(superseded) == len(marked)
+    gpu, today = result["lodo"]["gpu"], result["lodo"]["gpu_today"]
+    assert today["prefill"]["n"] == gpu["prefill"]["n"] - len(marked)
+    assert today["decode"]["n"] == gpu["decode"]["n"]
+    with pytest.raises(ValueError, match="moe_mmq_helper"):
+        fit.moe_helper_on_host({**marked[0], "moe_mmq_helper": "device"})
+
+
 def test_every_device_is_known_by_name():
     for r in ROWS:
         if r["backend"] == "cpu":
