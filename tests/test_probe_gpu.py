@@ -32,6 +32,7 @@ from rooflight.hardware import profile_from_dict
 
 H200 = {"gpus": [{"name": "NVIDIA H200"}], "backend": "cuda"}
 _TINY = dict(n_embd=64, n_head=2, n_head_kv=2, head_dim=32, n_ff=64, n_vocab=260, context_length=4096)
+_TINY_MOE = dict(n_expert=8, n_expert_used=2)
 _WIDE = dict(n_embd=4096, n_head=32, n_head_kv=8, head_dim=128, n_ff=14336, n_vocab=260, context_length=4096)
 
 
@@ -53,16 +54,19 @@ def test_the_solves_recover_the_constants_the_runs_were_priced_with():
     probe's figures mean what the table's do."""
     hw = _hw()
     true = replace(BACKENDS["cuda"], decode_efficiency=0.71, layer_overhead_s=23e-6,
-                   prefill_efficiency_float=0.33, prefill_efficiency_quant=0.41)
+                   prefill_efficiency_float=0.33, prefill_efficiency_quant=0.41, moe_layer_overhead_s=41e-6)
     priced = with_constants(hw, "gpu0", true)
     tiny1, tiny32 = (spec_from_hparams(name=f"t{n}", ftype="F16", n_layer=n, **_TINY) for n in (1, 32))
+    moe1, moe32 = (spec_from_hparams(name=f"m{n}", ftype="F16", n_layer=n, **_TINY, **_TINY_MOE) for n in (1, 32))
     q4k = spec_from_hparams(name="q", ftype="Q4_K_M", n_layer=8, **_WIDE)
     f16 = spec_from_hparams(name="f", ftype="F16", n_layer=2, **_WIDE)
     fig, notes = derive(hw, "gpu0", short=_timed(priced, tiny1, decode=True), deep=_timed(priced, tiny32, decode=True),
                         decode={"Q4_K": _timed(priced, q4k, decode=True), "F16": _timed(priced, f16, decode=True)},
                         prefill={"Q4_K": _timed(priced, q4k, decode=False), "F16": _timed(priced, f16, decode=False)},
-                        spread=0.02, short_prompt=_timed(priced, tiny1, decode=False))
+                        spread=0.02, short_prompt=_timed(priced, tiny1, decode=False),
+                        moe=(_timed(priced, moe1, decode=True), _timed(priced, moe32, decode=True)))
     assert notes == []
+    assert fig.moe_layer_overhead_s == pytest.approx(41e-6, rel=1e-3)
     assert fig.name == "NVIDIA H200" and fig.backend == "cuda"
     assert fig.layer_overhead_s == pytest.approx(23e-6, rel=1e-3)
     assert fig.decode_efficiency == pytest.approx(0.71, rel=1e-3)
@@ -189,7 +193,7 @@ def test_the_measuring_code_times_real_loads_and_solves_them(monkeypatch):
         figures, notes = pg.probe_gpus(hw, runner, write, 2, 128, skipped)
     assert set(runs) == {"gpu0/tiny1/decode", "gpu0/tiny8/decode", "gpu0/Q4_K/decode", "gpu0/Q4_K/prefill-128",
                          "gpu0/F16/decode", "gpu0/F16/prefill-128", "gpu0/Q4_K/offload-prefill-128",
-                         "gpu0/tiny1/prefill-128"}
+                         "gpu0/tiny1/prefill-128", "gpu0/moe1/decode", "gpu0/moe8/decode"}
     # What the code promises whatever the timings (here the CPU's, under whatever else runs):
     # each constant solved inside its limits, or a note that names it and the table's kept;
     # no figures at all only with the GPU named in skipped, and why
@@ -209,6 +213,11 @@ def test_the_measuring_code_times_real_loads_and_solves_them(monkeypatch):
     # no rate may price (the table prices that prompt's CPU work and a copy): said, not stored
     assert (fig.h2d_gbs is not None and H2D_GBS_LIMITS[0] < fig.h2d_gbs < H2D_GBS_LIMITS[1]) or (
         "the prompt with its weights in RAM" in said), notes
+    # the MoE blocks: solved inside the per-layer limits, or said (a CPU's timings may put the
+    # MoE pair's difference below the dense pair's)
+    assert (fig.moe_layer_overhead_s is not None
+            and LAYER_S_LIMITS[0] <= fig.moe_layer_overhead_s <= LAYER_S_LIMITS[1]) or (
+        "a block with routed experts could not be priced" in said), notes
 
 
 def test_the_probe_report_names_each_gpus_figures_beside_the_tables():
@@ -249,6 +258,35 @@ def test_a_measured_copy_rate_is_reported_and_priced():
     slow = plan(spec, hw, w, calibration=Calibration(probe=_probe_with((FIG,)))).performance.prefill_tok_s
     fast = plan(spec, hw, w, calibration=Calibration(probe=_probe_with((fig,)))).performance.prefill_tok_s
     assert fast > slow
+
+
+def test_a_measured_moe_block_cost_prices_moe_models_on_that_gpu_only():
+    """A probed GPU's cost of a block with routed experts is paid by each such block of a MoE
+    model on it, in decode and per micro-batch, and by no dense model; it is reported."""
+    from rooflight.commands.probe import format_probe
+    from rooflight.runtime.probe import ProbeRun
+    from rooflight.ui.probe_panel import summary
+
+    fig = replace(FIG, moe_layer_overhead_s=60e-6)
+    hw = _hw()
+    moe = spec_from_hparams(name="moe", ftype="Q4_K_M", n_layer=24, n_expert=32, n_expert_used=4,
+                            **{**_WIDE, "n_ff": 768, "n_vocab": 128256})
+    dense = spec_from_hparams(name="m", ftype="Q4_K_M", n_layer=32, **{**_WIDE, "n_vocab": 128256})
+    w = Wishes(n_ctx=4096)
+    without, with_moe = (plan(moe, hw, w, calibration=Calibration(probe=_probe_with((f,)))).performance
+                         for f in (FIG, fig))
+    token_s = 1 / with_moe.decode_tok_s - 1 / without.decode_tok_s
+    assert token_s == pytest.approx(24 * 60e-6, rel=1e-6)
+    assert with_moe.prefill_tok_s < without.prefill_tok_s
+    for f in (FIG, fig):  # a dense model: no block with experts
+        assert plan(dense, hw, w, calibration=Calibration(probe=_probe_with((f,)))).performance.decode_tok_s == (
+            plan(dense, hw, w, calibration=Calibration(probe=_probe_with((FIG,)))).performance.decode_tok_s)
+    run = ProbeRun(_probe_with((fig,)), stored=True)
+    assert ", a block with experts +60.0 us (table 0.0)" in format_probe(run)
+    assert run.to_dict()["devices"][1]["moe_layer_overhead_us"] == 60.0
+    assert ProbeRun(_probe_with((FIG,))).to_dict()["devices"][1]["moe_layer_overhead_us"] is None
+    assert ", 60 us more per block with experts; estimates on it use these" in summary(run.probe)
+    assert MachineProbe.from_dict(run.probe.to_dict()).gpus == (fig,)
 
 
 def test_a_probe_from_before_the_gpu_half_asks_for_one_where_the_build_offloads(tmp_path, monkeypatch):

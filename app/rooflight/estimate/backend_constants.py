@@ -24,6 +24,11 @@ class BackendConstants:
     # at T=2048: 256), beyond the empty columns of its tiles, which moe_prompt.py prices from
     # llama.cpp's tile widths: a fixed cost per expert. 0: the tiles alone.
     moe_expert_overhead_tokens: float = 0.0
+    # A block with routed experts costs this much more per token than a dense block: its
+    # router, top-k, expert gathers and weighted sum are kernels of their own. 0 in the table
+    # (published rows want +0.5 to +1 dense block's worth on Metal and CUDA and none on ROCm
+    # or Vulkan: DECISIONS "MoE decode on GPUs"); the GPU half of the probe measures it per GPU.
+    moe_layer_overhead_s: float = 0.0
     # measured / predicted ratio quantiles (10th, 90th percentile) out of sample:
     # 8 of 10 measurements fall inside [estimate x lo, estimate x hi]
     decode_band: tuple[float, float] = (0.6, 1.3)

@@ -20,7 +20,6 @@ kernels (runtime/probe.py), the CPU's share is priced by the measured figures in
 
 from __future__ import annotations
 
-import itertools
 import math
 import statistics
 from collections.abc import Callable, Iterable
@@ -348,6 +347,19 @@ def _device_constants(hardware: HardwareProfile, device: str) -> BackendConstant
     return BACKENDS.get(hardware.backend, _VULKAN)
 
 
+def moe_blocks(spec: ModelSpec, start: int, end: int) -> int:
+    """Blocks in [start, end) with routed experts (a model's dense leading blocks have none)."""
+    if not spec.n_expert:
+        return 0
+    return sum(1 for n in experts.expert_table(spec).bytes[start:end] if n)
+
+
+def _blocks_fixed_s(c: BackendConstants, spec: ModelSpec, start: int, end: int) -> float:
+    """The fixed cost per token (or micro-batch) of blocks [start, end) on a device with
+    constants c: per block, and per block with routed experts its extra kernels."""
+    return c.layer_overhead_s * (end - start) + c.moe_layer_overhead_s * moe_blocks(spec, start, end)
+
+
 def _weight_reads_per_token(spec: ModelSpec, devices: tuple[str, ...]) -> dict[str, float]:
     """Bytes of weights each device reads to generate one token."""
     table = layer_table(spec)
@@ -403,7 +415,7 @@ def _decode_fixed(
         overhead = probe_roofline.fixed_s(probe, cpu_layers, spec.n_vocab)
         for dev, start, end in device_runs(devices[: spec.n_layer]):
             if dev != CPU:
-                overhead = sum(itertools.repeat(overhead_per_layer[dev], end - start), overhead)
+                overhead += _blocks_fixed_s(_device_constants(hardware, dev), spec, start, end)
         kernels: dict[str, float] = {}
         weights = probe_roofline.decode_weights_s(probe, by_type, _probe_table_matvec(hardware, cfg, probe), kernels)
         del reads[CPU]
@@ -411,7 +423,7 @@ def _decode_fixed(
                             scan_cycles)
     overhead = SAMPLING_S_PER_VOCAB * spec.n_vocab
     for dev, start, end in device_runs(devices[: spec.n_layer]):
-        overhead = sum(itertools.repeat(overhead_per_layer[dev], end - start), overhead)
+        overhead += _blocks_fixed_s(_device_constants(hardware, dev), spec, start, end)
     cycles = _cpu_cycles_per_token(spec, devices)
     if mem.n_cpu_moe:  # experts in RAM (estimate/experts.py): the CPU multiplies them too
         cycles += experts.cpu_cycles(spec, devices, mem.n_cpu_moe)
@@ -698,6 +710,7 @@ class _PrefillWork:
     elements: float = 0.0
     attn_width: float = 0.0  # sum of head_dim x n_head over full-context layers
     n_layers: int = 0
+    moe_layers: int = 0  # of n_layers, those with routed experts (moe_blocks)
     recurrent_layers: int = 0  # of n_layers, those keeping a recurrent state (recurrent_work.py)
     swa_width: float = 0.0  # the same over sliding-window layers (they see at most the window)
     params_by_type: dict[str, float] = field(default_factory=dict)  # active elements per weight type (a probe prices these)
@@ -739,6 +752,7 @@ def _prefill_work(spec: ModelSpec, devices: tuple[str, ...]) -> dict[str, _Prefi
             for kind, n in (table.active_by_type[il] if table.active_by_type else {}).items():
                 w.params_by_type[kind] = w.params_by_type.get(kind, 0.0) + n
         w.n_layers += end - start
+        w.moe_layers += moe_blocks(spec, start, end)
         w.recurrent_layers += recurrent_work.recurrent_layers(spec, start, end)
     return per_dev
 
@@ -809,6 +823,7 @@ def prefill_time_s(
         cache: dict[str, float] = {}  # a GPU's KV cache bytes the micro-batch reads
         elements: dict[str, float] = {}
         layers: dict[str, int] = {}
+        moe_layers: dict[str, int] = {}
         tiled: dict[str, float] = {}  # weight bytes tiled kernels read, every pass (weight_passes.py)
         probe_s = 0.0  # the CPU's share priced by the probe
         scan_s = 0.0  # the CPU-held recurrent layers' state scans (recurrent_work.py)
@@ -860,6 +875,7 @@ def prefill_time_s(
                 tiled[run_on] = tiled.get(run_on, 0.0) + passes
             elements[run_on] = elements.get(run_on, 0.0) + w.elements
             layers[run_on] = layers.get(run_on, 0) + int(w.n_layers)
+            moe_layers[run_on] = moe_layers.get(run_on, 0) + w.moe_layers
         if done + t >= n_tokens:
             # the prompt's output rows, in its last micro-batch: the last block's FFN and the
             # output layer multiply the last token only (output_rows.py)
@@ -909,7 +925,8 @@ def prefill_time_s(
             if dev in tiled:
                 # tiled kernels read the weights once per column tile, then multiply them
                 t_compute += tiled[dev] / (_device_bandwidth_gbs(hardware, dev) * 1e9)
-            step += max(t_compute, t_mem) + c.layer_overhead_s * layers.get(dev, 0)
+            step += (max(t_compute, t_mem) + c.layer_overhead_s * layers.get(dev, 0)
+                     + c.moe_layer_overhead_s * moe_layers.get(dev, 0))
             bound_times["compute" if t_compute >= t_mem else "memory"] += max(t_compute, t_mem)
         if pcie_bytes:
             t_pcie = pcie_bytes / (pcie_gbs(hardware, main_gpu) * 1e9)

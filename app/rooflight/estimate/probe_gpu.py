@@ -18,7 +18,10 @@ measured constant means exactly what the table's does and one formula prices bot
   same prompt on the 1-layer tiny model;
 - the host-to-device copy rate partial offload pays for prompts: a short prompt on the Q4_K
   model with no layer on the GPU, which llama.cpp's op_offload runs on the GPU by copying
-  every weight matrix over (GPU 0, the one op_offload uses), with the other constants in place.
+  every weight matrix over (GPU 0, the one op_offload uses), with the other constants in place;
+- what a block with routed experts costs beyond a dense one: two tiny MoE models of 1 and
+  many layers, the dense blocks' cost in place (the table has no such cost: its published
+  rows disagree by backend, so the GPU's own figure is the one to use).
 
 Each solve is a bisection on a monotone function of one constant (the estimator has caps and
 maxima, so it is not assumed linear).
@@ -59,6 +62,8 @@ class GpuFigures:
     decode_by_type: tuple[tuple[str, float], ...] = ()
     # host-to-device copy rate (GB/s) of op_offload's prompts; None: not measured (the link's figure)
     h2d_gbs: float | None = None
+    # a block with routed experts beyond a dense block, per token; None: not measured (the table's 0)
+    moe_layer_overhead_s: float | None = None
 
     def constants(self, table: BackendConstants) -> BackendConstants:
         """The table's constants with what the probe measured in their place."""
@@ -66,6 +71,8 @@ class GpuFigures:
             table, decode_efficiency=self.decode_efficiency, layer_overhead_s=self.layer_overhead_s,
             prefill_efficiency_float=self.prefill_efficiency_float or table.prefill_efficiency_float,
             prefill_efficiency_quant=self.prefill_efficiency_quant or table.prefill_efficiency_quant,
+            moe_layer_overhead_s=(table.moe_layer_overhead_s if self.moe_layer_overhead_s is None
+                                  else self.moe_layer_overhead_s),
             source=PROBE_SOURCE)
 
     def to_dict(self) -> dict:
@@ -84,7 +91,7 @@ class GpuFigures:
                    prefill_efficiency_quant=opt("prefill_efficiency_quant"),
                    spread=float(d["spread"]), disturbed=bool(d.get("disturbed", False)),
                    decode_by_type=tuple((str(k), float(v)) for k, v in dict(d.get("decode_by_type", {})).items()),
-                   h2d_gbs=opt("h2d_gbs"))
+                   h2d_gbs=opt("h2d_gbs"), moe_layer_overhead_s=opt("moe_layer_overhead_s"))
 
 
 def with_gpu_figures(hardware, figures: tuple[GpuFigures, ...]):
@@ -159,6 +166,17 @@ def solve_layer_s(hardware, device: str, table: BackendConstants, short: Timed, 
     return bisect(diff, deep.seconds - short.seconds, *LAYER_S_LIMITS, increasing=True)
 
 
+def solve_moe_layer_s(hardware, device: str, base: BackendConstants, short: Timed, deep: Timed) -> float | None:
+    """What a block with routed experts costs beyond a dense one (base holds the dense blocks'
+    measured cost): the figure that makes the estimator's token-time difference between the
+    deep and the short tiny MoE model equal the measured one."""
+    def diff(extra_s: float) -> float:
+        hw = with_constants(hardware, device, replace(base, moe_layer_overhead_s=extra_s))
+        return priced_s(hw, deep) - priced_s(hw, short)
+
+    return bisect(diff, deep.seconds - short.seconds, *LAYER_S_LIMITS, increasing=True)
+
+
 def solve_decode_efficiency(hardware, device: str, base: BackendConstants, run: Timed, short: Timed) -> float | None:
     """The efficiency that makes the estimator's token-time difference between this model and
     the 1-layer tiny one equal the measured one: what every token pays besides its layers and
@@ -200,11 +218,13 @@ def solve_h2d_gbs(hardware, device: str, constants: BackendConstants, run: Timed
 def derive(hardware, device: str, *, short: Timed, deep: Timed, decode: dict[str, Timed],
            prefill: dict[str, Timed], spread: float, disturbed: bool = False,
            quant_type: str = "Q4_K", offload: Timed | None = None,
-           short_prompt: Timed | None = None) -> tuple[GpuFigures | None, list[str]]:
+           short_prompt: Timed | None = None,
+           moe: tuple[Timed, Timed] | None = None) -> tuple[GpuFigures | None, list[str]]:
     """The GPU's figures from its timed runs (decode and prefill keyed by weight type: F16 is
     the float figure, quant_type the quantized one and the decode constant; offload: the
     op_offload prompt, for the copy rate; short_prompt: the tiny 1-layer model's prompt, taken
-    off the prompts'), and a note per figure that could not be solved (kept at the table's value)."""
+    off the prompts'; moe: the tiny MoE models' decodes, 1 layer and deep), and a note per
+    figure that could not be solved (kept at the table's value)."""
     table = BACKENDS[hardware.backend]
     gpu = next(g for g in hardware.gpus if gpu_name(g.index) == device)
     notes: list[str] = []
@@ -235,6 +255,12 @@ def derive(hardware, device: str, *, short: Timed, deep: Timed, decode: dict[str
                      layer_overhead_s=layer_s, prefill_efficiency_float=pf.get("F16"),
                      prefill_efficiency_quant=pf.get(quant_type), spread=spread, disturbed=disturbed,
                      decode_by_type=tuple(sorted(by_type.items())))
+    if moe is not None:
+        extra = solve_moe_layer_s(hardware, device, base, *moe)
+        if extra is None:
+            notes.append(f"{device}: a block with routed experts could not be priced from the tiny MoE models "
+                         f"({moe[0].seconds * 1e3:.3f} / {moe[1].seconds * 1e3:.3f} ms a token): the table's kept")
+        fig = replace(fig, moe_layer_overhead_s=extra)
     if offload is not None:
         h2d = solve_h2d_gbs(hardware, device, fig.constants(table), offload)
         if h2d is None:

@@ -3,7 +3,8 @@
 On a build that offloads (CUDA, ROCm, Vulkan, SYCL, Metal), for each GPU the plan can name:
 two tiny models of 1 and TINY_DEEP_LAYERS layers (the cost per layer), and per weight type
 of GPU_TYPES a model of an 8B model's layer width and about GPU_MODEL_BYTES (decode, and one
-micro-batch prompt). The models are loaded as a plan loads them (RunConfig.runtime_kwargs
+micro-batch prompt); last, if the budget leaves time, the tiny pair again with routed experts
+(what a MoE block costs beyond a dense one). The models are loaded as a plan loads them (RunConfig.runtime_kwargs
 through runtime/device_map.py: every layer on that GPU) and timed with the CPU half's runner
 (repeats, the busy watch, the time budget: runtime/probe.py). estimate/probe_gpu.py turns the
 times into the GPU's roofline constants by solving the estimator for them.
@@ -33,6 +34,10 @@ _GPU_SHAPE = dict(n_embd=4096, n_head=32, n_head_kv=8, head_dim=128, n_ff=14336)
 GPU_MODEL_BYTES = 1 << 30
 TINY_DEEP_LAYERS = 32
 _TINY_SHAPE = dict(n_embd=64, n_head=2, n_head_kv=2, head_dim=32, n_ff=64)
+# The same blocks with routed experts (llama's Mixtral layout: a router, then MUL_MAT_ID over
+# the experts chosen): their token-time difference over the dense pair's is the MoE block's
+# own fixed cost, which the table cannot give a GPU (published rows disagree by backend)
+_TINY_MOE = dict(n_expert=8, n_expert_used=2)
 DECODE_PREFIX = 4  # tokens in the cache before a decode run (runtime/probe.py _decode_run)
 # The copy rate: a prompt this long on the Q4_K model with no layer on the GPU. Past
 # op_offload's 32 tokens every weight matrix is copied to the GPU once per micro-batch, and at
@@ -90,8 +95,8 @@ def probe_gpus(profile, runner, write: Callable[..., Path], n_threads: int, n_ub
     for gpu in profile.offload_gpus:
         device = gpu_name(gpu.index)
         try:
-            tiny, dec, pre, offload, short_prompt, runs = _measure_gpu(profile, gpu, runner, write, n_threads,
-                                                                       n_ubatch)
+            tiny, dec, pre, offload, short_prompt, moe, runs = _measure_gpu(profile, gpu, runner, write, n_threads,
+                                                                            n_ubatch)
         except _OutOfTime:
             skipped[device] = OUT_OF_TIME
             continue
@@ -100,7 +105,7 @@ def probe_gpus(profile, runner, write: Callable[..., Path], n_threads: int, n_ub
             continue
         fig, why = derive(profile, device, short=tiny[1], deep=tiny[TINY_DEEP_LAYERS], decode=dec, prefill=pre,
                           spread=max(r.spread for r in runs), disturbed=any(r.disturbed for r in runs),
-                          offload=offload, short_prompt=short_prompt)
+                          offload=offload, short_prompt=short_prompt, moe=moe)
         notes += why
         if fig is None:
             skipped[device] = "not measured: " + (why[-1] if why else "its figures could not be solved")
@@ -111,7 +116,8 @@ def probe_gpus(profile, runner, write: Callable[..., Path], n_threads: int, n_ub
 
 def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: int, n_ubatch: int):
     """One GPU's timed runs: ({layers: tiny decode}, {type: decode}, {type: prompt}, the
-    op_offload prompt (the first GPU only, None elsewhere), the tiny model's prompt, [Repeats])."""
+    op_offload prompt (the first GPU only, None elsewhere), the tiny model's prompt, the tiny
+    MoE models' decodes (1 layer, deep; None when the budget ran out before them), [Repeats])."""
     from rooflight.runtime.device_map import plan_load_kwargs
     from rooflight.runtime.probe import (
         DECODE_WINDOW,
@@ -119,6 +125,7 @@ def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: in
         _decode_run,
         _has_op_offload,
         _Model,
+        _OutOfTime,
         _tokens_for,
     )
 
@@ -143,6 +150,7 @@ def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: in
     runs: list[Repeats] = []
     offload: Timed | None = None
     short_prompt: Timed | None = None
+    moe: tuple[Timed, Timed] | None = None
     files: dict[str, Path] = {}
     try:
         runner.clock.step(f"{device}: fixed cost per layer")
@@ -177,7 +185,18 @@ def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: in
             r = runner.measure(f"{device}/{GPU_TYPES[0]}/offload-prefill-{H2D_PROMPT}", _prompts_run(m, H2D_PROMPT))
             runs.append(r)
             offload = Timed(m.spec, cfg, r.value, H2D_PROMPT)
+        try:  # last and optional: the GPU's other figures stand without it
+            runner.clock.step(f"{device}: fixed cost of a block with experts")
+            timed_moe: dict[int, Timed] = {}
+            for n_layer in (1, TINY_DEEP_LAYERS):
+                path = write(f"{device}-moe{n_layer}", ftype="F16", n_layer=n_layer, **_TINY_SHAPE, **_TINY_MOE)
+                m, cfg = load(path, n_layer)
+                timed_moe[n_layer], r = decode(f"moe{n_layer}", m, cfg)
+                runs.append(r)
+            moe = (timed_moe[1], timed_moe[TINY_DEEP_LAYERS])
+        except _OutOfTime:
+            pass
     finally:
         for m in opened:
             m.close()
-    return tiny, dec, pre, offload, short_prompt, runs
+    return tiny, dec, pre, offload, short_prompt, moe, runs

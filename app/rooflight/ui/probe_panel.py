@@ -79,7 +79,10 @@ def gpu_line(g) -> str:
     return (f"GPU {g.device[3:]} ({g.name}): decode at {g.decode_efficiency:.0%} of its bandwidth figure, "
             f"{g.layer_overhead_s * 1e6:.0f} us per layer, prompts at {pct(g.prefill_efficiency_quant)} "
             f"(quantized) / {pct(g.prefill_efficiency_float)} (F16) of its matrix rate"
-            + (f", weights copied to it at {g.h2d_gbs:.1f} GB/s" if g.h2d_gbs else "") + "; estimates on it use these")
+            + (f", weights copied to it at {g.h2d_gbs:.1f} GB/s" if g.h2d_gbs else "")
+            + (f", {g.moe_layer_overhead_s * 1e6:.0f} us more per block with experts"
+               if g.moe_layer_overhead_s is not None else "")
+            + "; estimates on it use these")
 
 
 def unmeasured_line(probe) -> str:
