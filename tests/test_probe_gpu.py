@@ -20,6 +20,7 @@ from rooflight.estimate.probe_gpu import (
     EFFICIENCY_LIMITS,
     H2D_GBS_LIMITS,
     LAYER_S_LIMITS,
+    MOE_TOKENS_LIMITS,
     GpuFigures,
     Timed,
     derive,
@@ -33,6 +34,9 @@ from rooflight.hardware import profile_from_dict
 H200 = {"gpus": [{"name": "NVIDIA H200"}], "backend": "cuda"}
 _TINY = dict(n_embd=64, n_head=2, n_head_kv=2, head_dim=32, n_ff=64, n_vocab=260, context_length=4096)
 _TINY_MOE = dict(n_expert=8, n_expert_used=2)
+# runtime/probe_gpu.py GPU_MOE_SHAPE's block (Qwen3-30B-A3B's proportions)
+_MOE_BLOCK = dict(n_embd=2048, n_head=32, n_head_kv=4, head_dim=128, n_ff=768, n_expert=128, n_expert_used=8,
+                  n_vocab=260, context_length=4096)
 _WIDE = dict(n_embd=4096, n_head=32, n_head_kv=8, head_dim=128, n_ff=14336, n_vocab=260, context_length=4096)
 
 
@@ -54,19 +58,24 @@ def test_the_solves_recover_the_constants_the_runs_were_priced_with():
     probe's figures mean what the table's do."""
     hw = _hw()
     true = replace(BACKENDS["cuda"], decode_efficiency=0.71, layer_overhead_s=23e-6,
-                   prefill_efficiency_float=0.33, prefill_efficiency_quant=0.41, moe_layer_overhead_s=41e-6)
+                   prefill_efficiency_float=0.33, prefill_efficiency_quant=0.41, moe_layer_overhead_s=41e-6,
+                   moe_expert_overhead_tokens=57.0)
     priced = with_constants(hw, "gpu0", true)
     tiny1, tiny32 = (spec_from_hparams(name=f"t{n}", ftype="F16", n_layer=n, **_TINY) for n in (1, 32))
     moe1, moe32 = (spec_from_hparams(name=f"m{n}", ftype="F16", n_layer=n, **_TINY, **_TINY_MOE) for n in (1, 32))
     q4k = spec_from_hparams(name="q", ftype="Q4_K_M", n_layer=8, **_WIDE)
     f16 = spec_from_hparams(name="f", ftype="F16", n_layer=2, **_WIDE)
+    moe_block = spec_from_hparams(name="e", arch="qwen3moe", ftype="Q4_K_M", n_layer=2, **_MOE_BLOCK)
     fig, notes = derive(hw, "gpu0", short=_timed(priced, tiny1, decode=True), deep=_timed(priced, tiny32, decode=True),
                         decode={"Q4_K": _timed(priced, q4k, decode=True), "F16": _timed(priced, f16, decode=True)},
                         prefill={"Q4_K": _timed(priced, q4k, decode=False), "F16": _timed(priced, f16, decode=False)},
                         spread=0.02, short_prompt=_timed(priced, tiny1, decode=False),
-                        moe=(_timed(priced, moe1, decode=True), _timed(priced, moe32, decode=True)))
+                        moe=(_timed(priced, moe1, decode=True), _timed(priced, moe32, decode=True)),
+                        moe_prompt=_timed(priced, moe_block, decode=False))
     assert notes == []
     assert fig.moe_layer_overhead_s == pytest.approx(41e-6, rel=1e-3)
+    # solved with the quantized efficiency as the solve above found it (within 2%)
+    assert fig.moe_expert_overhead_tokens == pytest.approx(57.0, rel=0.05)
     assert fig.name == "NVIDIA H200" and fig.backend == "cuda"
     assert fig.layer_overhead_s == pytest.approx(23e-6, rel=1e-3)
     assert fig.decode_efficiency == pytest.approx(0.71, rel=1e-3)
@@ -181,6 +190,8 @@ def test_the_measuring_code_times_real_loads_and_solves_them(monkeypatch):
     monkeypatch.setattr(pg, "_GPU_SHAPE", dict(n_embd=512, n_head=8, n_head_kv=2, head_dim=64, n_ff=1536))
     monkeypatch.setattr(pg, "GPU_MODEL_BYTES", 24 << 20)
     monkeypatch.setattr(pg, "TINY_DEEP_LAYERS", 8)
+    monkeypatch.setattr(pg, "GPU_MOE_SHAPE", dict(arch="qwen3moe", n_embd=512, n_head=8, n_head_kv=2, head_dim=64,
+                                                  n_ff=256, n_expert=32, n_expert_used=4))
     hw = _hw({"gpus": [{"name": "Probe Test GPU", "vendor": "nvidia", "vram_total_bytes": 8 << 30,
                         "bandwidth_gbs": 20.0, "fp16_tflops": 0.5}], "backend": "cuda"})
     skipped: dict[str, str] = {}
@@ -193,7 +204,8 @@ def test_the_measuring_code_times_real_loads_and_solves_them(monkeypatch):
         figures, notes = pg.probe_gpus(hw, runner, write, 2, 128, skipped)
     assert set(runs) == {"gpu0/tiny1/decode", "gpu0/tiny8/decode", "gpu0/Q4_K/decode", "gpu0/Q4_K/prefill-128",
                          "gpu0/F16/decode", "gpu0/F16/prefill-128", "gpu0/Q4_K/offload-prefill-128",
-                         "gpu0/tiny1/prefill-128", "gpu0/moe1/decode", "gpu0/moe8/decode"}
+                         "gpu0/tiny1/prefill-128", "gpu0/moe1/decode", "gpu0/moe8/decode",
+                         "gpu0/moe-Q4_K/prefill-128"}
     # What the code promises whatever the timings (here the CPU's, under whatever else runs):
     # each constant solved inside its limits, or a note that names it and the table's kept;
     # no figures at all only with the GPU named in skipped, and why
@@ -218,6 +230,9 @@ def test_the_measuring_code_times_real_loads_and_solves_them(monkeypatch):
     assert (fig.moe_layer_overhead_s is not None
             and LAYER_S_LIMITS[0] <= fig.moe_layer_overhead_s <= LAYER_S_LIMITS[1]) or (
         "a block with routed experts could not be priced" in said), notes
+    assert (fig.moe_expert_overhead_tokens is not None
+            and MOE_TOKENS_LIMITS[0] <= fig.moe_expert_overhead_tokens <= MOE_TOKENS_LIMITS[1]) or (
+        "the MoE prompt" in said and "outside what any cost per expert prices" in said), notes
 
 
 def test_the_probe_report_names_each_gpus_figures_beside_the_tables():
@@ -260,32 +275,42 @@ def test_a_measured_copy_rate_is_reported_and_priced():
     assert fast > slow
 
 
-def test_a_measured_moe_block_cost_prices_moe_models_on_that_gpu_only():
+def test_a_probed_gpus_moe_figures_price_moe_models_on_it_only():
     """A probed GPU's cost of a block with routed experts is paid by each such block of a MoE
-    model on it, in decode and per micro-batch, and by no dense model; it is reported."""
+    model on it, in decode and per micro-batch, its cost per expert by MoE prompts, and
+    neither by a dense model; both are reported."""
     from rooflight.commands.probe import format_probe
     from rooflight.runtime.probe import ProbeRun
     from rooflight.ui.probe_panel import summary
 
-    fig = replace(FIG, moe_layer_overhead_s=60e-6)
+    fig = replace(FIG, moe_layer_overhead_s=60e-6, moe_expert_overhead_tokens=75.0)
     hw = _hw()
     moe = spec_from_hparams(name="moe", ftype="Q4_K_M", n_layer=24, n_expert=32, n_expert_used=4,
                             **{**_WIDE, "n_ff": 768, "n_vocab": 128256})
     dense = spec_from_hparams(name="m", ftype="Q4_K_M", n_layer=32, **{**_WIDE, "n_vocab": 128256})
     w = Wishes(n_ctx=4096)
-    without, with_moe = (plan(moe, hw, w, calibration=Calibration(probe=_probe_with((f,)))).performance
-                         for f in (FIG, fig))
-    token_s = 1 / with_moe.decode_tok_s - 1 / without.decode_tok_s
-    assert token_s == pytest.approx(24 * 60e-6, rel=1e-6)
-    assert with_moe.prefill_tok_s < without.prefill_tok_s
+
+    def perf(spec, f):
+        return plan(spec, hw, w, calibration=Calibration(probe=_probe_with((f,)))).performance
+
+    without, blocks = perf(moe, FIG), perf(moe, replace(FIG, moe_layer_overhead_s=60e-6))
+    assert 1 / blocks.decode_tok_s - 1 / without.decode_tok_s == pytest.approx(24 * 60e-6, rel=1e-6)
+    assert blocks.prefill_tok_s < without.prefill_tok_s  # each micro-batch's blocks pay it too
+    dear = perf(moe, replace(FIG, moe_expert_overhead_tokens=500.0))  # the table's: 108
+    assert dear.prefill_tok_s < without.prefill_tok_s and dear.decode_tok_s == without.decode_tok_s
     for f in (FIG, fig):  # a dense model: no block with experts
-        assert plan(dense, hw, w, calibration=Calibration(probe=_probe_with((f,)))).performance.decode_tok_s == (
-            plan(dense, hw, w, calibration=Calibration(probe=_probe_with((FIG,)))).performance.decode_tok_s)
+        assert perf(dense, f).decode_tok_s == perf(dense, FIG).decode_tok_s
+        assert perf(dense, f).prefill_tok_s == perf(dense, FIG).prefill_tok_s
     run = ProbeRun(_probe_with((fig,)), stored=True)
-    assert ", a block with experts +60.0 us (table 0.0)" in format_probe(run)
+    table = BACKENDS["cuda"].moe_expert_overhead_tokens
+    assert (", a block with experts +60.0 us (table 0.0), MoE prompts 75 tokens per expert "
+            f"(table {table:.0f})") in format_probe(run)
     assert run.to_dict()["devices"][1]["moe_layer_overhead_us"] == 60.0
-    assert ProbeRun(_probe_with((FIG,))).to_dict()["devices"][1]["moe_layer_overhead_us"] is None
-    assert ", 60 us more per block with experts; estimates on it use these" in summary(run.probe)
+    assert run.to_dict()["devices"][1]["moe_expert_overhead_tokens"] == 75.0
+    unmeasured = ProbeRun(_probe_with((FIG,))).to_dict()["devices"][1]
+    assert unmeasured["moe_layer_overhead_us"] is None and unmeasured["moe_expert_overhead_tokens"] is None
+    assert (", 60 us more per block with experts, MoE prompts at 75 tokens' cost per expert; estimates on it "
+            "use these") in summary(run.probe)
     assert MachineProbe.from_dict(run.probe.to_dict()).gpus == (fig,)
 
 
@@ -339,6 +364,8 @@ def test_the_probe_runs_its_gpu_half_after_the_cpus_and_stores_it(monkeypatch, t
     monkeypatch.setattr(pg, "_GPU_SHAPE", dict(n_embd=512, n_head=8, n_head_kv=2, head_dim=64, n_ff=1536))
     monkeypatch.setattr(pg, "GPU_MODEL_BYTES", 24 << 20)
     monkeypatch.setattr(pg, "TINY_DEEP_LAYERS", 8)
+    monkeypatch.setattr(pg, "GPU_MOE_SHAPE", dict(arch="qwen3moe", n_embd=512, n_head=8, n_head_kv=2, head_dim=64,
+                                                  n_ff=256, n_expert=32, n_expert_used=4))
     monkeypatch.setattr(pg, "GPU_BUDGET_S", 15.0)
     monkeypatch.setattr(loader, "gpu_offload_supported", lambda: True)
     from rooflight.hardware import detect

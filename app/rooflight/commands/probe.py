@@ -131,6 +131,8 @@ def format_probe(run) -> str:
                      + (f", copies to it at {g.h2d_gbs:.1f} GB/s" if g.h2d_gbs else "")
                      + (f", a block with experts +{g.moe_layer_overhead_s * 1e6:.1f} us (table "
                         f"{table.moe_layer_overhead_s * 1e6:.1f})" if g.moe_layer_overhead_s is not None else "")
+                     + (f", MoE prompts {g.moe_expert_overhead_tokens:.0f} tokens per expert (table "
+                        f"{table.moe_expert_overhead_tokens:.0f})" if g.moe_expert_overhead_tokens is not None else "")
                      + f" (spread {g.spread:.0%})" + ("  (busy)" if g.disturbed else ""))
     lines += [f"note: {n}" for n in p.notes]
     if run.stored:  # a refusal is said once, with its reason, on stderr (run_probe)

@@ -21,7 +21,11 @@ measured constant means exactly what the table's does and one formula prices bot
   every weight matrix over (GPU 0, the one op_offload uses), with the other constants in place;
 - what a block with routed experts costs beyond a dense one: two tiny MoE models of 1 and
   many layers, the dense blocks' cost in place (the table has no such cost: its published
-  rows disagree by backend, so the GPU's own figure is the one to use).
+  rows disagree by backend, so the GPU's own figure is the one to use);
+- what a MoE prompt's expert matmuls cost beyond their multiply-adds (the table's
+  moe_expert_overhead_tokens, fitted per backend on a few devices' runs): one micro-batch on
+  a block of Qwen3-30B-A3B's proportions, the quantized efficiency in place, less the tiny
+  model's prompt.
 
 Each solve is a bisection on a monotone function of one constant (the estimator has caps and
 maxima, so it is not assumed linear).
@@ -41,6 +45,7 @@ PROBE_SOURCE = "measured by this machine's probe (rooflight probe: generated mod
 # what the solves may return: outside these the measurement says more about the run
 # (a stall, a model that did not reach the GPU) than about the GPU
 LAYER_S_LIMITS = (0.0, 0.05)
+MOE_TOKENS_LIMITS = (0.0, 5000.0)  # moe_expert_overhead_tokens: the published fits span 19-108
 EFFICIENCY_LIMITS = (0.005, 2.0)
 H2D_GBS_LIMITS = (0.05, 1000.0)
 
@@ -64,6 +69,9 @@ class GpuFigures:
     h2d_gbs: float | None = None
     # a block with routed experts beyond a dense block, per token; None: not measured (the table's 0)
     moe_layer_overhead_s: float | None = None
+    # a MoE prompt's cost per expert touched, in tokens (BackendConstants.moe_expert_overhead_tokens);
+    # None: not measured (the table's)
+    moe_expert_overhead_tokens: float | None = None
 
     def constants(self, table: BackendConstants) -> BackendConstants:
         """The table's constants with what the probe measured in their place."""
@@ -73,6 +81,8 @@ class GpuFigures:
             prefill_efficiency_quant=self.prefill_efficiency_quant or table.prefill_efficiency_quant,
             moe_layer_overhead_s=(table.moe_layer_overhead_s if self.moe_layer_overhead_s is None
                                   else self.moe_layer_overhead_s),
+            moe_expert_overhead_tokens=(table.moe_expert_overhead_tokens if self.moe_expert_overhead_tokens is None
+                                        else self.moe_expert_overhead_tokens),
             source=PROBE_SOURCE)
 
     def to_dict(self) -> dict:
@@ -91,7 +101,8 @@ class GpuFigures:
                    prefill_efficiency_quant=opt("prefill_efficiency_quant"),
                    spread=float(d["spread"]), disturbed=bool(d.get("disturbed", False)),
                    decode_by_type=tuple((str(k), float(v)) for k, v in dict(d.get("decode_by_type", {})).items()),
-                   h2d_gbs=opt("h2d_gbs"), moe_layer_overhead_s=opt("moe_layer_overhead_s"))
+                   h2d_gbs=opt("h2d_gbs"), moe_layer_overhead_s=opt("moe_layer_overhead_s"),
+                   moe_expert_overhead_tokens=opt("moe_expert_overhead_tokens"))
 
 
 def with_gpu_figures(hardware, figures: tuple[GpuFigures, ...]):
@@ -177,6 +188,18 @@ def solve_moe_layer_s(hardware, device: str, base: BackendConstants, short: Time
     return bisect(diff, deep.seconds - short.seconds, *LAYER_S_LIMITS, increasing=True)
 
 
+def solve_moe_expert_tokens(hardware, device: str, base: BackendConstants, run: Timed,
+                            short: Timed | None = None) -> float | None:
+    """The cost per expert touched, in tokens (moe_expert_overhead_tokens), that prices this MoE
+    prompt as measured, base holding the GPU's measured efficiencies; short: the tiny 1-layer
+    model's prompt, taken off both sides as for the efficiencies."""
+    def t(tokens: float) -> float:
+        hw = with_constants(hardware, device, replace(base, moe_expert_overhead_tokens=tokens))
+        return priced_s(hw, run) - (priced_s(hw, short) if short else 0.0)
+
+    return bisect(t, run.seconds - (short.seconds if short else 0.0), *MOE_TOKENS_LIMITS, increasing=True)
+
+
 def solve_decode_efficiency(hardware, device: str, base: BackendConstants, run: Timed, short: Timed) -> float | None:
     """The efficiency that makes the estimator's token-time difference between this model and
     the 1-layer tiny one equal the measured one: what every token pays besides its layers and
@@ -219,12 +242,14 @@ def derive(hardware, device: str, *, short: Timed, deep: Timed, decode: dict[str
            prefill: dict[str, Timed], spread: float, disturbed: bool = False,
            quant_type: str = "Q4_K", offload: Timed | None = None,
            short_prompt: Timed | None = None,
-           moe: tuple[Timed, Timed] | None = None) -> tuple[GpuFigures | None, list[str]]:
+           moe: tuple[Timed, Timed] | None = None,
+           moe_prompt: Timed | None = None) -> tuple[GpuFigures | None, list[str]]:
     """The GPU's figures from its timed runs (decode and prefill keyed by weight type: F16 is
     the float figure, quant_type the quantized one and the decode constant; offload: the
     op_offload prompt, for the copy rate; short_prompt: the tiny 1-layer model's prompt, taken
-    off the prompts'; moe: the tiny MoE models' decodes, 1 layer and deep), and a note per
-    figure that could not be solved (kept at the table's value)."""
+    off the prompts'; moe: the tiny MoE models' decodes, 1 layer and deep; moe_prompt: a
+    micro-batch on a block with routed experts), and a note per figure that could not be
+    solved (kept at the table's value)."""
     table = BACKENDS[hardware.backend]
     gpu = next(g for g in hardware.gpus if gpu_name(g.index) == device)
     notes: list[str] = []
@@ -261,6 +286,12 @@ def derive(hardware, device: str, *, short: Timed, deep: Timed, decode: dict[str
             notes.append(f"{device}: a block with routed experts could not be priced from the tiny MoE models "
                          f"({moe[0].seconds * 1e3:.3f} / {moe[1].seconds * 1e3:.3f} ms a token): the table's kept")
         fig = replace(fig, moe_layer_overhead_s=extra)
+    if moe_prompt is not None:
+        tokens = solve_moe_expert_tokens(hardware, device, fig.constants(table), moe_prompt, short_prompt)
+        if tokens is None:
+            notes.append(f"{device}: the MoE prompt ({moe_prompt.seconds * 1e3:.1f} ms) is outside what any cost "
+                         "per expert prices: the table's kept")
+        fig = replace(fig, moe_expert_overhead_tokens=tokens)
     if offload is not None:
         h2d = solve_h2d_gbs(hardware, device, fig.constants(table), offload)
         if h2d is None:

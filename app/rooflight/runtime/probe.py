@@ -267,6 +267,8 @@ def _gpu_dict(g) -> dict:
             "weight_types": {wt: {"decode_efficiency": eff(e)} for wt, e in g.decode_by_type},
             "h2d_gbs": None if g.h2d_gbs is None else round(g.h2d_gbs, 2),
             "moe_layer_overhead_us": None if g.moe_layer_overhead_s is None else round(g.moe_layer_overhead_s * 1e6, 3),
+            "moe_expert_overhead_tokens": (None if g.moe_expert_overhead_tokens is None
+                                           else round(g.moe_expert_overhead_tokens, 1)),
             "spread": round(g.spread, 4), "disturbed": g.disturbed}
 
 
@@ -999,12 +1001,12 @@ def _gpu_half(profile, wanted: bool, write, n_threads: int, n_ubatch: int, thres
         if progress is not None:
             progress(base + (1 - base) * frac, message, left)
 
-    # per GPU: the tiny pair, each type, the MoE pair; and the copy rate, on the first GPU
-    steps = len(profile.offload_gpus) * (2 + len(GPU_TYPES)) + 1
+    # per GPU: the tiny pair, each type, the MoE pair, the MoE prompt; and the copy rate, on the first GPU
+    steps = len(profile.offload_gpus) * (3 + len(GPU_TYPES)) + 1
     gpu_clock = _Clock(GPU_BUDGET_S * len(profile.offload_gpus), steps, gpu_progress, check_cancel)
     # figures for the budget shares: 2 tiny decodes and a tiny prompt, a decode and a prompt per
-    # type, 2 tiny MoE decodes, per GPU; the copy rate's prompt
-    runner = _Runner(gpu_clock, threshold, runs, figures=len(profile.offload_gpus) * (5 + 2 * len(GPU_TYPES)) + 1)
+    # type, 2 tiny MoE decodes and a MoE prompt, per GPU; the copy rate's prompt
+    runner = _Runner(gpu_clock, threshold, runs, figures=len(profile.offload_gpus) * (6 + 2 * len(GPU_TYPES)) + 1)
     return probe_gpus(profile, runner, write, n_threads, n_ubatch, skipped)
 
 

@@ -4,7 +4,8 @@ On a build that offloads (CUDA, ROCm, Vulkan, SYCL, Metal), for each GPU the pla
 two tiny models of 1 and TINY_DEEP_LAYERS layers (the cost per layer), and per weight type
 of GPU_TYPES a model of an 8B model's layer width and about GPU_MODEL_BYTES (decode, and one
 micro-batch prompt); last, if the budget leaves time, the tiny pair again with routed experts
-(what a MoE block costs beyond a dense one). The models are loaded as a plan loads them (RunConfig.runtime_kwargs
+(what a MoE block costs beyond a dense one) and a micro-batch on a block of Qwen3-30B-A3B's
+proportions (what a MoE prompt's expert matmuls cost beyond their multiply-adds). The models are loaded as a plan loads them (RunConfig.runtime_kwargs
 through runtime/device_map.py: every layer on that GPU) and timed with the CPU half's runner
 (repeats, the busy watch, the time budget: runtime/probe.py). estimate/probe_gpu.py turns the
 times into the GPU's roofline constants by solving the estimator for them.
@@ -38,6 +39,13 @@ _TINY_SHAPE = dict(n_embd=64, n_head=2, n_head_kv=2, head_dim=32, n_ff=64)
 # the experts chosen): their token-time difference over the dense pair's is the MoE block's
 # own fixed cost, which the table cannot give a GPU (published rows disagree by backend)
 _TINY_MOE = dict(n_expert=8, n_expert_used=2)
+# A MoE prompt: Qwen3-30B-A3B's block (2048 wide, 128 experts of 768, 8 used: 32 tokens per
+# expert in a 512-token micro-batch), ~385 MB a block in Q4_K, as many blocks as fit this and
+# at least two: llama.cpp runs the last block's FFN for the output rows only, so a one-block
+# model's prompt multiplies no expert by the micro-batch (estimate/output_rows.py)
+GPU_MOE_SHAPE = dict(arch="qwen3moe", n_embd=2048, n_head=32, n_head_kv=4, head_dim=128, n_ff=768,
+                     n_expert=128, n_expert_used=8)
+GPU_MOE_BYTES = 512 << 20
 DECODE_PREFIX = 4  # tokens in the cache before a decode run (runtime/probe.py _decode_run)
 # The copy rate: a prompt this long on the Q4_K model with no layer on the GPU. Past
 # op_offload's 32 tokens every weight matrix is copied to the GPU once per micro-batch, and at
@@ -46,15 +54,19 @@ DECODE_PREFIX = 4  # tokens in the cache before a decode run (runtime/probe.py _
 H2D_PROMPT = 128
 
 
-def gpu_layers(ftype: str, free_bytes: int) -> int:
-    """Layers of a GPU probe model of this type: GPU_MODEL_BYTES or a quarter of free memory."""
+def gpu_layers(ftype: str, free_bytes: int, shape: dict | None = None, model_bytes: int | None = None) -> int:
+    """Layers of a GPU probe model of this type and shape (default: the dense _GPU_SHAPE, a
+    llama): model_bytes (default GPU_MODEL_BYTES) or a quarter of free memory, at least one."""
     from rooflight.gguf.synthetic import MINIMAL_VOCAB_SIZE, plan_tensors, tensor_nbytes
 
+    shape = shape or dict(arch="llama", **_GPU_SHAPE)
+    model_bytes = GPU_MODEL_BYTES if model_bytes is None else model_bytes
+    # the tensors' sizes (n_expert_used chooses among them, it adds none)
+    sized = {k: v for k, v in shape.items() if k != "n_expert_used"}
     per_layer = sum(tensor_nbytes(p.n_elements, p.qtype)
-                    for p in plan_tensors(arch="llama", ftype=ftype, n_layer=1, n_vocab=MINIMAL_VOCAB_SIZE, pure=True,
-                                          **_GPU_SHAPE)
+                    for p in plan_tensors(ftype=ftype, n_layer=1, n_vocab=MINIMAL_VOCAB_SIZE, pure=True, **sized)
                     if p.name.startswith("blk."))
-    target = min(GPU_MODEL_BYTES, free_bytes // 4) if free_bytes else GPU_MODEL_BYTES
+    target = min(model_bytes, free_bytes // 4) if free_bytes else model_bytes
     return max(1, math.floor(target / per_layer))
 
 
@@ -95,8 +107,8 @@ def probe_gpus(profile, runner, write: Callable[..., Path], n_threads: int, n_ub
     for gpu in profile.offload_gpus:
         device = gpu_name(gpu.index)
         try:
-            tiny, dec, pre, offload, short_prompt, moe, runs = _measure_gpu(profile, gpu, runner, write, n_threads,
-                                                                            n_ubatch)
+            tiny, dec, pre, offload, short_prompt, moe, moe_prompt, runs = _measure_gpu(
+                profile, gpu, runner, write, n_threads, n_ubatch)
         except _OutOfTime:
             skipped[device] = OUT_OF_TIME
             continue
@@ -105,7 +117,7 @@ def probe_gpus(profile, runner, write: Callable[..., Path], n_threads: int, n_ub
             continue
         fig, why = derive(profile, device, short=tiny[1], deep=tiny[TINY_DEEP_LAYERS], decode=dec, prefill=pre,
                           spread=max(r.spread for r in runs), disturbed=any(r.disturbed for r in runs),
-                          offload=offload, short_prompt=short_prompt, moe=moe)
+                          offload=offload, short_prompt=short_prompt, moe=moe, moe_prompt=moe_prompt)
         notes += why
         if fig is None:
             skipped[device] = "not measured: " + (why[-1] if why else "its figures could not be solved")
@@ -117,7 +129,8 @@ def probe_gpus(profile, runner, write: Callable[..., Path], n_threads: int, n_ub
 def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: int, n_ubatch: int):
     """One GPU's timed runs: ({layers: tiny decode}, {type: decode}, {type: prompt}, the
     op_offload prompt (the first GPU only, None elsewhere), the tiny model's prompt, the tiny
-    MoE models' decodes (1 layer, deep; None when the budget ran out before them), [Repeats])."""
+    MoE models' decodes (1 layer, deep) and the MoE prompt (each None when the budget ran out
+    before it), [Repeats])."""
     from rooflight.runtime.device_map import plan_load_kwargs
     from rooflight.runtime.probe import (
         DECODE_WINDOW,
@@ -151,6 +164,7 @@ def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: in
     offload: Timed | None = None
     short_prompt: Timed | None = None
     moe: tuple[Timed, Timed] | None = None
+    moe_prompt: Timed | None = None
     files: dict[str, Path] = {}
     try:
         runner.clock.step(f"{device}: fixed cost per layer")
@@ -194,9 +208,19 @@ def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: in
                 timed_moe[n_layer], r = decode(f"moe{n_layer}", m, cfg)
                 runs.append(r)
             moe = (timed_moe[1], timed_moe[TINY_DEEP_LAYERS])
+            runner.clock.step(f"{device}: MoE prompt")
+            quant = GPU_TYPES[0]
+            n_layer = max(2, gpu_layers(PURE_FTYPE.get(quant, quant), gpu.free_bytes, GPU_MOE_SHAPE, GPU_MOE_BYTES))
+            path = write(f"{device}-moe-{quant}", ftype=PURE_FTYPE.get(quant, quant), n_layer=n_layer, pure=True,
+                         **GPU_MOE_SHAPE)
+            m, cfg = load(path, n_layer)
+            r = runner.measure(f"{device}/moe-{quant}/prefill-{n_ubatch}", _prompts_run(m, n_ubatch))
+            runs.append(r)
+            moe_prompt = Timed(m.spec, cfg, r.value, n_ubatch)
+            m.close()
         except _OutOfTime:
             pass
     finally:
         for m in opened:
             m.close()
-    return tiny, dec, pre, offload, short_prompt, moe, runs
+    return tiny, dec, pre, offload, short_prompt, moe, moe_prompt, runs

@@ -82,6 +82,8 @@ def gpu_line(g) -> str:
             + (f", weights copied to it at {g.h2d_gbs:.1f} GB/s" if g.h2d_gbs else "")
             + (f", {g.moe_layer_overhead_s * 1e6:.0f} us more per block with experts"
                if g.moe_layer_overhead_s is not None else "")
+            + (f", MoE prompts at {g.moe_expert_overhead_tokens:.0f} tokens' cost per expert"
+               if g.moe_expert_overhead_tokens is not None else "")
             + "; estimates on it use these")
 
 
