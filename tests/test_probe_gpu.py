@@ -235,6 +235,38 @@ def test_the_measuring_code_times_real_loads_and_solves_them(monkeypatch):
         "the MoE prompt" in said and "outside what any cost per expert prices" in said), notes
 
 
+@pytest.mark.slow
+def test_a_moe_model_the_gpu_will_not_load_keeps_its_other_figures(monkeypatch):
+    """The MoE figures come last and are optional: a MoE load the build refuses on that GPU is
+    said in a note, and the dense figures stand (here the writer refuses it: the boundary)."""
+    from rooflight.gguf.synthetic import write_model
+    from rooflight.runtime import probe as rp
+    from rooflight.runtime import probe_gpu as pg
+
+    monkeypatch.setattr(pg, "_GPU_SHAPE", dict(n_embd=512, n_head=8, n_head_kv=2, head_dim=64, n_ff=1536))
+    monkeypatch.setattr(pg, "GPU_MODEL_BYTES", 24 << 20)
+    monkeypatch.setattr(pg, "TINY_DEEP_LAYERS", 8)
+    hw = _hw({"gpus": [{"name": "Probe Test GPU", "vendor": "nvidia", "vram_total_bytes": 8 << 30,
+                        "bandwidth_gbs": 20.0, "fp16_tflops": 0.5}], "backend": "cuda"})
+    skipped: dict[str, str] = {}
+    runs: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        def write(name, **kw):
+            if kw.get("n_expert"):
+                raise OSError("this GPU's backend has no MUL_MAT_ID")
+            return write_model(Path(tmp) / f"{name}.gguf", tiled=True, context_length=4096, **kw)
+
+        runner = rp._Runner(rp._Clock(20.0, 4, None, None), 0.5, runs, figures=8)
+        figures, notes = pg.probe_gpus(hw, runner, write, 2, 128, skipped)
+    assert "gpu0: its MoE figures not measured (this GPU's backend has no MUL_MAT_ID): the table's kept" in notes
+    assert not any(k.startswith("gpu0/moe") for k in runs)
+    if figures:  # the CPU's timings as a "GPU" may not solve: then skipped says why, not the MoE load
+        (fig,) = figures
+        assert fig.moe_layer_overhead_s is None and fig.moe_expert_overhead_tokens is None
+    else:
+        assert "MUL_MAT_ID" not in skipped["gpu0"]
+
+
 def test_the_probe_report_names_each_gpus_figures_beside_the_tables():
     from rooflight.commands.probe import format_probe
     from rooflight.runtime.probe import ProbeRun

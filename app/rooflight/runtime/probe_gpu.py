@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rooflight.errors import OperationFailedError
@@ -95,6 +96,21 @@ def _prompts_run(model, n_tokens: int) -> Callable[[], float]:
     return run
 
 
+@dataclass
+class _GpuRuns:
+    """One GPU's timed runs (_measure_gpu), what estimate/probe_gpu.derive solves."""
+
+    tiny: dict[int, Timed] = field(default_factory=dict)  # {layers: tiny model's decode}
+    decode: dict[str, Timed] = field(default_factory=dict)  # {type: decode}
+    prefill: dict[str, Timed] = field(default_factory=dict)  # {type: prompt}
+    offload: Timed | None = None  # the op_offload prompt (the first GPU only)
+    short_prompt: Timed | None = None  # the tiny 1-layer model's prompt
+    moe: tuple[Timed, Timed] | None = None  # the tiny MoE models' decodes, 1 layer and deep
+    moe_prompt: Timed | None = None  # a micro-batch on GPU_MOE_SHAPE's blocks
+    repeats: list[Repeats] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # why an optional figure was not measured
+
+
 def probe_gpus(profile, runner, write: Callable[..., Path], n_threads: int, n_ubatch: int,
                skipped: dict[str, str]) -> tuple[tuple[GpuFigures, ...], list[str]]:
     """Each GPU's figures (those the budget reached) and notes on what could not be solved.
@@ -107,18 +123,18 @@ def probe_gpus(profile, runner, write: Callable[..., Path], n_threads: int, n_ub
     for gpu in profile.offload_gpus:
         device = gpu_name(gpu.index)
         try:
-            tiny, dec, pre, offload, short_prompt, moe, moe_prompt, runs = _measure_gpu(
-                profile, gpu, runner, write, n_threads, n_ubatch)
+            got = _measure_gpu(profile, gpu, runner, write, n_threads, n_ubatch)
         except _OutOfTime:
             skipped[device] = OUT_OF_TIME
             continue
         except (OperationFailedError, ValueError, OSError) as exc:  # a load llama.cpp refused, a write that failed
             skipped[device] = f"not measured: {exc}"
             continue
-        fig, why = derive(profile, device, short=tiny[1], deep=tiny[TINY_DEEP_LAYERS], decode=dec, prefill=pre,
-                          spread=max(r.spread for r in runs), disturbed=any(r.disturbed for r in runs),
-                          offload=offload, short_prompt=short_prompt, moe=moe, moe_prompt=moe_prompt)
-        notes += why
+        fig, why = derive(profile, device, short=got.tiny[1], deep=got.tiny[TINY_DEEP_LAYERS], decode=got.decode,
+                          prefill=got.prefill, spread=max(r.spread for r in got.repeats),
+                          disturbed=any(r.disturbed for r in got.repeats), offload=got.offload,
+                          short_prompt=got.short_prompt, moe=got.moe, moe_prompt=got.moe_prompt)
+        notes += got.notes + why
         if fig is None:
             skipped[device] = "not measured: " + (why[-1] if why else "its figures could not be solved")
         else:
@@ -126,11 +142,10 @@ def probe_gpus(profile, runner, write: Callable[..., Path], n_threads: int, n_ub
     return tuple(figures), notes
 
 
-def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: int, n_ubatch: int):
-    """One GPU's timed runs: ({layers: tiny decode}, {type: decode}, {type: prompt}, the
-    op_offload prompt (the first GPU only, None elsewhere), the tiny model's prompt, the tiny
-    MoE models' decodes (1 layer, deep) and the MoE prompt (each None when the budget ran out
-    before it), [Repeats])."""
+def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: int, n_ubatch: int) -> _GpuRuns:
+    """One GPU's timed runs. The MoE figures come last and are optional: a budget that runs
+    out, or a MoE model llama.cpp will not load there, leaves them None (the latter with a
+    note) and the GPU's other figures stand."""
     from rooflight.runtime.device_map import plan_load_kwargs
     from rooflight.runtime.probe import (
         DECODE_WINDOW,
@@ -157,14 +172,8 @@ def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: in
         # priced over the positions the run went through (it rolls back past DECODE_WINDOW)
         return Timed(m.spec, cfg, r.value, DECODE_PREFIX, min(n, DECODE_WINDOW)), r
 
-    tiny: dict[int, Timed] = {}
-    dec: dict[str, Timed] = {}
-    pre: dict[str, Timed] = {}
-    runs: list[Repeats] = []
-    offload: Timed | None = None
-    short_prompt: Timed | None = None
-    moe: tuple[Timed, Timed] | None = None
-    moe_prompt: Timed | None = None
+    got = _GpuRuns()
+    tiny, dec, pre, runs = got.tiny, got.decode, got.prefill, got.repeats
     files: dict[str, Path] = {}
     try:
         runner.clock.step(f"{device}: fixed cost per layer")
@@ -176,7 +185,7 @@ def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: in
             if n_layer == 1:  # its prompt: what a prompt pays besides layers and weights
                 r = runner.measure(f"{device}/tiny1/prefill-{n_ubatch}", _prompts_run(m, n_ubatch))
                 runs.append(r)
-                short_prompt = Timed(m.spec, cfg, r.value, n_ubatch)
+                got.short_prompt = Timed(m.spec, cfg, r.value, n_ubatch)
         for wt in GPU_TYPES:
             runner.clock.step(f"{device}: {wt} decode and prompt")
             ftype = PURE_FTYPE.get(wt, wt)
@@ -198,7 +207,7 @@ def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: in
             opened.append(m)
             r = runner.measure(f"{device}/{GPU_TYPES[0]}/offload-prefill-{H2D_PROMPT}", _prompts_run(m, H2D_PROMPT))
             runs.append(r)
-            offload = Timed(m.spec, cfg, r.value, H2D_PROMPT)
+            got.offload = Timed(m.spec, cfg, r.value, H2D_PROMPT)
         try:  # last and optional: the GPU's other figures stand without it
             runner.clock.step(f"{device}: fixed cost of a block with experts")
             timed_moe: dict[int, Timed] = {}
@@ -207,7 +216,7 @@ def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: in
                 m, cfg = load(path, n_layer)
                 timed_moe[n_layer], r = decode(f"moe{n_layer}", m, cfg)
                 runs.append(r)
-            moe = (timed_moe[1], timed_moe[TINY_DEEP_LAYERS])
+            got.moe = (timed_moe[1], timed_moe[TINY_DEEP_LAYERS])
             runner.clock.step(f"{device}: MoE prompt")
             quant = GPU_TYPES[0]
             n_layer = max(2, gpu_layers(PURE_FTYPE.get(quant, quant), gpu.free_bytes, GPU_MOE_SHAPE, GPU_MOE_BYTES))
@@ -216,11 +225,13 @@ def _measure_gpu(profile, gpu, runner, write: Callable[..., Path], n_threads: in
             m, cfg = load(path, n_layer)
             r = runner.measure(f"{device}/moe-{quant}/prefill-{n_ubatch}", _prompts_run(m, n_ubatch))
             runs.append(r)
-            moe_prompt = Timed(m.spec, cfg, r.value, n_ubatch)
+            got.moe_prompt = Timed(m.spec, cfg, r.value, n_ubatch)
             m.close()
         except _OutOfTime:
             pass
+        except (OperationFailedError, ValueError, OSError) as exc:  # a MoE load this build refuses there
+            got.notes.append(f"{device}: its MoE figures not measured ({exc}): the table's kept")
     finally:
         for m in opened:
             m.close()
-    return tiny, dec, pre, offload, short_prompt, moe, moe_prompt, runs
+    return got
