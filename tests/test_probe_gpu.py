@@ -177,6 +177,24 @@ def test_a_cpu_only_build_says_why_no_gpu_was_measured():
     assert skipped == {}
 
 
+# A GPU table entry with this CPU's bandwidth and arithmetic: a CPU build runs the "GPU"
+# models on the CPU, so what the slow tests check is the plumbing, not a GPU's figures
+_TEST_GPU = {"gpus": [{"name": "Probe Test GPU", "vendor": "nvidia", "vram_total_bytes": 8 << 30,
+                       "bandwidth_gbs": 20.0, "fp16_tflops": 0.5}], "backend": "cuda"}
+
+
+def _reduced_gpu_probe(monkeypatch):
+    """runtime/probe_gpu.py with models a 2-core CPU runs in seconds, and the test GPU's profile."""
+    from rooflight.runtime import probe_gpu as pg
+
+    monkeypatch.setattr(pg, "_GPU_SHAPE", dict(n_embd=512, n_head=8, n_head_kv=2, head_dim=64, n_ff=1536))
+    monkeypatch.setattr(pg, "GPU_MODEL_BYTES", 24 << 20)
+    monkeypatch.setattr(pg, "TINY_DEEP_LAYERS", 8)
+    monkeypatch.setattr(pg, "GPU_MOE_SHAPE", dict(arch="qwen3moe", n_embd=512, n_head=8, n_head_kv=2, head_dim=64,
+                                                  n_ff=256, n_expert=32, n_expert_used=4))
+    return pg, _hw(_TEST_GPU)
+
+
 @pytest.mark.slow
 def test_the_measuring_code_times_real_loads_and_solves_them(monkeypatch):
     """runtime/probe_gpu.py end to end with this machine's llama.cpp: models written, loaded
@@ -185,15 +203,8 @@ def test_the_measuring_code_times_real_loads_and_solves_them(monkeypatch):
     and arithmetic; what is checked is that the solved constants price the measured runs."""
     from rooflight.gguf.synthetic import write_model
     from rooflight.runtime import probe as rp
-    from rooflight.runtime import probe_gpu as pg
 
-    monkeypatch.setattr(pg, "_GPU_SHAPE", dict(n_embd=512, n_head=8, n_head_kv=2, head_dim=64, n_ff=1536))
-    monkeypatch.setattr(pg, "GPU_MODEL_BYTES", 24 << 20)
-    monkeypatch.setattr(pg, "TINY_DEEP_LAYERS", 8)
-    monkeypatch.setattr(pg, "GPU_MOE_SHAPE", dict(arch="qwen3moe", n_embd=512, n_head=8, n_head_kv=2, head_dim=64,
-                                                  n_ff=256, n_expert=32, n_expert_used=4))
-    hw = _hw({"gpus": [{"name": "Probe Test GPU", "vendor": "nvidia", "vram_total_bytes": 8 << 30,
-                        "bandwidth_gbs": 20.0, "fp16_tflops": 0.5}], "backend": "cuda"})
+    pg, hw = _reduced_gpu_probe(monkeypatch)
     skipped: dict[str, str] = {}
     runs: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -241,13 +252,8 @@ def test_a_moe_model_the_gpu_will_not_load_keeps_its_other_figures(monkeypatch):
     said in a note, and the dense figures stand (here the writer refuses it: the boundary)."""
     from rooflight.gguf.synthetic import write_model
     from rooflight.runtime import probe as rp
-    from rooflight.runtime import probe_gpu as pg
 
-    monkeypatch.setattr(pg, "_GPU_SHAPE", dict(n_embd=512, n_head=8, n_head_kv=2, head_dim=64, n_ff=1536))
-    monkeypatch.setattr(pg, "GPU_MODEL_BYTES", 24 << 20)
-    monkeypatch.setattr(pg, "TINY_DEEP_LAYERS", 8)
-    hw = _hw({"gpus": [{"name": "Probe Test GPU", "vendor": "nvidia", "vram_total_bytes": 8 << 30,
-                        "bandwidth_gbs": 20.0, "fp16_tflops": 0.5}], "backend": "cuda"})
+    pg, hw = _reduced_gpu_probe(monkeypatch)
     skipped: dict[str, str] = {}
     runs: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -388,24 +394,15 @@ def test_the_probe_runs_its_gpu_half_after_the_cpus_and_stores_it(monkeypatch, t
     half on its own clock (its progress continues the bar to 100%), the figures stored with
     the probe and read back. The build's ability to offload is the faked boundary, and the
     "GPU" a table entry with this CPU's bandwidth (the models run on the CPU here)."""
+    from rooflight.hardware import detect
     from rooflight.runtime import loader
     from rooflight.runtime import probe as rp
-    from rooflight.runtime import probe_gpu as pg
     from rooflight.store.probes import ProbeStore
 
-    monkeypatch.setattr(pg, "_GPU_SHAPE", dict(n_embd=512, n_head=8, n_head_kv=2, head_dim=64, n_ff=1536))
-    monkeypatch.setattr(pg, "GPU_MODEL_BYTES", 24 << 20)
-    monkeypatch.setattr(pg, "TINY_DEEP_LAYERS", 8)
-    monkeypatch.setattr(pg, "GPU_MOE_SHAPE", dict(arch="qwen3moe", n_embd=512, n_head=8, n_head_kv=2, head_dim=64,
-                                                  n_ff=256, n_expert=32, n_expert_used=4))
+    pg, test_gpu = _reduced_gpu_probe(monkeypatch)
     monkeypatch.setattr(pg, "GPU_BUDGET_S", 15.0)
     monkeypatch.setattr(loader, "gpu_offload_supported", lambda: True)
-    from rooflight.hardware import detect
-
-    here = detect(measure_bandwidth=False)
-    hw = replace(here, backend="cuda", gpus=_hw({"gpus": [{"name": "Probe Test GPU", "vendor": "nvidia",
-                                                             "vram_total_bytes": 8 << 30, "bandwidth_gbs": 20.0,
-                                                             "fp16_tflops": 0.5}], "backend": "cuda"}).gpus)
+    hw = replace(detect(measure_bandwidth=False), backend="cuda", gpus=test_gpu.gpus)
     seen: list[tuple[float, str]] = []
     store = ProbeStore(tmp_path / "probes.sqlite3")
     try:
