@@ -1,6 +1,6 @@
 """MoE models on this CPU after its probe: probe-based estimates vs llama.cpp, out of sample.
 
-    python bench/moe_cpu_check.py [--repeats N] [--fresh-probe]
+    python bench/moe_cpu_check.py [--repeats N] [--fresh-probe] [--save]
 
 The on-VM target (bench/accuracy_probe.py) runs dense shapes only, while the models people
 run on a CPU are often MoE (Qwen3-30B-A3B, gpt-oss-20b). The probe prices their routed
@@ -12,14 +12,18 @@ figure: README, "Where the estimate is still weak"), and measures each at the pl
 config as accuracy_probe.py does (decode after a 512-token prompt, that prompt; the median
 of --repeats interleaved runs, each run's load watched). Prints probe-based and table-based
 estimates beside the measured figures, and whether each falls inside the printed range.
-Nothing is stored. The files (about 4 GB in all) are written to a temporary folder.
+--save keeps the run as a JSON record in bench/results/moe_cpu/, in accuracy_probe.py's form
+(the machine's profile, the probe, every row's estimates, range and runs), so a README figure
+can be checked and priced again. The model files (about 4 GB in all) go to a temporary folder.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rooflight.gguf.synthetic import write_model
@@ -43,18 +47,23 @@ SHAPES = [
                                  n_ff=2880, n_expert=32, n_expert_used=4, n_vocab=32000, ftype="MXFP4_MOE")),
 ]
 PROMPT = 512
+RESULTS_DIR = Path(__file__).resolve().parent / "results" / "moe_cpu"
 
 
 def main() -> int:
     ap_ = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap_.add_argument("--repeats", type=int, default=3)
     ap_.add_argument("--fresh-probe", action="store_true", help="probe now even if a stored probe is current")
+    ap_.add_argument("--save", action="store_true", help=f"write the run as JSON under {RESULTS_DIR}")
     args = ap_.parse_args()
+    if args.repeats < 1:
+        ap_.error("--repeats takes a whole number of at least 1")
     hw = detect()
     print(f"machine: {hw.cpu.name}, {hw.cpu.cores} cores, last-level cache {last_level_cache_bytes() / 2**20:.0f} MiB")
     probe = ap.the_probe(hw, keep_disturbed=False, fresh=args.fresh_probe)
     if probe is None:
         return 1
+    when, load_before = datetime.now(UTC), os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         models = []
         for name, kw in SHAPES:
@@ -69,6 +78,10 @@ def main() -> int:
         print(f"{r['name']:28} | {pd:7.1f} {ap.pct(pd, md)} {td:7.1f} {ap.pct(td, md)} {md:7.1f} "
               f"{'yes' if r['d_in'] else 'no':>3} | {pp:7.1f} {ap.pct(pp, mp)} {tp:7.1f} {ap.pct(tp, mp)} {mp:7.1f} "
               f"{'yes' if r['p_in'] else 'no':>3} | {r['busy']:.0%}")
+    if args.save:
+        rec = ap.record(hw, probe, rows, repeats=args.repeats, load_before=load_before, when=when)
+        rec["script"] = "bench/moe_cpu_check.py"
+        print(f"\nsaved: {ap.write_record(rec, RESULTS_DIR, 'moe_cpu_check', hw.cpu.name)}")
     return 0
 
 
