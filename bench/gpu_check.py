@@ -376,6 +376,26 @@ def _rate(priced: dict | None, key: str) -> str:
     return "-" if not priced else f"{priced[key]:.0f}"
 
 
+def probe_gpu_lines(probe: dict) -> list[str]:
+    """One line per GPU the probe measured (`rooflight probe --json` as rooflight_cli keeps it:
+    {"json": {...}}), each constant beside "-" where it has none; one line saying so where the
+    probe measured no GPU. The first GPU run's figures, readable in the run's output tail."""
+    devices = [d for d in (probe.get("json") or {}).get("devices", []) if d.get("device", "").startswith("gpu")]
+    if not devices:
+        return ["probe: no GPU figures" + (f" ({probe['json'].get('refused')})" if probe.get("json", {}).get("refused")
+                                           else "")]
+
+    def fig(d: dict, key: str, fmt: str, unit: str = "") -> str:
+        return "-" if d.get(key) is None else format(d[key], fmt) + unit
+
+    return [f"probe {d['device']} {d['name']} ({d['backend']}): decode eff {fig(d, 'decode_efficiency', '.3f')}, "
+            f"layer {fig(d, 'layer_overhead_us', '.1f', ' us')}, prompt eff F16 "
+            f"{fig(d, 'prefill_efficiency_float', '.3f')} Q4_K {fig(d, 'prefill_efficiency_quant', '.3f')}, copy "
+            f"{fig(d, 'h2d_gbs', '.1f', ' GB/s')}, MoE block {fig(d, 'moe_layer_overhead_us', '+.1f', ' us')}, MoE "
+            f"prompt {fig(d, 'moe_expert_overhead_tokens', '.0f', ' tokens per expert')} "
+            f"(spread {fig(d, 'spread', '.0%')})" for d in devices]
+
+
 def table(rows: list[dict]) -> str:
     head = (f"{'model':<22} {'config':<15} {'ngl':>4} {'GPU plan':>9} {'GPU llama':>9} {'GPU NVML':>9} "
             f"{'ovh MiB':>8} {'RAM plan':>9} {'RAM llama':>9} {'noalloc%':>8} {'tg pred':>8} {'tg meas':>8} "
@@ -442,6 +462,8 @@ def main(argv: list[str] | None = None) -> int:
                               else {"skipped": "this build of Rooflight has no `rooflight probe` command"})
     if "skipped" in doc["rooflight_probe"]:
         log(f"probe: {doc['rooflight_probe']['skipped']}")
+    for line in probe_gpu_lines(doc["rooflight_probe"]):
+        log(line)
     with tempfile.TemporaryDirectory(prefix="rooflight-gpu-check-") as tmp:
         models = args.models or (tmp if args.dry_run else str(STATE / "models"))
         budget = max(60.0, args.deadline - (time.perf_counter() - t0) - 20)

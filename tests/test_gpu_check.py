@@ -48,3 +48,21 @@ def test_dry_run_exercises_the_kit(tmp_path):
     moe_ram = [row for row in rows if row["label"] == "experts-in-ram"]
     assert moe_ram and ("skipped" in moe_ram[0] or "measured" in moe_ram[0])
     assert "GPU plan" in r.stdout and "wrote " in r.stdout  # the one table, and where it went
+
+
+def test_the_kit_prints_each_probed_gpus_figures():
+    """What the device run's output tail shows of the probe: each GPU's constants, "-" where
+    one was not measured (the MoE figures come last and may not be)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import gpu_check
+
+    gpu = {"device": "gpu0", "name": "NVIDIA H200", "backend": "cuda", "decode_efficiency": 0.8123,
+           "layer_overhead_us": 21.5, "prefill_efficiency_float": 0.41, "prefill_efficiency_quant": 0.3,
+           "h2d_gbs": 51.2, "moe_layer_overhead_us": None, "moe_expert_overhead_tokens": 64.0, "spread": 0.04}
+    probe = {"json": {"devices": [{"device": "cpu"}, gpu]}}
+    assert gpu_check.probe_gpu_lines(probe) == [
+        "probe gpu0 NVIDIA H200 (cuda): decode eff 0.812, layer 21.5 us, prompt eff F16 0.410 Q4_K 0.300, "
+        "copy 51.2 GB/s, MoE block -, MoE prompt 64 tokens per expert (spread 4%)"]
+    assert gpu_check.probe_gpu_lines({"json": {"devices": [{"device": "cpu"}], "refused": "busy"}}) == [
+        "probe: no GPU figures (busy)"]
+    assert gpu_check.probe_gpu_lines({"skipped": "no probe command"}) == ["probe: no GPU figures"]
