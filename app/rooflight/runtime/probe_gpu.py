@@ -4,11 +4,12 @@ On a build that offloads (CUDA, ROCm, Vulkan, SYCL, Metal), for each GPU the pla
 two tiny models of 1 and TINY_DEEP_LAYERS layers (the cost per layer), and per weight type
 of GPU_TYPES a model of an 8B model's layer width and about GPU_MODEL_BYTES (decode, and one
 micro-batch prompt); last, if the budget leaves time, the tiny pair again with routed experts
-(what a MoE block costs beyond a dense one) and a micro-batch on a block of Qwen3-30B-A3B's
-proportions (what a MoE prompt's expert matmuls cost beyond their multiply-adds). The models are loaded as a plan loads them (RunConfig.runtime_kwargs
-through runtime/device_map.py: every layer on that GPU) and timed with the CPU half's runner
-(repeats, the busy watch, the time budget: runtime/probe.py). estimate/probe_gpu.py turns the
-times into the GPU's roofline constants by solving the estimator for them.
+(what a MoE block costs beyond a dense one) and a micro-batch on blocks of Qwen3-30B-A3B's
+proportions (what a MoE prompt's expert matmuls cost beyond their multiply-adds). The models
+are loaded as a plan loads them (RunConfig.runtime_kwargs through runtime/device_map.py: every
+layer on that GPU) and timed with the CPU half's runner (repeats, the busy watch, the time
+budget: runtime/probe.py). estimate/probe_gpu.py turns the times into the GPU's roofline
+constants by solving the estimator for them.
 
 Not yet run on a real GPU by this project (no GPU was lent to it): bench/gpu_check.py runs it
 first when one is (README, "The GPU half of the probe").
