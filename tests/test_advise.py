@@ -293,6 +293,22 @@ def test_single_local_file_and_errors():
     assert default_quant(("Q8_0", "Q6_K", "F16")) == "Q6_K"
 
 
+def test_a_catalog_model_released_as_a_quant_starts_from_that_file():
+    """`rooflight estimate gpt-oss-20b` (and advise) start from the MXFP4 release, the file the
+    ranking picks for it, not a Q4_K_M repack; a native quant the catalog lists no file of
+    leaves the usual default."""
+    from rooflight.commands.common import model_variants
+
+    assert default_quant(("Q4_K_M", "MXFP4", "Q8_0"), "MXFP4") == "MXFP4"
+    assert default_quant(("Q4_K_M", "Q8_0"), "MXFP4") == "Q4_K_M"
+    entry = find_model("gpt-oss-20b")
+    assert entry.native_quant == "MXFP4"
+    variants, current = model_variants("gpt-oss-20b", None)
+    assert current == "MXFP4" and "Q4_K_M" in {v.quant for v in variants}
+    assert model_variants("gpt-oss-20b", "q4_k_m")[1] == "Q4_K_M"
+    assert model_variants("qwen3-8b", None)[1] == "Q4_K_M"
+
+
 def test_quantized_kv_is_not_offered_where_llama_cpp_refuses_it():
     spec = find_model("llama-3.2-1b").spec("Q4_K_M")
     odd = replace(spec, head_dim_k=80, head_dim_v=80)  # phi-2-like heads: not a multiple of 32

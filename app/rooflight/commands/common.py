@@ -146,7 +146,7 @@ def model_variants(model: str, quant: str | None, mmproj: str | None = None):
 
         projector = catalog_projector(entry)  # a vision model: advised with its projector
         variants = tuple(replace(v, spec=with_vision(v.spec, projector)) for v in catalog_variants(entry))
-        current = quant.upper() if quant else default_quant([v.quant for v in variants])
+        current = quant.upper() if quant else default_quant([v.quant for v in variants], entry.native_quant)
         if current not in {v.quant for v in variants}:
             entry.file_for(current)  # raises the catalog's one-sentence error: the quants it lists
             raise BadInputError(f"{entry.id} {current}: the catalog lists the file but cannot size it yet.")

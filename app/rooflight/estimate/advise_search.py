@@ -218,9 +218,13 @@ def catalog_variants(model) -> tuple[Variant, ...]:
     return tuple(out)
 
 
-def default_quant(quants: Sequence[str]) -> str:
-    """The file people start with: Q4_K_M where published, else the middle one."""
+def default_quant(quants: Sequence[str], native: str | None = None) -> str:
+    """The file people start with: the format the model was released in where the catalog
+    names one and lists its file (gpt-oss: MXFP4, as the ranking picks it), else Q4_K_M where
+    published, else the middle one."""
     upper = [q.upper() for q in quants]
+    if native and native.upper() in upper:
+        return quants[upper.index(native.upper())]
     if "Q4_K_M" in upper:
         return quants[upper.index("Q4_K_M")]
     return quants[len(quants) // 2]
