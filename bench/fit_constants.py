@@ -134,18 +134,21 @@ PROMPT_KERNELS = ("cublas_f16",)
 MOE_MMQ_HELPERS = ("host",)
 
 
+def _build_mark(row: dict, key: str, known: tuple[str, ...]) -> str | None:
+    """A row's mark of the path its build took (`prompt_kernel`, `moe_mmq_helper`): None where
+    it has none; a value the fit does not know stops it (one sentence naming the row)."""
+    value = row.get(key)
+    if value is not None and value not in known:
+        raise ValueError(f"row {row['device']} {row['model']} {row['test']}: unknown {key} {value!r}")
+    return value
+
+
 def moe_helper_on_host(row: dict) -> bool:
-    helper = row.get("moe_mmq_helper")
-    if helper is not None and helper not in MOE_MMQ_HELPERS:
-        raise ValueError(f"row {row['device']} {row['model']} {row['test']}: unknown moe_mmq_helper {helper!r}")
-    return helper == "host"
+    return _build_mark(row, "moe_mmq_helper", MOE_MMQ_HELPERS) == "host"
 
 
 def runs_cublas_f16(row: dict) -> bool:
-    kernel = row.get("prompt_kernel")
-    if kernel is not None and kernel not in PROMPT_KERNELS:
-        raise ValueError(f"row {row['device']} {row['model']} {row['test']}: unknown prompt_kernel {kernel!r}")
-    return kernel == "cublas_f16"
+    return _build_mark(row, "prompt_kernel", PROMPT_KERNELS) == "cublas_f16"
 
 
 @contextlib.contextmanager

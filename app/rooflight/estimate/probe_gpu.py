@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from rooflight.estimate.backend_constants import BACKENDS, BackendConstants
 from rooflight.estimate.config import RunConfig
@@ -167,25 +168,31 @@ def priced_s(hardware, run: Timed) -> float:
     return 1 / p.decode_tok_s if run.gen_tokens else max(1, run.prompt_tokens) / p.prefill_tok_s
 
 
+def _solve_constant(hardware, device: str, base: BackendConstants, field: str, run: Timed, short: Timed | None,
+                    limits: tuple[float, float], *, increasing: bool) -> float | None:
+    """The value of one of base's constants (`field`) that makes the estimator's time for `run`,
+    less its time for `short` (None: nothing), equal the measured difference: what both runs
+    pay besides the part the constant prices cancels."""
+    def t(x: float) -> float:
+        changes: dict[str, Any] = {field: x}  # one float field of BackendConstants
+        hw = with_constants(hardware, device, replace(base, **changes))
+        return priced_s(hw, run) - (priced_s(hw, short) if short else 0.0)
+
+    return bisect(t, run.seconds - (short.seconds if short else 0.0), *limits, increasing=increasing)
+
+
 def solve_layer_s(hardware, device: str, table: BackendConstants, short: Timed, deep: Timed) -> float | None:
     """The cost per layer that makes the estimator's token-time difference between the deep and
     the short tiny model equal the measured one."""
-    def diff(layer_s: float) -> float:
-        hw = with_constants(hardware, device, replace(table, layer_overhead_s=layer_s))
-        return priced_s(hw, deep) - priced_s(hw, short)
-
-    return bisect(diff, deep.seconds - short.seconds, *LAYER_S_LIMITS, increasing=True)
+    return _solve_constant(hardware, device, table, "layer_overhead_s", deep, short, LAYER_S_LIMITS, increasing=True)
 
 
 def solve_moe_layer_s(hardware, device: str, base: BackendConstants, short: Timed, deep: Timed) -> float | None:
     """What a block with routed experts costs beyond a dense one (base holds the dense blocks'
     measured cost): the figure that makes the estimator's token-time difference between the
     deep and the short tiny MoE model equal the measured one."""
-    def diff(extra_s: float) -> float:
-        hw = with_constants(hardware, device, replace(base, moe_layer_overhead_s=extra_s))
-        return priced_s(hw, deep) - priced_s(hw, short)
-
-    return bisect(diff, deep.seconds - short.seconds, *LAYER_S_LIMITS, increasing=True)
+    return _solve_constant(hardware, device, base, "moe_layer_overhead_s", deep, short, LAYER_S_LIMITS,
+                           increasing=True)
 
 
 def solve_moe_expert_tokens(hardware, device: str, base: BackendConstants, run: Timed,
@@ -193,11 +200,8 @@ def solve_moe_expert_tokens(hardware, device: str, base: BackendConstants, run: 
     """The cost per expert touched, in tokens (moe_expert_overhead_tokens), that prices this MoE
     prompt as measured, base holding the GPU's measured efficiencies; short: the tiny 1-layer
     model's prompt, taken off both sides as for the efficiencies."""
-    def t(tokens: float) -> float:
-        hw = with_constants(hardware, device, replace(base, moe_expert_overhead_tokens=tokens))
-        return priced_s(hw, run) - (priced_s(hw, short) if short else 0.0)
-
-    return bisect(t, run.seconds - (short.seconds if short else 0.0), *MOE_TOKENS_LIMITS, increasing=True)
+    return _solve_constant(hardware, device, base, "moe_expert_overhead_tokens", run, short, MOE_TOKENS_LIMITS,
+                           increasing=True)
 
 
 def solve_decode_efficiency(hardware, device: str, base: BackendConstants, run: Timed, short: Timed) -> float | None:
@@ -205,11 +209,8 @@ def solve_decode_efficiency(hardware, device: str, base: BackendConstants, run: 
     the 1-layer tiny one equal the measured one: what every token pays besides its layers and
     weights (llama-cpp-python's eval and sampling, the graph's launch) cancels, as it is not in
     the table's constants either (they were fitted on llama-bench, which has no Python)."""
-    def t(eff: float) -> float:
-        hw = with_constants(hardware, device, replace(base, decode_efficiency=eff))
-        return priced_s(hw, run) - priced_s(hw, short)
-
-    return bisect(t, run.seconds - short.seconds, *EFFICIENCY_LIMITS, increasing=False)
+    return _solve_constant(hardware, device, base, "decode_efficiency", run, short, EFFICIENCY_LIMITS,
+                           increasing=False)
 
 
 def solve_prefill_efficiency(hardware, device: str, base: BackendConstants, run: Timed, *,
@@ -217,13 +218,8 @@ def solve_prefill_efficiency(hardware, device: str, base: BackendConstants, run:
     """The prompt efficiency (quantized or float) that prices this prompt as measured; short:
     the same prompt on the 1-layer tiny model, whose time is taken off both sides (what a
     prompt pays besides its layers and weights, as for decode)."""
-    def t(eff: float) -> float:
-        c = (replace(base, prefill_efficiency_quant=eff) if quantized
-             else replace(base, prefill_efficiency_float=eff))
-        hw = with_constants(hardware, device, c)
-        return priced_s(hw, run) - (priced_s(hw, short) if short else 0.0)
-
-    return bisect(t, run.seconds - (short.seconds if short else 0.0), *EFFICIENCY_LIMITS, increasing=False)
+    field = "prefill_efficiency_quant" if quantized else "prefill_efficiency_float"
+    return _solve_constant(hardware, device, base, field, run, short, EFFICIENCY_LIMITS, increasing=False)
 
 
 def solve_h2d_gbs(hardware, device: str, constants: BackendConstants, run: Timed) -> float | None:
