@@ -179,7 +179,7 @@ def one_bench(rows: list[dict], hw, probe, bench_name: str) -> None:
     """What one `rooflight bench` of one of the shapes would do to the others: its measured /
     probe-predicted ratio stored as calibration, applied per kernel (kernel_calibration.py)
     and, as before, per file type; the same measurements, the benched model left out."""
-    from rooflight.estimate.perf import Ratio
+    from rooflight.estimate.calibration import Ratio
 
     bench = next((r for r in rows if r["name"] == bench_name and r["prompt"] == 512), None)
     if bench is None:

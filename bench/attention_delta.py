@@ -1,7 +1,7 @@
 """CPU decode attention of whole models, measured against its price: what a token costs after
 a long cache less after a short one (weights, per-token and per-layer costs cancel), beside
 the probe-based price of the same difference with and without the scalar remainder of
-llama.cpp's F16 V accumulation (estimate/perf.py f16_simd_block, SCALAR_V_CYCLES).
+llama.cpp's F16 V accumulation (estimate/cpu_attention.py f16_simd_block, SCALAR_V_CYCLES).
 
     python bench/attention_delta.py [--rounds 3] [--long 512]
 
@@ -17,7 +17,7 @@ the run.
 
 The last two columns price every layer over the cells up to the position (a sliding-window
 layer: its whole window + n_ubatch cache), as the estimate did before it followed the
-kernel's split of the cache over threads (perf.cpu_attention_cells).
+kernel's split of the cache over threads (cpu_attention.cpu_attention_cells).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rooflight.estimate import Wishes, kv, perf, plan
-from rooflight.estimate.perf import cpu_attention_units, f16_simd_block
+from rooflight.estimate import Wishes, cpu_attention, kv, plan
+from rooflight.estimate.cpu_attention import cpu_attention_units, f16_simd_block
 from rooflight.gguf import load_model_spec
 from rooflight.gguf.synthetic import write_model
 from rooflight.hardware import detect
@@ -52,13 +52,13 @@ GPT_OSS_ATTENTION = dict(arch="gpt-oss", n_layer=8, n_embd=2880, n_head=64, n_he
 @contextlib.contextmanager
 def whole_cache():
     """Every layer priced over the cells up to the position, a sliding-window layer over its
-    whole cache (the rule before perf.cpu_attention_cells)."""
-    saved = perf.cpu_attention_cells
-    perf.cpu_attention_cells = lambda spec, cfg, position: kv.kv_cells_seen(spec, cfg, position, padded=False)
+    whole cache (the rule before cpu_attention.cpu_attention_cells)."""
+    saved = cpu_attention.cpu_attention_cells
+    cpu_attention.cpu_attention_cells = lambda spec, cfg, position: kv.kv_cells_seen(spec, cfg, position, padded=False)
     try:
         yield
     finally:
-        perf.cpu_attention_cells = saved
+        cpu_attention.cpu_attention_cells = saved
 
 
 def main() -> int:

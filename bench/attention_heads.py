@@ -1,5 +1,5 @@
 """CPU decode attention over head shapes, with a cold cache: where the probe's single
-attention figure (seconds per estimate/perf.cpu_attention_units unit, measured on one MHA
+attention figure (seconds per estimate/cpu_attention.cpu_attention_units unit, measured on one MHA
 shape) holds, and where it does not.
 
     python bench/attention_heads.py [--rounds 4] [--long 2048] [--shapes 64/8/64,32/8/64]
@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from rooflight.estimate import Wishes, plan
-from rooflight.estimate.perf import cpu_attention_units
+from rooflight.estimate.cpu_attention import cpu_attention_units
 from rooflight.gguf import load_model_spec
 from rooflight.gguf.synthetic import write_model
 from rooflight.hardware import detect

@@ -6,7 +6,7 @@ count: does the estimator's price per attention unit stay flat over positions?
 With flash attention on and a view of 512 cells or more, llama.cpp gives each thread one
 contiguous chunk of the view (ggml-cpu/ops.cpp, use_split_kv_path), and the view grows in
 steps of 256 cells (llama_kv_cache::get_n_kv): with 2 threads a token after 530 positions
-waits for a first chunk of 384 cells, as one after 740 does. perf.cpu_attention_cells prices
+waits for a first chunk of 384 cells, as one after 740 does. cpu_attention.cpu_attention_cells prices
 that; the rule before priced the positions. One attention-only model (8 layers of 16 heads of
 128, F16, tiny feed-forward blocks), decode of 16 tokens after each prompt, the median of
 --rounds, interleaved round by round. Per prompt: the extra time over a 16-token cache and
@@ -34,7 +34,7 @@ import tempfile
 from pathlib import Path
 
 from rooflight.estimate import Wishes, plan
-from rooflight.estimate.perf import cpu_attention_units
+from rooflight.estimate.cpu_attention import cpu_attention_units
 from rooflight.gguf import load_model_spec
 from rooflight.gguf.synthetic import write_model
 from rooflight.hardware import detect

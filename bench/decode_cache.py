@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 from rooflight.estimate.config import RunConfig
-from rooflight.estimate.perf import cpu_attention_units
+from rooflight.estimate.cpu_attention import cpu_attention_units
 from rooflight.estimate.probe_roofline import fixed_s
 from rooflight.gguf.synthetic import write_model
 from rooflight.hardware import detect

@@ -1,5 +1,5 @@
 """Does the probe's attention model price what real models pay for attention? Side by side in
-one run: the seconds per attention unit (estimate/perf.cpu_attention_units) that decode pays
+one run: the seconds per attention unit (estimate/cpu_attention.cpu_attention_units) that decode pays
 between a short and a long cache, on
 
 - the probe's attention model as it was (2 layers, 16 query / 4 KV heads: a 4 MiB cache at
@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 from rooflight.estimate import Wishes, plan
-from rooflight.estimate.perf import cpu_attention_units
+from rooflight.estimate.cpu_attention import cpu_attention_units
 from rooflight.gguf import load_model_spec
 from rooflight.gguf.synthetic import write_model
 from rooflight.hardware import detect

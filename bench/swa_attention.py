@@ -1,5 +1,5 @@
 """What a sliding-window layer's decode attention costs on this CPU, against a full one, at
-each thread count: the estimator's rule (perf.cpu_attention_cells: the busiest thread's
+each thread count: the estimator's rule (cpu_attention.cpu_attention_cells: the busiest thread's
 chunk of the cache view, a window skipped outside) beside the one it replaced (every cell
 of the window + n_ubatch cache, whatever the threads).
 
@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 from rooflight.estimate import Wishes, kv, plan
-from rooflight.estimate.perf import cpu_attention_units
+from rooflight.estimate.cpu_attention import cpu_attention_units
 from rooflight.gguf import load_model_spec
 from rooflight.gguf.synthetic import write_model
 from rooflight.hardware import detect

@@ -183,7 +183,7 @@ def test_flash_attention_and_threads_on_a_cpu_only_machine():
     kinds = {c.kind for c in a.cards}
     assert not kinds & {"gpu_layers", "experts"}
     # on a CPU flash attention saves compute buffers but walks the cache row by row, which
-    # decodes slower than two batched mat-muls (measured: perf._ATTENTION_CYCLES_PER_MAC);
+    # decodes slower than two batched mat-muls (measured: cpu_attention._ATTENTION_CYCLES);
     # a card, where the memory is worth it, must say both
     for fa in (c for c in a.cards if c.kind == "flash_attn"):
         assert fa.settings["flash_attn"] is True and fa.after["compute_bytes"] < fa.before["compute_bytes"]

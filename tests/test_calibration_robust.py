@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rooflight.estimate.perf import Calibration, Ratio
+from rooflight.estimate.calibration import Calibration, Ratio
 from rooflight.store.calibration import CalibrationStore, Measurement
 
 

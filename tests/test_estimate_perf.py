@@ -5,9 +5,10 @@ from dataclasses import replace
 import pytest
 
 from rooflight.estimate import Calibration, RunConfig, Wishes, plan, plan_memory
+from rooflight.estimate.calibration import Ratio
 from rooflight.estimate.kv import kv_bytes_read_per_token
 from rooflight.estimate.layers import layer_table
-from rooflight.estimate.perf import BACKENDS, SAMPLING_S_PER_VOCAB, Ratio, decode_time_s
+from rooflight.estimate.perf import BACKENDS, SAMPLING_S_PER_VOCAB, decode_time_s
 from rooflight.gguf.from_hparams import spec_from_hparams
 from test_estimate_memory import GiB, gemma_like, llama, machine
 
@@ -143,7 +144,7 @@ def test_ranking_speed_many_plans_are_cheap():
 
 
 def test_cpu_decode_slows_with_context_and_gqa_costs_less():
-    # measured on this project's CPU (perf._ATTENTION_CYCLES): at 4k positions attention
+    # measured on this project's CPU (cpu_attention._ATTENTION_CYCLES): at 4k positions attention
     # took 4-10x the weights' time on a small model; the estimate must fall with context.
     # No reported clock, like that VM: the cycle tables hold at DEFAULT_CPU_MHZ there
     hw = machine(ram=64 * GiB, backend="cpu")
@@ -276,7 +277,11 @@ def test_narrow_heads_accumulate_v_in_scalar_code_past_the_f16_simd_block():
     attention of the 25M and 100M accuracy shapes (64 wide) took 1.1-1.6 and 3.7-7.3 ms a
     token more at 512 positions than at 16, which the unit model alone priced at 0.7-0.8 and
     0.8-1.0 (bench/attention_delta.py)."""
-    from rooflight.estimate.perf import SCALAR_V_CYCLES, cpu_attention_units, f16_simd_block
+    from rooflight.estimate.cpu_attention import (
+        SCALAR_V_CYCLES,
+        cpu_attention_units,
+        f16_simd_block,
+    )
 
     assert [f16_simd_block(isa) for isa in (("avx2", "avx512f", "avx512_fp16"), ("avx2", "avx512f"), ("avx2",),
                                             ("neon", "fp16_va"), ("neon",), ("neon", "sve"), ())] == \
@@ -311,7 +316,7 @@ def test_cpu_decode_attention_costs_the_busiest_threads_chunk_of_the_cache_view(
     one chunk per thread from 512 cells on, and skips masked cells: the token waits for the
     fullest chunk. Measured on the Zen 4 VM (bench/attention_split.py): with 2 threads decode
     after 530 positions cost what after 740 did; with 1 thread it grew with the positions."""
-    from rooflight.estimate.perf import cpu_attention_cells
+    from rooflight.estimate.cpu_attention import cpu_attention_cells
 
     spec = llama(n_layer=2)
     two = RunConfig(n_ctx=4096, n_gpu_layers=0, n_threads=2, flash_attn=True)
@@ -331,8 +336,8 @@ def test_a_sliding_window_layer_costs_its_window_or_the_busiest_chunk_around_it(
     lies in one thread's chunk; bench/swa_attention.py measured the windowed model's extra
     time at 4096 positions as 0.290 of the full model's with 1 thread (0.265 priced, 0.369
     by the whole cache) and 0.358 with 2 (0.358 priced)."""
+    from rooflight.estimate.cpu_attention import cpu_attention_cells
     from rooflight.estimate.kv import kv_cells_attended, kv_reads_by_layer, window_positions
-    from rooflight.estimate.perf import cpu_attention_cells
 
     spec = gemma_like()
     two = RunConfig(n_ctx=8192, n_gpu_layers=0, n_threads=2, flash_attn=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from rooflight.estimate import Calibration, Wishes, plan
+from rooflight.estimate.calibration import Ratio
 from rooflight.estimate.kernel_calibration import (
     MIN_COVERAGE,
     KernelShares,
@@ -16,7 +17,6 @@ from rooflight.estimate.kernel_calibration import (
     factor,
     shares_of,
 )
-from rooflight.estimate.perf import Ratio
 from rooflight.gguf import load_model_spec
 from rooflight.gguf.synthetic import write_model
 from rooflight.hardware import profile_from_dict

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from rooflight.estimate import Calibration, Wishes, plan, ranges
+from rooflight.estimate.cpu_attention import cpu_attention_units
 from rooflight.estimate.layers import layer_table
-from rooflight.estimate.perf import cpu_attention_units
 from rooflight.estimate.probe import (
     MAX_CLEAN_SPREAD,
     AttentionCost,
@@ -268,7 +268,7 @@ def test_estimate_stands_on_the_probe(q8_model):
 
 
 def test_bench_against_a_probe_corrects_only_the_same_kernels(q8_model):
-    from rooflight.estimate.perf import Ratio
+    from rooflight.estimate.calibration import Ratio
 
     spec = load_model_spec(str(q8_model))
     hw = profile_from_dict(HW)

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from rooflight.estimate.calibration import Calibration
 from rooflight.estimate.moe_plan import fewest_experts_in_ram
-from rooflight.estimate.perf import Calibration
 from rooflight.estimate.plan import Estimate, Wishes, plan
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile

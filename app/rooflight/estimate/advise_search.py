@@ -46,7 +46,7 @@ from rooflight.estimate.advise_types import (
     _kv_types_for,
     quality_of,
 )
-from rooflight.estimate.perf import Calibration
+from rooflight.estimate.calibration import Calibration
 from rooflight.estimate.plan import Wishes, plan
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile

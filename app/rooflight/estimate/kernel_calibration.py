@@ -119,7 +119,7 @@ def factor(target: Shares, fitted: Corrections) -> tuple[float, float]:
 def learnt_line(ratios: Iterable, n_threads: int, most: int = 4) -> str:
     """What measurements against a probe taught it, per kernel, in one line for the This
     machine page ('' when nothing has): the kernels with the most evidence behind them and
-    their decode (and prompt) corrections. ratios: perf.Ratio, those against probe-based
+    their decode (and prompt) corrections. ratios: calibration.Ratio, those against probe-based
     predictions at the probe's thread count count."""
     used = [r for r in ratios if r.basis == "probe" and r.kernels and r.n_threads == n_threads]
     if not used:

@@ -150,7 +150,7 @@ def kv_cells_attended(spec: ModelSpec, cfg: RunConfig, position: int) -> tuple[i
     generating at `position`: it skips a masked cell before reading it (ggml-cpu/ops.cpp,
     flash_attn_ext_f16_one_chunk: `if (mv == -INFINITY) continue;`), so a sliding-window
     layer reads its window, not its cache of window + n_ubatch cells. What the visits cost
-    over the threads is perf.cpu_attention_cells; without flash attention the two mat-muls
+    over the threads is cpu_attention.cpu_attention_cells; without flash attention the two mat-muls
     run over every cell, masked or not."""
     seen = kv_cells_seen(spec, cfg, position, padded=False)
     if not spec.sliding_window:

@@ -20,9 +20,7 @@ kernels (runtime/probe.py), the CPU's share is priced by the measured figures in
 
 from __future__ import annotations
 
-import math
-import statistics
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from rooflight.estimate import backend_constants as _bc
@@ -38,20 +36,19 @@ from rooflight.estimate import (
     weight_passes,
 )
 from rooflight.estimate.backend_constants import BACKENDS, DEFAULT_CPU_MHZ, BackendConstants  # noqa: F401 (re-exported)
+from rooflight.estimate.calibration import Calibration, Ratio
 from rooflight.estimate.compute import micro_batch
 from rooflight.estimate.config import RunConfig
+from rooflight.estimate.cpu_attention import cpu_attention_cycles
 from rooflight.estimate.fp4 import prefill_speed_factor
 from rooflight.estimate.kernel_calibration import (
     ATTENTION_KERNEL,
     FIXED_KERNEL,
     KernelShares,
-    corrections,
     shares_of,
     tally,
 )
-from rooflight.estimate.kernel_calibration import MIN_COVERAGE as _MIN_KERNEL_COVERAGE
-from rooflight.estimate.kernel_calibration import factor as _kernel_factor
-from rooflight.estimate.kv import kv_cells_attended, kv_cells_seen, kv_reads_by_layer
+from rooflight.estimate.kv import kv_reads_by_layer
 from rooflight.estimate.layers import cpu_cycles_per_weight, layer_table
 from rooflight.estimate.memory import MemoryPlan
 from rooflight.estimate.network import step_cost
@@ -118,167 +115,6 @@ def cpu_peak_flops(hardware: HardwareProfile, n_threads: int) -> float:
         per_cycle = 8
     cores = max(1, min(n_threads, hardware.cpu.cores or 1))
     return cores * _cpu_hz(hardware, matmul=True) * per_cycle
-
-
-@dataclass(frozen=True)
-class Ratio:
-    """One stored measurement as calibration sees it: measured / predicted on this machine."""
-
-    weight_type: str  # the model's main weight type (file type): Q4_K_M, Q8_0, ...
-    n_threads: int  # 0: not recorded
-    model_bytes: int  # 0: not recorded
-    decode: float
-    prefill: float
-    basis: str = "table"  # what the prediction stood on: table | probe
-    kernels: KernelShares | None = None  # a probe-based prediction's kernel shares (None: not kept)
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """What this machine told us: a probe of its kernels (estimate/probe.py), and measured /
-    predicted ratios of real models (median of stored measurements).
-
-    Why one model's ratio corrects another's: what the constants above cannot know about
-    a machine (how many cycles its cores really spend per quantized weight, what thread
-    synchronisation costs, how much of the measured bandwidth decode reaches, whether the
-    OS or a hypervisor takes time away) scales the time of every model run the same way
-    on that machine, so the ratio carries over to other sizes of the same kind of model.
-    It carries over less well across thread counts (a 1-thread run pays no
-    synchronisation), across sizes far apart (a model that fits the CPU caches decodes
-    from cache, one ten times larger from RAM) and across weight types (other kernels),
-    so `ratios` keeps each measurement's thread count, size and type, and factors()
-    uses the measurements that match best. With a probe, the kernels, caches and fixed
-    costs are measured, so what is left to correct is per kernel: a measurement against a
-    probe-based prediction corrects the kernels that prediction used, by their shares of it
-    (a least-squares split over the kernels), and an estimate takes those corrections by its
-    own shares (kernel_calibration.py);
-    measurements stored before shares were kept correct models of their own file type.
-    """
-
-    decode_factor: float = 1.0  # median over all measurements: the fallback
-    prefill_factor: float = 1.0
-    samples: int = 0
-    # Thread counts a sweep found fastest here (runtime/threads.py): (model bytes, n_threads)
-    threads: tuple[tuple[int, int], ...] = ()
-    ratios: tuple[Ratio, ...] = ()
-    probe: MachineProbe | None = None  # this machine's probe, valid for this llama.cpp build
-
-    @property
-    def active(self) -> bool:
-        return self.samples > 0
-
-    def uncalibrated(self) -> Calibration:
-        """What a new measurement is compared with: the probe (a property of the machine,
-        like its bandwidth) without the ratios learnt from earlier measurements."""
-        return Calibration(threads=self.threads, probe=self.probe)
-
-    def probe_for(self, cfg: RunConfig) -> MachineProbe | None:
-        """The probe, when it was taken at this plan's thread count."""
-        p = self.probe
-        return p if p is not None and p.n_threads == cfg.n_threads else None
-
-    def matching(self, file_type: str, n_threads: int, model_bytes: int = 0, basis: str = "table",
-                 kernels: KernelShares | None = None) -> tuple[Ratio, ...]:
-        """The measurements that correct a run: with a probe, those against probe-based
-        predictions at its thread count that used one of the run's kernels (or, without
-        kernel shares on either side, those of the same file type); otherwise at the same
-        thread count, narrowed to those within 4x in size and then of the same type where
-        there are any."""
-        if basis == "probe":
-            probed = [r for r in self.ratios if r.basis == "probe" and r.n_threads == n_threads]
-            if kernels is not None and any(r.kernels for r in probed):
-                used = {k for k, _ in kernels.decode} | {k for k, _ in kernels.prefill}
-                return tuple(r for r in probed if r.kernels
-                             and used & ({k for k, _ in r.kernels.decode} | {k for k, _ in r.kernels.prefill}))
-            return tuple(r for r in probed if r.weight_type == file_type.upper())
-        chosen = [r for r in self.ratios if r.n_threads == n_threads and r.basis == "table"]
-        for keep in (lambda r: r.model_bytes > 0 and abs(math.log(max(model_bytes, 1) / r.model_bytes)) <= math.log(4),
-                     lambda r: r.weight_type == file_type.upper()):
-            chosen = [r for r in chosen if keep(r)] or chosen
-        return tuple(chosen)
-
-    def factors(self, file_type: str, n_threads: int, model_bytes: int = 0, basis: str = "table",
-                kernels: KernelShares | None = None) -> tuple[float, float]:
-        """(decode, prefill) factors for a run (correction())."""
-        c = self.correction(file_type, n_threads, model_bytes, basis, kernels)
-        return c.decode, c.prefill
-
-    def correction(self, file_type: str, n_threads: int, model_bytes: int = 0, basis: str = "table",
-                   kernels: KernelShares | None = None) -> Correction:
-        """What this machine's measurements do to a run. With a probe and kernel shares on
-        both sides: the per-kernel corrections of the matching() measurements combined by
-        the run's shares, calibrated once they cover MIN_COVERAGE of its time; otherwise the
-        median over matching() measurements; without a probe and with none at this thread
-        count, all measurements'; with a probe and none that match, 1 (the probe stands)."""
-        matched = self.matching(file_type, n_threads, model_bytes, basis, kernels)
-        if not matched:
-            if basis == "probe":
-                return Correction(1.0, 1.0, (), False, ([], []))
-            return Correction(_bounded(self.decode_factor, basis), _bounded(self.prefill_factor, basis), (),
-                              self.active, ([], []))
-        if basis == "probe" and kernels is not None and all(r.kernels for r in matched):
-            decode, prefill, covered = _kernel_fit(kernels, matched)
-            calibrated = covered >= _MIN_KERNEL_COVERAGE
-            # each measurement priced by the others (leave one out): a least-squares split
-            # with as many kernels as measurements fits each exactly, and would leave a
-            # range of nothing; a run the measurements hardly cover keeps the probe's band
-            own = [_kernel_fit(r.kernels, [o for o in matched if o is not r])[:2] if r.kernels else (1.0, 1.0)
-                   for r in matched]
-            residuals = (([r.decode / f[0] for r, f in zip(matched, own, strict=True)],
-                          [r.prefill / f[1] for r, f in zip(matched, own, strict=True)]) if calibrated else ([], []))
-            return Correction(decode, prefill, matched, calibrated, residuals)
-        decode = _bounded(statistics.median(r.decode for r in matched), basis)
-        prefill = _bounded(statistics.median(r.prefill for r in matched), basis)
-        return Correction(decode, prefill, matched, basis == "probe" or self.active,
-                          ([r.decode / decode for r in matched], [r.prefill / prefill for r in matched]))
-
-    def preferred_threads(self, model_bytes: int) -> int | None:
-        """The fastest thread count measured for the model nearest in size, if within 8x.
-
-        Size matters: small models are bound by per-token synchronisation (fewer threads
-        can win), large ones by memory bandwidth, which saturates before all cores do.
-        """
-        best, best_dist = None, math.log(THREAD_SIZE_REACH)
-        for nbytes, n_threads in self.threads:
-            dist = abs(math.log(max(model_bytes, 1) / max(nbytes, 1)))
-            if dist <= best_dist:
-                best, best_dist = n_threads, dist
-        return best
-
-
-@dataclass(frozen=True)
-class Correction:
-    """Calibration.correction: the factors for a run, the measurements they stand on,
-    whether it counts as calibrated, and those measurements' residuals for its range."""
-
-    decode: float
-    prefill: float
-    matched: tuple[Ratio, ...]
-    calibrated: bool
-    residuals: tuple[list[float], list[float]]  # (decode, prefill); empty: not the range's basis
-
-
-def _kernel_fit(kernels: KernelShares, measured: Iterable[Ratio]) -> tuple[float, float, float]:
-    """(decode factor, prefill factor, decode coverage) of a run with these shares from the
-    per-kernel least-squares corrections of these measurements (kernel_calibration.py)."""
-    known = [(r.kernels, r) for r in measured if r.kernels is not None]
-    decode, covered = _kernel_factor(kernels.decode, corrections((k.decode, r.decode) for k, r in known))
-    prefill, _ = _kernel_factor(kernels.prefill, corrections((k.prefill, r.prefill) for k, r in known))
-    return _bounded(decode, "probe"), _bounded(prefill, "probe"), covered
-
-
-def _bounded(factor: float, basis: str) -> float:
-    """A correction within what calibration accepts of one measurement (ranges.plausible_limit:
-    PLAUSIBLE_RATIO beyond the basis's band). Measurements past it, or taken beside a busy
-    program, are never used (store/calibration.py), so this bounds only what combining them
-    can reach (the per-kernel least squares). It was 4x until 2026-12-05: a quiet Zen-1-era
-    EPYC VM ran 7-12x off the table, and a bench there could correct no more than 4x of it."""
-    limit = ranges.plausible_limit(basis)
-    return min(limit, max(1 / limit, factor))
-
-
-# A thread preference measured on one model applies to models within this size factor.
-THREAD_SIZE_REACH = 8.0
 
 
 @dataclass(frozen=True)
@@ -489,7 +325,7 @@ def decode_parts_s(
             # the probe measured attention as time per modelled cycle (cache reads included)
             assert probe is not None  # cpu_weights come from a probe
             att = probe.attention_for(cfg.flash_attn)
-            cyc = _cpu_attention_cycles(spec, cfg, position, start, end, hardware.cpu.isa)
+            cyc = cpu_attention_cycles(spec, cfg, position, start, end, hardware.cpu.isa)
             if att is not None:
                 parts["compute"] += cyc * att.decode_s_per_unit
                 tally(kernels, ATTENTION_KERNEL, cyc * att.decode_s_per_unit)
@@ -503,7 +339,7 @@ def decode_parts_s(
             run_reads = cpu_kv_reads
         reads[dev] = sum(run_reads[start:end], reads.get(dev, 0.0))
         if dev == CPU:
-            attention_cycles += _cpu_attention_cycles(spec, cfg, position, start, end, hardware.cpu.isa)
+            attention_cycles += cpu_attention_cycles(spec, cfg, position, start, end, hardware.cpu.isa)
     if fixed.cpu_weights is not None:
         parts["memory"] += fixed.cpu_weights["memory"]
         parts["compute"] += fixed.cpu_weights["compute"]
@@ -531,109 +367,6 @@ def decode_time_s(
     """(seconds for one token at `position`, of which fixed overhead)."""
     parts = decode_parts_s(spec, hardware, cfg, mem, position, probe=probe)
     return sum(parts.values()), parts["overhead"]
-
-
-def cpu_attention_units(spec: ModelSpec, cfg: RunConfig, position: float, isa: Iterable[str] = ()) -> float:
-    """The decode attention model's cycles for one token at `position`, all layers (what a
-    probe's attention figure is seconds per), on a CPU with these ISA flags (f16_simd_block)."""
-    return _cpu_attention_cycles(spec, cfg, int(position), 0, spec.n_layer, isa)
-
-
-# CPU cycles for decode attention (one query row against the cache), by flash attention
-# on/off: per cached K/V element visited, and per multiply-add. llama.cpp's CPU flash-attention
-# kernel walks the cache one K/V row at a time (vec_dot, online softmax, vec_mad); the cost
-# follows the rows it streams more than the arithmetic, so query heads sharing a KV head
-# (GQA) add little. Without flash attention K and V go through two batched mat-muls, about
-# half the cost. Fitted here (2-core AVX-512 EPYC, f16 cache, 4 layers, positions 256-12k,
-# 1 and 2 threads): 16 query / 16 KV heads cost ~1.0 cycle per element, 16 / 4 heads ~1.3
-# per element -> 0.9 per element + 0.1 per multiply-add; flash attention off ~0.55 per
-# multiply-add without GQA, split the same way.
-_ATTENTION_CYCLES = {True: (0.9, 0.1), False: (0.5, 0.05)}  # (per KV element, per MAC)
-
-# With flash attention, each query head adds every cached V row into an F16 accumulator with
-# ggml_vec_mad_f16 (ggml-cpu/ops.cpp flash_attn_ext_f16_one_chunk, the decode path, F16
-# cache; vec.h), whose SIMD loop covers the head width in blocks of GGML_F16_STEP elements and
-# leaves the rest to a scalar loop converting each element F16 -> F32 -> F16
-# (simd-mappings.h): blocks of 128 with AVX512-FP16 (a native build on Sapphire Rapids and
-# later), 64 with AVX-512 otherwise, 32 with AVX/AVX2 and with NEON's FP16 arithmetic, 16
-# with NEON without it; SVE's loop is predicated. So a 64-wide head (gpt-oss, Llama 3.2 1B,
-# Qwen2.5 0.5B...) on an AVX512-FP16 CPU accumulates V entirely in scalar code. A scalar
-# element costs this many of the cycles above: fitted on one attention-only shape (MHA 16/16,
-# 64 against 128 wide: bench/attention_heads.py on an AMX Xeon VM, 2026-12-06: 2.95). Held
-# out on that VM: eleven other shapes of 64-192 wide heads at x0.73-1.34 of the probe shape's
-# cost per unit (the narrow ones x1.3-6.5 without it); the attention of three 64-wide models,
-# gpt-oss-20b's layout among them, measured x0.58-1.96 of the estimate over five runs, x1.7-9.3
-# without it (bench/attention_delta.py; docs/DECISIONS.md, "Narrow heads").
-SCALAR_V_CYCLES = 3.0
-
-
-def f16_simd_block(isa: Iterable[str]) -> int | None:
-    """GGML_F16_STEP of a native llama.cpp build on a CPU with these flags: the elements
-    ggml_vec_mad_f16's SIMD loop takes at a time; None where no remainder is left scalar
-    (SVE) or the flags say nothing."""
-    flags = set(isa)
-    if "sve" in flags:
-        return None
-    if "avx512_fp16" in flags:
-        return 128
-    if "avx512f" in flags:
-        return 64
-    if flags & {"avx", "avx2"}:
-        return 32
-    if "neon" in flags:
-        return 32 if "fp16_va" in flags else 16
-    return None
-
-
-# llama.cpp's CPU flash attention gives each thread one contiguous chunk of a token's cache
-# view when the view holds this many cells or more (ggml-cpu/ops.cpp, use_split_kv_path: one
-# query row, K and V both F16 or F32), and a thread skips the masked cells of its chunk; the
-# token waits for the thread whose chunk holds the most cells it must visit. Below it, or
-# with a quantized cache, the threads share the query heads and each visits every unmasked
-# cell. Measured on the 2-core Zen 4 VM (2026-12-06, an attention-only model, 16 heads of
-# 128): with 2 threads, decode after 530 cached positions cost what it cost after 740, and
-# after 790 what after 1000 (the view steps at 768 and 1024 cells); with 1 thread it grew
-# with the positions (bench/attention_split.py); bench/swa_attention.py checks windows.
-SPLIT_KV_MIN_CELLS = 512
-
-
-def cpu_attention_cells(spec: ModelSpec, cfg: RunConfig, position: int) -> tuple[int, ...]:
-    """Per layer, the cached cells one token's CPU decode attention costs at `position`,
-    counted as if its threads shared them evenly (what _ATTENTION_CYCLES are per).
-
-    Flash attention on: the cells the mask leaves (kv.kv_cells_attended: a sliding-window
-    layer's window, not its window + n_ubatch cache), except on the split path, where the
-    busiest thread's chunk sets the time: threads x min(chunk, cells visited), taking a
-    window as lying within one chunk. So with 2 threads a Gemma 3 layer's 512-token window in
-    its 1024-cell cache costs the whole cache, with 1 thread the window; and a full layer
-    costs its view padded to 256 cells (llama_kv_cache::get_n_kv), not its positions. Off:
-    the two mat-muls run over every cell of the view, masked or not."""
-    views = kv_cells_seen(spec, cfg, position + 1)  # the cache holds the token being generated
-    if not cfg.flash_attn:
-        return views
-    visited = kv_cells_attended(spec, cfg, position)
-    if cfg.kv_type != "f16":
-        return visited
-    threads = max(1, cfg.n_threads)
-    return tuple(threads * min(-(-view // threads), cells) if view >= SPLIT_KV_MIN_CELLS else cells
-                 for cells, view in zip(visited, views, strict=True))
-
-
-def _cpu_attention_cycles(spec: ModelSpec, cfg: RunConfig, position: int, start: int, end: int,
-                          isa: Iterable[str] = ()) -> float:
-    """Cycles for attention over the cached positions of layers [start, end) for one token."""
-    seen = cpu_attention_cells(spec, cfg, position)
-    per_element, per_mac = _ATTENTION_CYCLES[bool(cfg.flash_attn)]
-    block = f16_simd_block(isa) if cfg.flash_attn and cfg.kv_type == "f16" else None
-    cycles = 0.0
-    for il in range(start, end):
-        if seen[il]:
-            n_kv = spec.n_head_kv[il] or spec.n_head[il]
-            dk, dv = spec.head_dims(il)
-            scalar = dv % block if block else 0  # V elements past the SIMD loop's last block
-            cycles += seen[il] * ((dk + dv) * (n_kv * per_element + spec.n_head[il] * per_mac)
-                                  + spec.n_head[il] * scalar * SCALAR_V_CYCLES)
-    return cycles
 
 
 def _cpu_hz(hardware: HardwareProfile, matmul: bool = False) -> float:

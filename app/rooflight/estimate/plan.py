@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING
 
 from rooflight.errors import BadInputError
 from rooflight.estimate import experts, moe_plan
+from rooflight.estimate.calibration import Calibration
 from rooflight.estimate.config import KV_TYPES, RunConfig
 from rooflight.estimate.memory import MemoryPlan, plan_memory
-from rooflight.estimate.perf import Calibration, PerfEstimate, estimate_performance
+from rooflight.estimate.perf import PerfEstimate, estimate_performance
 from rooflight.estimate.placement import has_offload_devices
 from rooflight.estimate.support import check_supported
 from rooflight.gguf.spec import ModelSpec

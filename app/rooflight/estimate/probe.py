@@ -9,7 +9,7 @@ The figures, all at the probe's thread count on the CPU backend:
   a model several times the last-level cache (so it is what a real model pays), and the
   bytes per second that reached; and seconds per weight element per prompt token for the
   matrix-matrix product at the planned micro-batch;
-- attention: seconds per unit of perf.py's attention model (decode: its cycle count over
+- attention: seconds per unit of cpu_attention.py's attention model (decode: its cycle count over
   the cached positions; prefill: its FLOPs), flash attention on and off;
 - fixed: seconds per token (graph, Python, sampler), per layer, per vocabulary entry;
 - image encode: the FLOP/s a vision projector's encoder graph (mtmd) reached, FLOPs counted
@@ -52,7 +52,7 @@ KEEP = 3
 # figure priced real models' decode attention 1.2-1.8x fast. 4: the models load with
 # op_offload off; on a GPU build, method 3's prompt figures had the GPU's matmuls in them
 # (its CPU-only machines measure the same again, once). 5: decode attention units count the
-# cells of the busiest thread's chunk of the cache view (perf.cpu_attention_cells); with 2 or
+# cells of the busiest thread's chunk of the cache view (cpu_attention.cpu_attention_cells); with 2 or
 # more threads, method 4's long-cache figure was per 1040-1170 positions where the kernel
 # walked a 1280-cell view, and priced attention 11-22% dear under the new units. Older
 # probes are measured again.
@@ -158,7 +158,7 @@ def fixed_costs(
 @dataclass(frozen=True)
 class AttentionCost:
     flash_attn: bool
-    decode_s_per_unit: float  # seconds per perf._cpu_attention_cycles unit
+    decode_s_per_unit: float  # seconds per cpu_attention.cpu_attention_cycles unit
     prefill_s_per_flop: float  # seconds per attention FLOP in prompt processing
     spread: float = 0.0
 

@@ -15,9 +15,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from rooflight.estimate.calibration import Calibration
 from rooflight.estimate.config import padded_ctx
 from rooflight.estimate.memory import DeviceMemory
-from rooflight.estimate.perf import Calibration
 from rooflight.estimate.plan import Estimate, Wishes, plan
 from rooflight.gguf.spec import ModelSpec
 from rooflight.hardware.profile import HardwareProfile

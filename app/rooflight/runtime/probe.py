@@ -1183,7 +1183,8 @@ def _derive(fixed: FixedCosts, attn_raw, kernel_raw, n_ubatch: int, n_threads: i
     attention model's weights, the kernels need attention and fixed costs to subtract theirs;
     one pass with attention taken as zero for the kernels' tiny share, then the real one."""
     from rooflight.estimate.config import RunConfig
-    from rooflight.estimate.perf import cpu_attention_units, prefill_attention_flops
+    from rooflight.estimate.cpu_attention import cpu_attention_units
+    from rooflight.estimate.perf import prefill_attention_flops
 
     def cfg(fa: bool) -> RunConfig:
         return RunConfig(n_ctx=2048, n_gpu_layers=0, n_threads=n_threads, flash_attn=fa,

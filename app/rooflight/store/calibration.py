@@ -4,7 +4,7 @@ Each `rooflight bench` (and, later, each chat reply) stores what was predicted a
 was measured. The estimator's constants come from other machines; the median
 measured/predicted ratio of recent runs on this machine and backend corrects them,
 preferring runs at the same thread count, of similar size and weight type
-(estimate.perf.Calibration).
+(estimate.calibration.Calibration).
 Thread sweeps (runtime/threads.py) keep the fastest thread count per model-size band
 here too. SQLite in WAL mode, one row per measurement.
 """
@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from rooflight.estimate.calibration import Calibration, Ratio
 from rooflight.estimate.kernel_calibration import KernelShares
-from rooflight.estimate.perf import Calibration, Ratio
 from rooflight.estimate.ranges import PLAUSIBLE_RATIO, plausible_limit, plausible_ratio  # noqa: F401 (re-exported)
 from rooflight.runtime import probe_defaults
 from rooflight.runtime.probe_defaults import DEFAULT_BUSY_THRESHOLD
