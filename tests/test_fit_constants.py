@@ -63,8 +63,8 @@ def test_a_quoted_row_says_what_its_quote_says():
         where = f"{r['device']} {r['model']} {r['test']}"
         assert f"{r['t_s']:.2f}" in line, where
         mib = re.search(r"([\d.]+) MiB", line)  # small files: llama-bench prints MiB
-        size = f"{r['size_gib']:.2f} GiB" in line or (mib and round(float(mib[1]) / 1024, 2) == r["size_gib"])
-        assert r["size_gib"] is None or size, where
+        assert r["size_gib"] is None or f"{r['size_gib']:.2f} GiB" in line or (
+            mib and round(float(mib[1]) / 1024, 2) == r["size_gib"]), where
         assert r["test"].split("@")[0] in line.replace(" ", ""), where
 
 
