@@ -23,12 +23,13 @@ import tempfile
 from pathlib import Path
 
 from rooflight.catalog import find_model
-from rooflight.estimate import Wishes, plan
+from rooflight.estimate import Calibration, Wishes, plan
 from rooflight.gguf import load_model_spec
 from rooflight.gguf.from_hparams import spec_from_hparams
 from rooflight.gguf.synthetic import write_model
 from rooflight.hardware import detect, profile_from_dict
 from rooflight.runtime.measure import measure
+from rooflight.store.probes import current_probe
 
 MIB = 1024 * 1024
 GiB = 2**30
@@ -43,8 +44,11 @@ GPUS = {8: "RTX 4060", 12: "RTX 3060", 16: "RTX 4060 Ti 16GB", 24: "RTX 3090"}
 
 def measured_part(repeats: int) -> None:
     hw = detect()
+    # predicted as the app predicts this machine: on its stored probe where there is one
+    cal = Calibration(probe=current_probe(hw))
     print(f"This machine: {hw.cpu.name}, {hw.cpu.cores} cores, backend {hw.backend}; "
-          f"load average {os.getloadavg()[0]:.1f} (shared with other work: timings are noisy)")
+          f"load average {os.getloadavg()[0]:.1f} (shared with other work: timings are noisy); "
+          f"predictions on {'its stored probe' if cal.probe else 'the table (no current probe: rooflight probe)'}")
     with tempfile.TemporaryDirectory() as d:
         for name, kw in MODELS.items():
             path = write_model(Path(d) / f"{name}.gguf", context_length=4096, **kw)
@@ -53,7 +57,7 @@ def measured_part(repeats: int) -> None:
             print(f"{'N':>3} {'overridden':>10} {'planned MiB':>12} {'llama.cpp MiB':>14} "
                   f"{'decode pred':>12} {'meas':>8} {'prefill pred':>13} {'meas':>8}")
             for n in (0, spec.n_layer // 2, spec.n_layer):
-                est = plan(spec, hw, Wishes(n_ctx=1024, n_cpu_moe=n))
+                est = plan(spec, hw, Wishes(n_ctx=1024, n_cpu_moe=n), calibration=cal)
                 runs = [measure(path, est.config, prompt_tokens=256, gen_tokens=64) for _ in range(repeats)]
                 best = max(runs, key=lambda r: r.decode_tok_s)
                 b = best.buffers
@@ -81,7 +85,7 @@ def what_if_part() -> None:
     cpu = {"name": "what-if CPU", "cores": 8, "threads": 16, "isa": ["avx2", "fma"], "ram_total_bytes": 128 * GiB,
            "ram_available_bytes": int(0.9 * 128 * GiB), "ram_bandwidth_gbs": 50.0, "max_freq_mhz": 4500.0}
     print("\nWhat-if GPUs (8 cores, 128 GB DDR5 at 50 GB/s), 8K context: decode tok/s")
-    print(f"{'model':<22}{'GPU':>5} {'layer split':>18} {'experts in RAM':>22}  auto")
+    print(f"{'model':<22}{'GPU':>22} {'layer split':>18} {'experts in RAM':>22}  auto")
     for name, spec in shapes.items():
         for gb, gpu in GPUS.items():
             hw = profile_from_dict({"gpus": [{"name": gpu}], "cpu": cpu}, measure_bandwidth=False)
@@ -91,7 +95,7 @@ def what_if_part() -> None:
             m = c.experts_in_ram
             split = f"{s['decode_tok_s']:.1f} ({s['n_gpu_layers']} layers)"
             moe = f"{m['decode_tok_s']:.1f} (N={m['n_cpu_moe']}, {m['n_gpu_layers']} layers)" if m else "-"
-            print(f"{name:<22}{gb:>4}G {split:>18} {moe:>22}  {c.placement}")
+            print(f"{name:<22}{gpu + f' {gb}G':>22} {split:>18} {moe:>22}  {c.placement}")
 
 
 def main() -> None:
