@@ -18,21 +18,31 @@ from rooflight.estimate.advise import (
     NOT_MEASURED,
     QUANT_SOURCE,
     Variant,
-    _experts_moved,
-    _min_experts_on_cpu,
-    _objectives,
     advise,
     catalog_variants,
     default_quant,
+    min_experts_on_cpu,
     plan_experts_on_cpu,
     quality_of,
     settings_config,
     settings_wishes,
 )
+from rooflight.estimate.advise_search import _objectives
 from rooflight.estimate.placement import CPU
 from rooflight.hardware import profile_from_dict
 
 GiB = 2**30
+
+
+def _experts_moved(spec, n_cpu_moe):
+    """The spec with the routed-expert tensors of the first n layers taken out of their
+    blocks, i.e. placed with the CPU-side input tensors: an independent way to state what
+    --n-cpu-moe does to memory, compared with plan_memory of RunConfig.n_cpu_moe."""
+    tensors = tuple(
+        replace(t, layer=None) if t.is_expert and t.layer is not None and t.layer < n_cpu_moe else t
+        for t in spec.tensors
+    )
+    return replace(spec, tensors=tensors)
 
 
 def _profile(gpus=(), ram_gib=32, cores=8, backend=None):
@@ -156,7 +166,7 @@ def test_a_smaller_micro_batch_without_a_gpu_says_it_saves_ram():
 
 def test_experts_on_cpu_moves_exactly_the_expert_bytes():
     spec = find_model("qwen3-30b-a3b").spec("Q4_K_M")
-    n = _min_experts_on_cpu(spec, RTX_3060, Wishes(n_ctx=8192))
+    n = min_experts_on_cpu(spec, RTX_3060, Wishes(n_ctx=8192))
     est = plan_experts_on_cpu(spec, RTX_3060, Wishes(n_ctx=8192), n)
     full = plan(spec, RTX_3060, Wishes(n_ctx=8192, n_gpu_layers=49))
     moved = sum(t.n_bytes for t in spec.tensors if t.is_expert and t.layer < n)

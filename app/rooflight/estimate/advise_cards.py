@@ -11,6 +11,7 @@ import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from rooflight.estimate.advise_experts import min_experts_on_cpu
 from rooflight.estimate.advise_text import _changes, _ctx, _gb, _numbers, _title, _tok
 from rooflight.estimate.advise_types import (
     CONTEXT_LADDER,
@@ -302,9 +303,7 @@ def _experts_card(s: _Search, v: Variant, base: Candidate, w0: Wishes) -> list[A
     if not (spec.is_moe and _has_gpu(s.hw)) or base.fit == "full_gpu":
         return []
     w = replace(w0, n_gpu_layers="auto")
-    from rooflight.estimate.advise import _min_experts_on_cpu  # the roofline's part
-
-    n = _min_experts_on_cpu(spec, s.hw, w)
+    n = min_experts_on_cpu(spec, s.hw, w)
     if not n:
         return []
     after = s.eval(v, w, n_cpu_moe=n)

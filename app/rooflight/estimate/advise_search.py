@@ -1,6 +1,6 @@
 """The advisor's search: advise() evaluates the settings llama.cpp offers for one model on
 one machine with the estimator itself (plan(): plan_memory + estimate_performance, or
-advise.plan_experts_on_cpu for MoE experts kept in RAM), collects the cards
+advise_experts.plan_experts_on_cpu for MoE experts kept in RAM), collects the cards
 (advise_cards.py) and a small Pareto front over quality, decode, prefill and memory.
 
 How the space is pruned (so one model takes well under 200 ms, bench/advise_speed.py):
@@ -38,6 +38,7 @@ from rooflight.estimate.advise_cards import (
     _swa_card,
     _threads_card,
 )
+from rooflight.estimate.advise_experts import plan_experts_on_cpu
 from rooflight.estimate.advise_types import (
     Advice,
     AdviceCard,
@@ -68,8 +69,6 @@ class _Search:
         c = self.cache.get(key)
         if c is None:
             if n_cpu_moe:
-                from rooflight.estimate.advise import plan_experts_on_cpu  # the roofline's part
-
                 est = plan_experts_on_cpu(v.spec, self.hw, w, n_cpu_moe, calibration=self.cal)
             else:
                 est = plan(v.spec, self.hw, w, calibration=self.cal)
