@@ -139,6 +139,65 @@ def test_attention_cost_per_unit():
     assert a.prefill_s_per_flop == pytest.approx(0.2 / 4e9)
 
 
+def test_decode_attention_splits_into_reads_and_per_head_work_from_an_mha_and_a_gqa_model():
+    """Two models' timings made with known prices for the K/V reads and the per-query-head
+    work come back as those prices, and price a third head layout as they were made; a part
+    that solves below zero is held at 0; two models that do not tell the parts apart leave
+    the one figure as it was."""
+    from rooflight.estimate.config import RunConfig
+    from rooflight.estimate.cpu_attention import AttentionUnits, cpu_attention_split
+    from rooflight.estimate.probe import split_decode_cost
+    from rooflight.gguf.from_hparams import spec_from_hparams
+
+    def units(n_head, n_kv):
+        spec = spec_from_hparams(name="a", arch="llama", ftype="F16", n_layer=4, n_embd=256, n_head=n_head,
+                                 n_head_kv=n_kv, head_dim=128, n_ff=256, n_vocab=1000, context_length=4096)
+        cfg = RunConfig(n_ctx=2048, n_gpu_layers=0, n_threads=2, flash_attn=True)
+        return cpu_attention_split(spec, cfg, 1040, ()) - cpu_attention_split(spec, cfg, 20, ())
+
+    mha, gqa, llama3 = units(16, 16), units(32, 4), units(32, 8)
+    assert gqa.compute / gqa.memory > 7 * mha.compute / mha.memory  # the work weighs 8x more in the GQA model
+    reads, work = 0.05e-9, 1.4e-9
+    def time(u):
+        return u.memory * reads + u.compute * work
+
+    one = AttentionCost(True, time(mha) / mha.total, 1e-11)
+    split = split_decode_cost(one, (time(mha), mha), (time(gqa), gqa))
+    assert split.decode_s_per_unit == pytest.approx(reads) and split.decode_s_per_compute_unit == pytest.approx(work)
+    assert split.decode_s(llama3) == pytest.approx(time(llama3))
+    assert one.decode_s(llama3) == pytest.approx(llama3.total * one.decode_s_per_unit)  # one figure for both
+    assert one.decode_s(llama3) < 0.5 * time(llama3)  # what one figure did to a GQA model here
+    # a GQA model faster than its reads alone allow: the work held at 0, the reads fitted to
+    # both; far slower than the MHA model's reads allow: the reads held at 0
+    fast = split_decode_cost(one, (time(mha), mha), (0.1 * time(gqa), gqa))
+    assert fast.decode_s_per_compute_unit == 0.0 and fast.decode_s_per_unit > 0
+    slow = split_decode_cost(one, (0.1 * time(mha), mha), (time(gqa), gqa))
+    assert slow.decode_s_per_unit == 0.0 and slow.decode_s_per_compute_unit > 0
+    same = AttentionUnits(mha.memory, mha.compute)
+    assert split_decode_cost(one, (time(mha), mha), (2 * time(mha), same)) is one
+
+
+def test_attention_units_keep_their_total_and_split_by_heads():
+    from rooflight.estimate.config import RunConfig
+    from rooflight.estimate.cpu_attention import cpu_attention_cycles, cpu_attention_parts
+    from rooflight.gguf.from_hparams import spec_from_hparams
+
+    def spec(n_head, n_kv, width=128):
+        return spec_from_hparams(name="a", arch="llama", ftype="F16", n_layer=2, n_embd=256, n_head=n_head,
+                                 n_head_kv=n_kv, head_dim=width, n_ff=256, n_vocab=1000, context_length=4096)
+
+    cfg = RunConfig(n_ctx=2048, n_gpu_layers=0, n_threads=2, flash_attn=True)
+    isa = ("avx2", "avx512f", "avx512_fp16")
+    for s in (spec(16, 16), spec(32, 8), spec(64, 8, 64)):
+        parts = cpu_attention_parts(s, cfg, 1000, 0, 2, isa)
+        assert parts.total == pytest.approx(cpu_attention_cycles(s, cfg, 1000, 0, 2, isa))
+    a, b = cpu_attention_parts(spec(32, 8), cfg, 1000, 0, 2), cpu_attention_parts(spec(32, 4), cfg, 1000, 0, 2)
+    assert b.memory == pytest.approx(a.memory / 2) and b.compute == pytest.approx(a.compute)  # reads per KV head
+    # a narrow head's scalar V remainder is per-query-head work
+    narrow = cpu_attention_parts(spec(64, 8, 64), cfg, 1000, 0, 2, isa)
+    assert narrow.compute > cpu_attention_parts(spec(64, 8, 64), cfg, 1000, 0, 2).compute
+
+
 def test_the_attention_model_s_cache_outgrows_the_last_level_cache():
     """Its KV cache at the probe's cached positions is twice the LLC (the weights of a real
     model evict each layer's cache between tokens), within 2-8 layers."""
@@ -180,6 +239,11 @@ def test_probe_round_trips_through_a_dict():
     del older["out_of_time"]  # a probe stored before the field
     assert MachineProbe.from_dict(older).out_of_time == ()
     assert p.expert_cost_by_type == {"Q4_K": 2.3, "Q8_0": 1.8}
+    split = replace(p, attention=tuple(replace(a, decode_s_per_compute_unit=2e-10) for a in p.attention))
+    assert MachineProbe.from_dict(json.loads(json.dumps(split.to_dict()))) == split
+    for a in older["attention"]:  # a probe stored before decode attention had two figures
+        a.pop("decode_s_per_compute_unit", None)
+    assert all(a.decode_s_per_compute_unit is None for a in MachineProbe.from_dict(older).attention)
 
 
 def test_expert_cost_is_what_prices_the_measured_moe_prompt():
@@ -409,6 +473,11 @@ def test_reduced_probe_then_estimate_stands_on_it(llama_cpp, q8_model, tmp_path,
     q8 = cpu["weight_types"]["Q8_0"]
     assert q8["decode_ns_per_weight"] > 0 and q8["prefill_ns_per_weight"] > 0 and q8["bound"] in ("memory", "compute")
     assert {a["flash_attn"] for a in cpu["attention"]} == {True, False}
+    # flash attention on has two decode figures (the GQA model beside the MHA one), off one
+    on = next(a for a in cpu["attention"] if a["flash_attn"])
+    assert on["decode_ns_per_compute_unit"] is not None and on["decode_ns_per_compute_unit"] >= 0
+    assert next(a for a in cpu["attention"] if not a["flash_attn"])["decode_ns_per_compute_unit"] is None
+    assert "attention-gqa/fa-on/decode-long" in doc["runs"]
     assert cpu["fixed"]["token_us"] >= 0 and doc["duration_s"] <= 60 + 10
     # Q8_0 is an expert type: its MoE prompt was measured and priced, or it says why not
     assert ("Q8_0" in cpu["expert_costs"] and 0.5 <= cpu["expert_costs"]["Q8_0"] <= 10) or (
@@ -426,7 +495,7 @@ def test_reduced_probe_then_estimate_stands_on_it(llama_cpp, q8_model, tmp_path,
     # each fixed cost and flash-on attention figure has runs in its own slot and more a slot
     # later: the fixed costs' after attention's first runs, attention's after the fixed ones'
     order = [c[0] for c in calls]
-    early = ("fixed/", "attention/fa-on/")
+    early = ("fixed/", "attention/fa-on/", "attention-gqa/fa-on/")
     for figure in [n for n, deferred in calls if not deferred and n.startswith(early)]:
         assert (figure, True) in calls, f"{figure} has no deferred runs"
     last_attention_slot = max(i for i, (n, d) in enumerate(calls) if n.startswith("attention/fa-on/") and not d)

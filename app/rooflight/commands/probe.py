@@ -100,9 +100,11 @@ def format_probe(run) -> str:
     for wt, why in run.skipped.items():
         lines.append(f"{wt:12}  {why}")
     for a in p.attention:
-        lines.append(f"attention, flash {'on ' if a.flash_attn else 'off'}: {a.decode_s_per_unit * 1e9:.3f} ns per "
-                     f"modelled decode cycle, {a.prefill_s_per_flop * 1e12:.1f} ps per prompt FLOP "
-                     f"(spread {a.spread:.0%})")
+        decode = (f"{a.decode_s_per_unit * 1e9:.3f} ns per modelled decode cycle" if a.decode_s_per_compute_unit is None
+                  else f"{a.decode_s_per_unit * 1e9:.3f} ns per modelled decode cycle of K/V reads, "
+                       f"{a.decode_s_per_compute_unit * 1e9:.3f} of per-query-head work")
+        lines.append(f"attention, flash {'on ' if a.flash_attn else 'off'}: {decode}, "
+                     f"{a.prefill_s_per_flop * 1e12:.1f} ps per prompt FLOP (spread {a.spread:.0%})")
     f = p.fixed
     if not p.attention:  # the budget ran out before the figures every other one needs
         lines.append("Nothing was measured completely (see the reason below).")

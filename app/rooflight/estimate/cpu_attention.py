@@ -1,22 +1,47 @@
 """The CPU decode attention model: the cycles one token's attention over the cache costs in
 llama.cpp's CPU kernels (flash attention on or off), counted per cached cell the busiest
-thread visits. A probe's attention figure is seconds per one of these cycles
-(probe.AttentionFigure.decode_s_per_unit); without a probe they are priced at the CPU's
-clock (perf.decode_parts_s)."""
+thread visits, in two parts: the cached K/V elements the token reads (per KV head) and the
+work each query head does on them (per query head). A probe prices each part by its own
+figure where it measured both (probe.AttentionCost.decode_s: an MHA model and a GQA one),
+else both by one; without a probe they are cycles at the CPU's clock (perf.decode_parts_s)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from rooflight.estimate.config import RunConfig
 from rooflight.estimate.kv import kv_cells_attended, kv_cells_seen
 from rooflight.gguf.spec import ModelSpec
 
 
+@dataclass(frozen=True)
+class AttentionUnits:
+    """One token's decode attention in the model's cycles: `memory`, per cached K/V element
+    read (once per KV head: the query heads that share it find it in the core's caches), and
+    `compute`, per element and query head (the dot product, the softmax step, the V
+    accumulation, and its scalar remainder on narrow heads)."""
+
+    memory: float = 0.0
+    compute: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.memory + self.compute
+
+    def __sub__(self, other: AttentionUnits) -> AttentionUnits:
+        return AttentionUnits(self.memory - other.memory, self.compute - other.compute)
+
+
 def cpu_attention_units(spec: ModelSpec, cfg: RunConfig, position: float, isa: Iterable[str] = ()) -> float:
     """The decode attention model's cycles for one token at `position`, all layers (what a
     probe's attention figure is seconds per), on a CPU with these ISA flags (f16_simd_block)."""
     return cpu_attention_cycles(spec, cfg, int(position), 0, spec.n_layer, isa)
+
+
+def cpu_attention_split(spec: ModelSpec, cfg: RunConfig, position: float, isa: Iterable[str] = ()) -> AttentionUnits:
+    """cpu_attention_units in its two parts (AttentionUnits)."""
+    return cpu_attention_parts(spec, cfg, int(position), 0, spec.n_layer, isa)
 
 
 # CPU cycles for decode attention (one query row against the cache), by flash attention
@@ -102,15 +127,21 @@ def cpu_attention_cells(spec: ModelSpec, cfg: RunConfig, position: int) -> tuple
 def cpu_attention_cycles(spec: ModelSpec, cfg: RunConfig, position: int, start: int, end: int,
                           isa: Iterable[str] = ()) -> float:
     """Cycles for attention over the cached positions of layers [start, end) for one token."""
+    return cpu_attention_parts(spec, cfg, position, start, end, isa).total
+
+
+def cpu_attention_parts(spec: ModelSpec, cfg: RunConfig, position: int, start: int, end: int,
+                        isa: Iterable[str] = ()) -> AttentionUnits:
+    """cpu_attention_cycles in its two parts (AttentionUnits)."""
     seen = cpu_attention_cells(spec, cfg, position)
     per_element, per_mac = _ATTENTION_CYCLES[bool(cfg.flash_attn)]
     block = f16_simd_block(isa) if cfg.flash_attn and cfg.kv_type == "f16" else None
-    cycles = 0.0
+    memory = compute = 0.0
     for il in range(start, end):
         if seen[il]:
             n_kv = spec.n_head_kv[il] or spec.n_head[il]
             dk, dv = spec.head_dims(il)
             scalar = dv % block if block else 0  # V elements past the SIMD loop's last block
-            cycles += seen[il] * ((dk + dv) * (n_kv * per_element + spec.n_head[il] * per_mac)
-                                  + spec.n_head[il] * scalar * SCALAR_V_CYCLES)
-    return cycles
+            memory += seen[il] * (dk + dv) * n_kv * per_element
+            compute += seen[il] * spec.n_head[il] * ((dk + dv) * per_mac + scalar * SCALAR_V_CYCLES)
+    return AttentionUnits(memory, compute)

@@ -39,7 +39,7 @@ from rooflight.estimate.backend_constants import BACKENDS, DEFAULT_CPU_MHZ, Back
 from rooflight.estimate.calibration import Calibration, Ratio
 from rooflight.estimate.compute import micro_batch
 from rooflight.estimate.config import RunConfig
-from rooflight.estimate.cpu_attention import cpu_attention_cycles
+from rooflight.estimate.cpu_attention import cpu_attention_cycles, cpu_attention_parts
 from rooflight.estimate.fp4 import prefill_speed_factor
 from rooflight.estimate.kernel_calibration import (
     ATTENTION_KERNEL,
@@ -322,15 +322,16 @@ def decode_parts_s(
     parts = {"memory": 0.0, "compute": 0.0, "overhead": fixed.overhead}
     for dev, start, end in kv_runs:
         if dev == CPU and fixed.cpu_weights is not None:
-            # the probe measured attention as time per modelled cycle (cache reads included)
+            # the probe measured attention as time per modelled cycle (cache reads included),
+            # its K/V reads and per-query-head work apart where it ran a GQA model too
             assert probe is not None  # cpu_weights come from a probe
             att = probe.attention_for(cfg.flash_attn)
-            cyc = cpu_attention_cycles(spec, cfg, position, start, end, hardware.cpu.isa)
+            units = cpu_attention_parts(spec, cfg, position, start, end, hardware.cpu.isa)
             if att is not None:
-                parts["compute"] += cyc * att.decode_s_per_unit
-                tally(kernels, ATTENTION_KERNEL, cyc * att.decode_s_per_unit)
+                parts["compute"] += att.decode_s(units)
+                tally(kernels, ATTENTION_KERNEL, att.decode_s(units))
             else:
-                parts["compute"] += cyc / (_cpu_threads(hardware, cfg) * _cpu_hz(hardware))
+                parts["compute"] += units.total / (_cpu_threads(hardware, cfg) * _cpu_hz(hardware))
             continue
         run_reads = kv_reads
         if dev == CPU and cfg.flash_attn:

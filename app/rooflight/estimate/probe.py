@@ -10,7 +10,8 @@ The figures, all at the probe's thread count on the CPU backend:
   bytes per second that reached; and seconds per weight element per prompt token for the
   matrix-matrix product at the planned micro-batch;
 - attention: seconds per unit of cpu_attention.py's attention model (decode: its cycle count over
-  the cached positions; prefill: its FLOPs), flash attention on and off;
+  the cached positions, the K/V reads and the per-query-head work priced apart where a GQA
+  model was measured beside the MHA one; prefill: its FLOPs), flash attention on and off;
 - fixed: seconds per token (graph, Python, sampler), per layer, per vocabulary entry;
 - image encode: the FLOP/s a vision projector's encoder graph (mtmd) reached, FLOPs counted
   by estimate/vision.encode_flops, so an estimate divides its projector's FLOPs by it.
@@ -22,6 +23,7 @@ import statistics
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 
+from rooflight.estimate.cpu_attention import AttentionUnits
 from rooflight.estimate.probe_gpu import GpuFigures
 from rooflight.estimate.ranges import max_stored_spread
 
@@ -54,9 +56,12 @@ KEEP = 3
 # (its CPU-only machines measure the same again, once). 5: decode attention units count the
 # cells of the busiest thread's chunk of the cache view (cpu_attention.cpu_attention_cells); with 2 or
 # more threads, method 4's long-cache figure was per 1040-1170 positions where the kernel
-# walked a 1280-cell view, and priced attention 11-22% dear under the new units. Older
-# probes are measured again.
-PROBE_METHOD = 5
+# walked a 1280-cell view, and priced attention 11-22% dear under the new units. 6: decode
+# attention has a second figure, the price of its per-query-head part, from a GQA model beside
+# the MHA one (AttentionCost.decode_s); one figure priced a GQA model's attention on the 480
+# MiB AMX Xeon VM at 0.3-0.4 of what it took, and a whole 32/8-head model's decode after 4096
+# positions 2.35x fast. Older probes are measured again.
+PROBE_METHOD = 6
 
 @dataclass(frozen=True)
 class Repeats:
@@ -158,9 +163,45 @@ def fixed_costs(
 @dataclass(frozen=True)
 class AttentionCost:
     flash_attn: bool
-    decode_s_per_unit: float  # seconds per cpu_attention.cpu_attention_cycles unit
+    # seconds per cpu_attention.cpu_attention_cycles unit; with decode_s_per_compute_unit, per
+    # unit of its memory part (AttentionUnits.memory) only
+    decode_s_per_unit: float
     prefill_s_per_flop: float  # seconds per attention FLOP in prompt processing
     spread: float = 0.0
+    # seconds per unit of the per-query-head part (AttentionUnits.compute), where the probe
+    # measured a GQA model beside the MHA one (split_decode_cost); None: one figure for both
+    decode_s_per_compute_unit: float | None = None
+
+    def decode_s(self, units: AttentionUnits) -> float:
+        """Seconds for these decode attention units."""
+        compute = self.decode_s_per_unit if self.decode_s_per_compute_unit is None else self.decode_s_per_compute_unit
+        return units.memory * self.decode_s_per_unit + units.compute * compute
+
+
+def split_decode_cost(cost: AttentionCost, mha: tuple[float, AttentionUnits],
+                      gqa: tuple[float, AttentionUnits]) -> AttentionCost:
+    """The decode figure in two parts from two models' (seconds, units) between a long and a
+    short cache: an MHA model, whose K/V reads weigh as much as its per-query-head work, and a
+    GQA model with many query heads per KV head, whose work outweighs its reads. Why two: a
+    CPU whose memory is slow beside its cores pays for MHA mostly in reads, and one figure from
+    it prices a GQA model's per-head work far too cheap (the 480 MiB AMX Xeon VM: 32 query heads
+    on 8 KV heads cost 2.5x per unit what 16 on 16 did). Two equations, two unknowns; a part
+    that solves below zero (noise, when the two models disagree little) is 0 and the other is
+    fitted to both. Where the two models do not tell the parts apart, `cost` stays as it is."""
+    (t1, u1), (t2, u2) = mha, gqa
+    det = u1.memory * u2.compute - u2.memory * u1.compute
+    if t1 <= 0 or t2 <= 0 or abs(det) < 1e-9 * max(u1.total * u2.total, 1e-30):
+        return cost
+    memory = (t1 * u2.compute - t2 * u1.compute) / det
+    compute = (u1.memory * t2 - u2.memory * t1) / det
+    if memory < 0 or compute < 0:  # least squares with the negative part held at 0
+        if memory < 0:
+            memory = 0.0
+            compute = (t1 * u1.compute + t2 * u2.compute) / (u1.compute ** 2 + u2.compute ** 2)
+        else:
+            compute = 0.0
+            memory = (t1 * u1.memory + t2 * u2.memory) / (u1.memory ** 2 + u2.memory ** 2)
+    return replace(cost, decode_s_per_unit=memory, decode_s_per_compute_unit=compute)
 
 
 def attention_cost(

@@ -33,7 +33,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ from rooflight.estimate.probe import (
     encode_figure,
     fixed_costs,
     kernel_figure,
+    split_decode_cost,
 )
 from rooflight.runtime import amx
 from rooflight.runtime.build import llama_build
@@ -91,6 +92,14 @@ _TINY_SHAPE = dict(n_embd=64, n_head=2, n_head_kv=2, head_dim=32, n_ff=64)
 # 1024-token prompt that fills it costs a quarter of what as many GQA layers would.
 _ATTN_HEADS = dict(n_embd=256, n_head=16, n_head_kv=16, head_dim=128, n_ff=256)
 ATTN_CACHE_FACTOR = 2
+# ...and a GQA model beside it, 8 query heads per KV head: its per-query-head work outweighs
+# its K/V reads, where the MHA model's reads weigh as much as its work, so the two give the
+# attention model's two parts a figure each (estimate/probe.split_decode_cost). Without it
+# one figure priced a GQA model's decode attention at 0.3-0.4 of its time on the 480 MiB AMX
+# Xeon VM (2026-12-07, bench/attention_heads.py: 32 query heads on 8 KV heads, 28 on 4 and 16
+# on 4 after 4096 positions, 2.5-3.0x the MHA model's cost per unit). Four layers: its token
+# costs about what the MHA model's 8 do at 1024 positions.
+_ATTN_GQA_SHAPE = dict(n_layer=4, n_embd=256, n_head=32, n_head_kv=4, head_dim=128, n_ff=256)
 # At most 8 layers (64 MiB of cache at ATTN_PROMPT positions): a larger last-level cache gets
 # less than 2x. On a 260 MiB-L3 Xeon VM (2026-12-03, bench/probe_attention.py --also-layers,
 # best of 3, two runs) the 8-layer model measured x1.04 and x1.07 of the 16-layer one (4
@@ -235,6 +244,8 @@ class ProbeRun:
                 "attention": [{
                     "flash_attn": a.flash_attn,
                     "decode_ns_per_unit": round(a.decode_s_per_unit * 1e9, 6),
+                    "decode_ns_per_compute_unit": (None if a.decode_s_per_compute_unit is None
+                                                   else round(a.decode_s_per_compute_unit * 1e9, 6)),
                     "prefill_ns_per_flop": round(a.prefill_s_per_flop * 1e9, 6),
                     "spread": round(a.spread, 4),
                 } for a in p.attention],
@@ -547,14 +558,15 @@ def _image_part(runner: _Runner, clock: _Clock, folder: Path, n_threads: int, n_
 
 
 def _measure_attention(runner: _Runner, clock: _Clock, path: Path, fa: bool, n_threads: int, n_ubatch: int,
-                       repeats: int | None = None, like: list | None = None) -> tuple[list, list, _Model]:
+                       repeats: int | None = None, like: list | None = None, tag: str = "") -> tuple[list, list, _Model]:
     """The attention model's decode at a short and a long cache and its ATTN_PROMPT-token
     prompt, flash attention on or off: ([fa, spec, tokens, short, long, prompt] Repeats,
     [(slot, figure, run)] for deferred parts, the open model). repeats: clean runs wanted
     now (default: all but one, the last deferred by the caller). like: flash attention on's
     entry when measuring off: its runs x FLASH_OFF_SLOWDOWN say how long these will take (a
-    prompt begun with too little budget left would end past it)."""
-    clock.step(f"attention, flash attention {'on' if fa else 'off'}")
+    prompt begun with too little budget left would end past it). tag: the model's name in the
+    figures' names and the progress ("gqa": the GQA model)."""
+    clock.step(f"attention{' (' + tag.upper() + ')' if tag else ''}, flash attention {'on' if fa else 'off'}")
     m = _Model(path, n_threads, 2048, fa, n_ubatch)
     try:
         n = _tokens_for(m, MIN_RUN_S / 2)
@@ -570,11 +582,11 @@ def _measure_attention(runner: _Runner, clock: _Clock, path: Path, fa: bool, n_t
             m.llm.n_tokens = 16 + ATTN_PROMPT  # back to the end of the prompt (it must come first)
             return m.decode(n)
 
-        tag = "on" if fa else "off"
+        name = f"attention{'-' + tag if tag else ''}/fa-{'on' if fa else 'off'}"
         # short resets the cache and prompt fills it for long: deferred in this order too
-        parts = [(3, f"attention/fa-{tag}/decode-short", _decode_run(m, n)),
-                 (5, f"attention/fa-{tag}/prompt-{ATTN_PROMPT}", prompt),
-                 (4, f"attention/fa-{tag}/decode-long", long_decode)]
+        parts = [(3, f"{name}/decode-short", _decode_run(m, n)),
+                 (5, f"{name}/prompt-{ATTN_PROMPT}", prompt),
+                 (4, f"{name}/decode-long", long_decode)]
         entry: list = [fa, m.spec, n, None, None, None]
         for slot, name, run in parts:
             expect = FLASH_OFF_SLOWDOWN * like[slot].value if like is not None else 0.0
@@ -708,13 +720,13 @@ def probe_machine(
     n_threads = n_threads or max(1, profile.cpu.cores or 1)
     load_before = load_now()
     expert_types = [t for t in EXPERT_TYPES if t in types]
-    # steps: 4 fixed, 2 attention, 2 per type, the expert prompts, the image
-    clock = _Clock(budget_s, 6 + 2 * len(types) + len(expert_types) + image, progress, check_cancel)
+    # steps: 4 fixed, 3 attention (MHA, GQA, flash off), 2 per type, the expert prompts, the image
+    clock = _Clock(budget_s, 7 + 2 * len(types) + len(expert_types) + image, progress, check_cancel)
     runs: dict[str, dict] = {}
-    # figures for the budget shares: 4 fixed, 3 attention with flash on and 2 per type, each
-    # measured in two parts (_Deferred), and 3 attention with flash off in one
+    # figures for the budget shares: 4 fixed, 3 MHA and 3 GQA attention with flash on and 2
+    # per type, each measured in two parts (_Deferred), and 3 attention with flash off in one
     runner = _Runner(clock, busy_threshold, runs, max(2, repeats),
-                     figures=2 * 4 + 2 * 3 + 3 + 4 * len(types) + len(expert_types) + image)
+                     figures=2 * 4 + 2 * 6 + 3 + 4 * len(types) + len(expert_types) + image)
     skipped: dict[str, str] = {}
     notes: list[str] = []
     llc = last_level_cache_bytes()
@@ -755,6 +767,9 @@ def probe_machine(
             entry, parts, m = _measure_attention(runner, clock, attn_path, True, n_threads, n_ubatch)
             attn_raw.append(entry)
             attn_deferred += [_Deferred(entry, slot, name, run, m) for slot, name, run in parts]
+            gqa_path = write("attention-gqa", ftype="F16", **_ATTN_GQA_SHAPE)
+            gqa_raw, parts, m = _measure_attention(runner, clock, gqa_path, True, n_threads, n_ubatch, tag="gqa")
+            attn_deferred += [_Deferred(gqa_raw, slot, name, run, m) for slot, name, run in parts]
             _finish_deferred(runner, fixed_deferred)
             _finish_deferred(runner, attn_deferred)  # a slot after their own runs
 
@@ -894,7 +909,7 @@ def probe_machine(
 
     # ---- arithmetic (pure; estimate/probe.py) ----
     per_layers, (vocab_run, huge_run) = fixed_raw[:2], fixed_raw[2:]
-    attn_runs = [r for raw in attn_raw for r in raw[3:]]
+    attn_runs = [r for raw in (*attn_raw, gqa_raw) for r in raw[3:]]
 
     def fixed_with(s_per_weight: float) -> FixedCosts:
         # the vocabularies' output matrices are weights, not fixed cost: priced with the F16
@@ -906,11 +921,11 @@ def probe_machine(
             huge=(VOCAB_HUGE, huge_run.value, s_per_weight * (VOCAB_HUGE - VOCAB_LARGE) * _TINY_SHAPE["n_embd"]))
 
     fixed = fixed_with(0.0)
-    kernels, attention = _derive(fixed, attn_raw, kernel_raw, n_ubatch, n_threads, profile.cpu.isa)
+    kernels, attention = _derive(fixed, attn_raw, kernel_raw, n_ubatch, n_threads, profile.cpu.isa, gqa_raw)
     f16 = next((k for k in kernels if k.weight_type == "F16"), None)
     if f16 is not None:
         fixed = fixed_with(f16.decode_s_per_weight)
-        kernels, attention = _derive(fixed, attn_raw, kernel_raw, n_ubatch, n_threads, profile.cpu.isa)
+        kernels, attention = _derive(fixed, attn_raw, kernel_raw, n_ubatch, n_threads, profile.cpu.isa, gqa_raw)
 
     fixed_disturbed = any(r.disturbed for r in fixed_raw)
     attn_disturbed = any(r.disturbed for r in attn_runs)
@@ -1178,12 +1193,15 @@ def _expert_costs(expert_raw, profile, kernels, attention, fixed, n_threads: int
     return tuple(costs)
 
 
-def _derive(fixed: FixedCosts, attn_raw, kernel_raw, n_ubatch: int, n_threads: int, isa: tuple[str, ...]):
+def _derive(fixed: FixedCosts, attn_raw, kernel_raw, n_ubatch: int, n_threads: int, isa: tuple[str, ...],
+            gqa_raw: list | None = None):
     """Figures from the raw runs: attention needs the F16 prompt kernel to subtract the
     attention model's weights, the kernels need attention and fixed costs to subtract theirs;
-    one pass with attention taken as zero for the kernels' tiny share, then the real one."""
+    one pass with attention taken as zero for the kernels' tiny share, then the real one.
+    gqa_raw: the GQA model's runs, which split flash attention's decode figure in two
+    (split_decode_cost)."""
     from rooflight.estimate.config import RunConfig
-    from rooflight.estimate.cpu_attention import cpu_attention_units
+    from rooflight.estimate.cpu_attention import AttentionUnits, cpu_attention_split
     from rooflight.estimate.perf import prefill_attention_flops
 
     def cfg(fa: bool) -> RunConfig:
@@ -1191,9 +1209,15 @@ def _derive(fixed: FixedCosts, attn_raw, kernel_raw, n_ubatch: int, n_threads: i
                          n_batch=n_ubatch, n_ubatch=n_ubatch)
 
     def other_decode(spec, n_tokens_before: float, att: AttentionCost | None) -> float:
-        units = cpu_attention_units(spec, cfg(True), n_tokens_before, isa)
+        units = cpu_attention_split(spec, cfg(True), n_tokens_before, isa)
         return (fixed.token_s + fixed.layer_s * spec.n_layer + fixed.vocab_cost_s(spec.n_vocab)
-                + (att.decode_s_per_unit * units if att else 0.0))
+                + (att.decode_s(units) if att else 0.0))
+
+    def decode_span(fa: bool, spec, n: int, short, long) -> tuple[float, AttentionUnits]:
+        """An attention model's seconds and units between its long and its short cache."""
+        units = (cpu_attention_split(spec, cfg(fa), 16 + ATTN_PROMPT + min(n, 256) / 2, isa)
+                 - cpu_attention_split(spec, cfg(fa), 4 + min(n, 256) / 2, isa))
+        return long.value - short.value, units
 
     def kernels_with(att_on: AttentionCost | None) -> tuple[KernelFigure, ...]:
         out = []
@@ -1216,13 +1240,17 @@ def _derive(fixed: FixedCosts, attn_raw, kernel_raw, n_ubatch: int, n_threads: i
         pw, _ = _weights_of(spec, "F16", prompt=True)
         weights_s = (f16.prefill_s_per_weight * pw * ATTN_PROMPT) if f16 else 0.0
         n_ub = -(-ATTN_PROMPT // n_ubatch)
-        costs.append(attention_cost(
-            fa, decode_short_s=short.value, decode_long_s=long.value,
-            units_short=cpu_attention_units(spec, cfg(fa), 4 + min(n, 256) / 2, isa),
-            units_long=cpu_attention_units(spec, cfg(fa), 16 + ATTN_PROMPT + min(n, 256) / 2, isa),
+        span = decode_span(fa, spec, n, short, long)
+        cost = attention_cost(
+            fa, decode_short_s=0.0, decode_long_s=span[0], units_short=0.0, units_long=span[1].total,
             prefill_s=pp.value, prefill_other_s=weights_s + fixed.layer_s * spec.n_layer * n_ub,
             prefill_flops=prefill_attention_flops(spec, 16, ATTN_PROMPT, n_ubatch),
-            spread=max(short.spread, long.spread, pp.spread)))
+            spread=max(short.spread, long.spread, pp.spread))
+        if fa and gqa_raw is not None:
+            _, gspec, gn, gshort, glong, _ = gqa_raw
+            cost = split_decode_cost(cost, span, decode_span(fa, gspec, gn, gshort, glong))
+            cost = replace(cost, spread=max(cost.spread, gshort.spread, glong.spread))
+        costs.append(cost)
     attention = tuple(costs)
     att_on = next((a for a in attention if a.flash_attn), None)
     return kernels_with(att_on), attention
