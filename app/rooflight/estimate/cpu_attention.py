@@ -46,13 +46,15 @@ def cpu_attention_split(spec: ModelSpec, cfg: RunConfig, position: float, isa: I
 
 # CPU cycles for decode attention (one query row against the cache), by flash attention
 # on/off: per cached K/V element visited, and per multiply-add. llama.cpp's CPU flash-attention
-# kernel walks the cache one K/V row at a time (vec_dot, online softmax, vec_mad); the cost
-# follows the rows it streams more than the arithmetic, so query heads sharing a KV head
-# (GQA) add little. Without flash attention K and V go through two batched mat-muls, about
-# half the cost. Fitted here (2-core AVX-512 EPYC, f16 cache, 4 layers, positions 256-12k,
-# 1 and 2 threads): 16 query / 16 KV heads cost ~1.0 cycle per element, 16 / 4 heads ~1.3
-# per element -> 0.9 per element + 0.1 per multiply-add; flash attention off ~0.55 per
-# multiply-add without GQA, split the same way.
+# kernel walks the cache one K/V row at a time (vec_dot, online softmax, vec_mad). Without
+# flash attention K and V go through two batched mat-muls, about half the cost. Fitted on the
+# 2-core AVX-512 Zen 4 EPYC VM (f16 cache, 4 layers, positions 256-12k, 1 and 2 threads): 16
+# query / 16 KV heads cost ~1.0 cycle per element, 16 / 4 heads ~1.3 per element -> 0.9 per
+# element + 0.1 per multiply-add; flash attention off ~0.55 per multiply-add without GQA,
+# split the same way. There the rows a token streams cost more than the query heads' work on
+# them; on the 480 MiB AMX Xeon VM a query head's work cost about what an MHA row's read did,
+# so a probe prices the two parts by a figure each (probe.split_decode_cost) and these
+# weights only say which part a cycle belongs to.
 _ATTENTION_CYCLES = {True: (0.9, 0.1), False: (0.5, 0.05)}  # (per KV element, per MAC)
 
 # With flash attention, each query head adds every cached V row into an F16 accumulator with

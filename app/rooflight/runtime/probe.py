@@ -9,6 +9,7 @@ count plans use:
    32000-entry vocabulary: per token, per layer, per vocabulary entry;
 2. attention: a small model with wide attention, decode at a short and a long cache and a
    1024-token prompt, flash attention on (off comes last: plans use it only when told to);
+   then the same on a GQA model, which prices the query heads' work apart from the K/V reads;
 3. per weight type: decode on a model several times the last-level cache (so the figure
    is what large models pay, bound by bandwidth or by arithmetic as the type is here) and
    a one-micro-batch prompt on a smaller one (prompt processing is compute-bound);
